@@ -1,0 +1,259 @@
+//! The `Cache` custom resource (`apps.example.com/v1alpha1`), as the seeds'
+//! kubebuilder types define it, plus `config` and `paused`.
+//!
+//! `deploy/crds/cache.yaml` is the schema the API server enforces; the guest
+//! validates the same bounds again so a wrong spec becomes a clear permanent
+//! error instead of a broken Deployment.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
+use k8s_openapi::{NamespaceResourceScope, Resource};
+use serde::{Deserialize, Serialize};
+use wasmop_guest::{Error, Result};
+
+/// Replicas when the spec leaves them out (the CRD defaults them too).
+pub const DEFAULT_REPLICAS: i32 = 1;
+/// Port when the spec leaves it out: Redis's.
+pub const DEFAULT_PORT: i32 = 6379;
+/// The largest `replicas` the CRD allows.
+pub const MAX_REPLICAS: i32 = 10;
+
+/// A cache: a Deployment of `image` behind a Service, configured through a
+/// ConfigMap.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Cache {
+    /// Standard object metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// What the user asks for.
+    #[serde(default)]
+    pub spec: CacheSpec,
+    /// What the operator last reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<CacheStatus>,
+}
+
+impl Resource for Cache {
+    const API_VERSION: &'static str = "apps.example.com/v1alpha1";
+    const GROUP: &'static str = "apps.example.com";
+    const KIND: &'static str = "Cache";
+    const VERSION: &'static str = "v1alpha1";
+    const URL_PATH_SEGMENT: &'static str = "caches";
+    type Scope = NamespaceResourceScope;
+}
+
+impl Cache {
+    /// The cache's name ("" if unnamed, which the API server never sends).
+    pub fn name(&self) -> &str {
+        self.metadata.name.as_deref().unwrap_or_default()
+    }
+}
+
+/// The desired state of a [`Cache`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CacheSpec {
+    /// Container image, e.g. `redis:7.2`. Required, not empty.
+    #[serde(default)]
+    pub image: String,
+    /// Number of pods, 1 to 10; default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    /// Port the container listens on and the Service exposes, 1 to 65535;
+    /// default 6379.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<i32>,
+    /// Configuration files: rendered into the ConfigMap `<name>-config` and
+    /// mounted into the pods at `/etc/cache`, one file per key.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub config: BTreeMap<String, String>,
+    /// While true the operator leaves every child exactly as it is.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
+}
+
+impl CacheSpec {
+    /// Replicas with the default applied.
+    pub fn replicas(&self) -> i32 {
+        self.replicas.unwrap_or(DEFAULT_REPLICAS)
+    }
+
+    /// Port with the default applied.
+    pub fn port(&self) -> i32 {
+        self.port.unwrap_or(DEFAULT_PORT)
+    }
+
+    /// Checks the bounds the CRD declares, and that every config key is a
+    /// valid ConfigMap key. A violation is permanent: retrying cannot fix it.
+    pub fn validate(&self) -> Result<()> {
+        if self.image.trim().is_empty() {
+            return Err(Error::permanent("spec.image must not be empty"));
+        }
+        let replicas = self.replicas();
+        if !(1..=MAX_REPLICAS).contains(&replicas) {
+            return Err(Error::permanent(format!(
+                "spec.replicas must be between 1 and {MAX_REPLICAS}, got {replicas}"
+            )));
+        }
+        let port = self.port();
+        if !(1..=65535).contains(&port) {
+            return Err(Error::permanent(format!(
+                "spec.port must be between 1 and 65535, got {port}"
+            )));
+        }
+        if let Some(key) = self.config.keys().find(|key| !is_config_map_key(key)) {
+            return Err(Error::permanent(format!(
+                "spec.config key {key:?} is not a valid file name (letters, digits, '-', '_' and '.', at most 253 characters)"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Kubernetes' rule for ConfigMap keys: `[-._a-zA-Z0-9]+`, at most 253
+/// characters, and not `.` or `..`.
+fn is_config_map_key(key: &str) -> bool {
+    !key.is_empty()
+        && key.len() <= 253
+        && key != "."
+        && key != ".."
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// The phase a [`Cache`] reports in `status.phase`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Phase {
+    /// No Deployment observed yet.
+    Pending,
+    /// The Deployment exists but is not yet up to date and fully ready.
+    Progressing,
+    /// Every replica is ready and runs the current spec.
+    Ready,
+    /// `spec.paused` is true: children are left alone.
+    Paused,
+}
+
+impl Phase {
+    /// The name written to `status.phase`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "Pending",
+            Self::Progressing => "Progressing",
+            Self::Ready => "Ready",
+            Self::Paused => "Paused",
+        }
+    }
+}
+
+/// The observed state of a [`Cache`]. The host adds `observedGeneration`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CacheStatus {
+    /// Ready pods of the Deployment.
+    #[serde(default)]
+    pub ready_replicas: i32,
+    /// Pending, Progressing, Ready or Paused. A string, so an unknown value
+    /// written by something else does not make the parent unreadable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// The generation the host last reported for (written by the host; read
+    /// here only so it survives a round trip).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Available` and `Progressing`, as `metav1.Condition`s.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn spec(image: &str) -> CacheSpec {
+        CacheSpec {
+            image: image.into(),
+            ..CacheSpec::default()
+        }
+    }
+
+    #[test]
+    fn defaults_apply_when_replicas_and_port_are_absent() {
+        let spec: CacheSpec = serde_json::from_value(json!({"image": "redis:7.2"})).unwrap();
+        assert_eq!(spec.replicas(), 1);
+        assert_eq!(spec.port(), 6379);
+        assert!(spec.config.is_empty());
+        assert!(!spec.paused);
+    }
+
+    #[test]
+    fn a_full_spec_round_trips_in_camel_case() {
+        let value = json!({
+            "image": "redis:7.2",
+            "replicas": 2,
+            "port": 6380,
+            "config": {"redis.conf": "maxmemory 64mb"},
+            "paused": true
+        });
+        let spec: CacheSpec = serde_json::from_value(value.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&spec).unwrap(), value);
+    }
+
+    #[test]
+    fn an_empty_image_is_a_permanent_error() {
+        let err = spec("").validate().unwrap_err();
+        assert!(!err.is_retryable());
+        assert!(err.message.contains("image"));
+        assert!(spec("   ").validate().is_err());
+    }
+
+    #[test]
+    fn replicas_outside_one_to_ten_are_refused() {
+        for bad in [0, -1, 11] {
+            let mut s = spec("redis");
+            s.replicas = Some(bad);
+            assert!(s.validate().is_err(), "replicas {bad}");
+        }
+        let mut s = spec("redis");
+        s.replicas = Some(10);
+        assert!(s.validate().is_ok());
+    }
+
+    #[test]
+    fn ports_outside_the_tcp_range_are_refused() {
+        for bad in [0, 65536] {
+            let mut s = spec("redis");
+            s.port = Some(bad);
+            assert!(s.validate().is_err(), "port {bad}");
+        }
+    }
+
+    #[test]
+    fn config_keys_must_be_valid_file_names() {
+        let mut s = spec("redis");
+        s.config.insert("redis.conf".into(), "x".into());
+        assert!(s.validate().is_ok());
+        for bad in ["a/b", "..", "", "sp ace"] {
+            let mut s = spec("redis");
+            s.config.insert(bad.into(), "x".into());
+            assert!(s.validate().is_err(), "key {bad:?}");
+        }
+    }
+
+    #[test]
+    fn status_reads_what_the_host_wrote() {
+        let status: CacheStatus = serde_json::from_value(json!({
+            "readyReplicas": 2,
+            "phase": "Ready",
+            "observedGeneration": 4,
+            "conditions": []
+        }))
+        .unwrap();
+        assert_eq!(status.ready_replicas, 2);
+        assert_eq!(status.phase.as_deref(), Some("Ready"));
+        assert_eq!(status.observed_generation, Some(4));
+    }
+}

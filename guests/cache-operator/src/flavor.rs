@@ -1,0 +1,35 @@
+//! The two builds of the operator: v1, and v2 for the hot-swap tests and demo.
+//!
+//! The Cargo feature `v2` picks the flavor a build exports. The logic takes
+//! the flavor as a value rather than testing the feature everywhere, so both
+//! flavors are unit-tested by one `cargo test`.
+
+/// The label every v2 child carries (interface contract with the hot-swap
+/// tests): `wasmop.dev/version: v2`.
+pub const VERSION_LABEL: &str = "wasmop.dev/version";
+/// The value of [`VERSION_LABEL`] on v2 children.
+pub const VERSION_V2: &str = "v2";
+
+/// Which build of the operator is running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Flavor {
+    /// Deployment, Service and ConfigMap.
+    V1,
+    /// As v1, plus the label `wasmop.dev/version: v2` on every child and a
+    /// PodDisruptionBudget.
+    V2,
+}
+
+impl Flavor {
+    /// The flavor this build exports: `V2` with the Cargo feature `v2`.
+    pub const CURRENT: Self = if cfg!(feature = "v2") {
+        Self::V2
+    } else {
+        Self::V1
+    };
+
+    /// True for v2, which adds the version label and the PodDisruptionBudget.
+    pub fn is_v2(self) -> bool {
+        self == Self::V2
+    }
+}

@@ -1,0 +1,128 @@
+//! The seeds' `Cache` operator as a wasmop guest.
+//!
+//! A `Cache` (`apps.example.com/v1alpha1`, plural `caches`, short name `cc`)
+//! asks for a cache server: `image`, `replicas` (1–10, default 1), `port`
+//! (default 6379), `config` (files mounted at `/etc/cache`) and `paused`.
+//! For each Cache the operator wants:
+//!
+//! - a ConfigMap `<name>-config` holding `spec.config`;
+//! - a Deployment `<name>` running `spec.image` with `spec.replicas` pods,
+//!   labelled `app: cache`, `cache: <name>`, the config mounted and its hash
+//!   in the pod-template annotation [`CONFIG_HASH_ANNOTATION`] so a config
+//!   change rolls the pods;
+//! - a Service `<name>` exposing `spec.port`;
+//! - with the Cargo feature `v2`: the label `wasmop.dev/version: v2` on every
+//!   child and a PodDisruptionBudget `<name>` (minAvailable 1).
+//!
+//! It reports `readyReplicas`, `phase` (Pending, Progressing, Ready, Paused)
+//! and the conditions `Available` and `Progressing`. While `paused` it leaves
+//! every child as it is. On deletion its finalizer [`FINALIZER`] scales the
+//! Deployment to zero and holds the Cache until the pods are gone.
+//!
+//! The logic is plain Rust ([`CacheOperator`] implements
+//! [`wasmop_guest::Operator`]); only on wasm32 is it exported as a component.
+
+mod api;
+mod children;
+mod finalizer;
+mod flavor;
+mod keep;
+mod observed;
+mod pause;
+mod reconcile;
+mod status;
+
+pub use api::{Cache, CacheSpec, CacheStatus, Phase};
+pub use children::{CONFIG_HASH_ANNOTATION, CONFIG_MOUNT_PATH, config_hash};
+pub use finalizer::FINALIZER;
+pub use flavor::{Flavor, VERSION_LABEL, VERSION_V2};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use wasmop_guest::{ChildKind, Description, KindRef, Operator, Request, Response, Result};
+
+/// The Cache operator, in the flavor this build was compiled as
+/// ([`Flavor::CURRENT`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CacheOperator;
+
+impl Operator for CacheOperator {
+    fn describe() -> Description {
+        describe(Flavor::CURRENT)
+    }
+
+    fn reconcile(request: Request) -> Result<Response> {
+        reconcile_at(&request, &wasmop_guest::time::now(), Flavor::CURRENT)
+    }
+}
+
+/// What `flavor` manages: Caches, with ConfigMaps, Deployments and Services
+/// (and PodDisruptionBudgets in v2) as children, and the finalizer.
+pub fn describe(flavor: Flavor) -> Description {
+    let mut description = Description::new(KindRef::of::<Cache>())
+        .child(ChildKind::of::<ConfigMap>())
+        .child(ChildKind::of::<Deployment>())
+        .child(ChildKind::of::<Service>());
+    if flavor.is_v2() {
+        description = description.child(ChildKind::of::<PodDisruptionBudget>());
+    }
+    description.finalizer(FINALIZER)
+}
+
+/// One reconcile as `flavor` at the time `now`: [`CacheOperator::reconcile`]
+/// with the clock and the flavor made explicit, for tests and benchmarks.
+pub fn reconcile_at(request: &Request, now: &Time, flavor: Flavor) -> Result<Response> {
+    reconcile::reconcile(request, now, flavor)
+}
+
+#[cfg(target_arch = "wasm32")]
+wasmop_guest::export_operator!(CacheOperator);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn describe_names_the_cache_kind_its_children_and_the_finalizer() {
+        let description = describe(Flavor::V1);
+        assert_eq!(
+            description.primary,
+            KindRef::new("apps.example.com", "v1alpha1", "Cache")
+        );
+        let kinds: Vec<_> = description
+            .children
+            .iter()
+            .map(|c| c.kind.kind.as_str())
+            .collect();
+        assert_eq!(kinds, ["ConfigMap", "Deployment", "Service"]);
+        assert!(description.children.iter().all(|c| !c.cluster_scoped));
+        assert_eq!(
+            description.finalizer.as_deref(),
+            Some("apps.example.com/cache-cleanup")
+        );
+    }
+
+    #[test]
+    fn describe_declares_the_disruption_budget_only_in_v2() {
+        let kinds: Vec<_> = describe(Flavor::V2)
+            .children
+            .into_iter()
+            .map(|c| c.kind)
+            .collect();
+        assert!(kinds.contains(&KindRef::new("policy", "v1", "PodDisruptionBudget")));
+        assert!(
+            !describe(Flavor::V1)
+                .children
+                .iter()
+                .any(|c| c.kind.kind == "PodDisruptionBudget")
+        );
+    }
+
+    #[test]
+    fn the_current_flavor_follows_the_v2_feature() {
+        assert_eq!(Flavor::CURRENT.is_v2(), cfg!(feature = "v2"));
+        assert_eq!(CacheOperator::describe(), describe(Flavor::CURRENT));
+    }
+}

@@ -1,0 +1,44 @@
+//! The paused path: `spec.paused: true` leaves every child exactly as it is
+//! and reports phase `Paused`.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use wasmop_guest::{Request, Response, Result};
+
+use crate::api::{Cache, Phase};
+use crate::flavor::Flavor;
+use crate::keep::{as_observed, kept_children};
+use crate::observed::ObservedDeployment;
+use crate::reconcile::phase_event;
+use crate::status;
+
+/// The answer for a paused Cache: the observed children re-emitted
+/// unchanged (so the host neither changes nor deletes them) and the status
+/// with phase `Paused`.
+pub fn reconcile_paused(
+    request: &Request,
+    cache: &Cache,
+    now: &Time,
+    flavor: Flavor,
+) -> Result<Response> {
+    let mut response = Response::new();
+    for child in kept_children(&request.observed, flavor) {
+        response.push_child_value(as_observed(child));
+    }
+    let ready = request
+        .observed_raw_named::<Deployment>(cache.name())
+        .map_or(0, |d| ObservedDeployment::new(d).ready_replicas());
+    let previous = cache.status.as_ref();
+    let new_status = status::status(
+        previous,
+        Phase::Paused,
+        ready,
+        cache.spec.replicas(),
+        cache.metadata.generation,
+        now,
+    );
+    if let Some(event) = phase_event(previous, Phase::Paused) {
+        response = response.event(event);
+    }
+    response.status(&new_status)
+}

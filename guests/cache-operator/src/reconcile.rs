@@ -1,0 +1,131 @@
+//! One reconcile of a Cache: deletion, pause, or the desired children and
+//! status.
+//!
+//! Everything here is a pure function of the request and `now`, and `now`
+//! only reaches the output when a condition flips. A converged Cache thus
+//! gets byte-identical children and status on every resync, and no events:
+//! the host writes nothing.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use wasmop_guest::{Error, Event, Request, Response, Result};
+
+use crate::api::{Cache, CacheStatus, Phase};
+use crate::children::Children;
+use crate::finalizer::reconcile_deletion;
+use crate::flavor::Flavor;
+use crate::observed::{Fingerprint, ObservedDeployment};
+use crate::pause::reconcile_paused;
+use crate::status;
+
+/// Reconciles one Cache as the build `flavor`, at time `now`.
+pub fn reconcile(request: &Request, now: &Time, flavor: Flavor) -> Result<Response> {
+    let cache: Cache = request.parent_as()?;
+    let name = cache.name();
+    if name.is_empty() {
+        return Err(Error::permanent("the Cache has no metadata.name"));
+    }
+    // Deletion first: a paused or invalid Cache must still be deletable.
+    if request.deleting {
+        return reconcile_deletion(request, name, flavor);
+    }
+    if cache.spec.paused {
+        return reconcile_paused(request, &cache, now, flavor);
+    }
+    cache.spec.validate()?;
+
+    let desired = Children::desired(name, &cache.spec, flavor);
+    let wanted = desired.fingerprint(&cache.spec);
+    let observed = request
+        .observed_raw_named::<Deployment>(name)
+        .map(ObservedDeployment::new);
+    let phase = status::phase(observed, &wanted);
+    let ready = observed.map_or(0, |d| d.ready_replicas());
+    let previous = cache.status.as_ref();
+    let new_status = status::status(
+        previous,
+        phase,
+        ready,
+        cache.spec.replicas(),
+        cache.metadata.generation,
+        now,
+    );
+
+    let mut response = Response::new();
+    for event in change_events(name, observed, &wanted)
+        .into_iter()
+        .chain(phase_event(previous, phase))
+    {
+        wasmop_guest::info!("cache {name}: {}: {}", event.reason, event.message);
+        response = response.event(event);
+    }
+    response.push_child(&desired.config_map)?;
+    response.push_child(&desired.deployment)?;
+    response.push_child(&desired.service)?;
+    if let Some(budget) = &desired.disruption_budget {
+        response.push_child(budget)?;
+    }
+    response.status(&new_status)
+}
+
+/// Events for what this reconcile changes in the Deployment: created,
+/// scaled, new image, new config. Nothing when it already matches.
+fn change_events(
+    name: &str,
+    observed: Option<ObservedDeployment<'_>>,
+    will: &Fingerprint<'_>,
+) -> Vec<Event> {
+    let Some(observed) = observed else {
+        return vec![Event::normal(
+            "Created",
+            format!("creating Deployment {name}, Service {name} and ConfigMap {name}-config"),
+        )];
+    };
+    let was = observed.fingerprint();
+    let mut events = Vec::new();
+    if was.replicas != will.replicas {
+        events.push(Event::normal(
+            "Scaled",
+            format!(
+                "scaling Deployment {name} from {} to {} replicas",
+                was.replicas.unwrap_or(0),
+                will.replicas.unwrap_or(0)
+            ),
+        ));
+    }
+    if was.image != will.image {
+        events.push(Event::normal(
+            "ImageChanged",
+            format!(
+                "updating Deployment {name} from image {} to {}",
+                was.image.unwrap_or("(none)"),
+                will.image.unwrap_or("(none)")
+            ),
+        ));
+    }
+    if was.config_hash != will.config_hash {
+        events.push(Event::normal(
+            "ConfigChanged",
+            format!("the config changed; rolling the pods of Deployment {name}"),
+        ));
+    }
+    events
+}
+
+/// A `PhaseChanged` event when `phase` differs from the phase the parent
+/// shows; nothing when it is the same.
+pub(crate) fn phase_event(previous: Option<&CacheStatus>, phase: Phase) -> Option<Event> {
+    let before = previous.and_then(|s| s.phase.as_deref());
+    (before != Some(phase.as_str())).then(|| {
+        Event::normal(
+            "PhaseChanged",
+            match before {
+                Some(before) => format!("phase changed from {before} to {}", phase.as_str()),
+                None => format!("phase is {}", phase.as_str()),
+            },
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,613 @@
+//! Behaviour of whole reconciles, driven the way the host drives the guest:
+//! a parent and observed children in, children, status and events out.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde_json::{Value, json};
+use wasmop_guest::time::time_at;
+use wasmop_guest::{EventType, Request, Response};
+
+use super::reconcile;
+use crate::children::CONFIG_HASH_ANNOTATION;
+use crate::flavor::Flavor;
+
+fn at(seconds: u64) -> Time {
+    time_at(UNIX_EPOCH + Duration::from_secs(1_700_000_000 + seconds))
+}
+
+fn spec() -> Value {
+    json!({
+        "image": "redis:7.2",
+        "replicas": 2,
+        "port": 6379,
+        "config": {"redis.conf": "maxmemory 64mb"}
+    })
+}
+
+/// A Cache as the API server returns it.
+fn parent(spec: Value, status: Option<Value>) -> Value {
+    let mut parent = json!({
+        "apiVersion": "apps.example.com/v1alpha1",
+        "kind": "Cache",
+        "metadata": {
+            "name": "demo",
+            "namespace": "default",
+            "uid": "0b7a6f4e-0000-4000-8000-000000000001",
+            "resourceVersion": "100",
+            "generation": 3,
+            "finalizers": ["apps.example.com/cache-cleanup"]
+        },
+        "spec": spec
+    });
+    if let Some(status) = status {
+        parent["status"] = status;
+    }
+    parent
+}
+
+/// What the API server would hold after the host applied `desired`: the
+/// host's stamps, server metadata and, for a Deployment, a status with
+/// `ready` of its pods ready (all updated).
+fn as_applied(desired: &Value, ready: i64) -> Value {
+    let mut object = desired.clone();
+    let metadata = object["metadata"].as_object_mut().unwrap();
+    metadata.insert("namespace".into(), json!("default"));
+    metadata.insert("uid".into(), json!("child-uid"));
+    metadata.insert("resourceVersion".into(), json!("7"));
+    metadata.insert("creationTimestamp".into(), json!("2024-01-01T00:00:00Z"));
+    metadata.insert(
+        "ownerReferences".into(),
+        json!([{"apiVersion": "apps.example.com/v1alpha1", "kind": "Cache", "name": "demo",
+                "uid": "0b7a6f4e-0000-4000-8000-000000000001", "controller": true,
+                "blockOwnerDeletion": true}]),
+    );
+    metadata
+        .entry("labels")
+        .or_insert_with(|| json!({}))
+        .as_object_mut()
+        .unwrap()
+        .insert("wasmop.dev/guest".into(), json!("cache-operator"));
+    if object["kind"] == "Deployment" {
+        let replicas = object["spec"]["replicas"].as_i64().unwrap();
+        object["metadata"]["generation"] = json!(5);
+        object["metadata"]["annotations"] = json!({"deployment.kubernetes.io/revision": "1"});
+        object["status"] = json!({
+            "observedGeneration": 5,
+            "replicas": replicas,
+            "updatedReplicas": replicas,
+            "readyReplicas": ready,
+            "availableReplicas": ready
+        });
+    }
+    object
+}
+
+fn request(parent: Value, observed: Vec<Value>) -> Request {
+    Request::new(parent, observed, false)
+}
+
+fn run(request: &Request, now: &Time) -> Response {
+    reconcile(request, now, Flavor::V1).unwrap()
+}
+
+fn kinds(response: &Response) -> Vec<String> {
+    response
+        .children
+        .iter()
+        .map(|c| {
+            format!(
+                "{}/{}",
+                c["kind"].as_str().unwrap(),
+                c["metadata"]["name"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+fn reasons(response: &Response) -> Vec<&str> {
+    response.events.iter().map(|e| e.reason.as_str()).collect()
+}
+
+fn child<'a>(response: &'a Response, kind: &str) -> &'a Value {
+    response
+        .children
+        .iter()
+        .find(|c| c["kind"] == kind)
+        .unwrap()
+}
+
+/// The parent and children after the host applied `response` and every pod
+/// became ready: what the next resync sees.
+fn converged(parent_spec: Value) -> Request {
+    let first = run(&request(parent(parent_spec.clone(), None), vec![]), &at(0));
+    let observed: Vec<Value> = first.children.iter().map(|c| as_applied(c, 2)).collect();
+    let progressing = run(
+        &request(
+            parent(parent_spec.clone(), first.status.clone()),
+            observed.clone(),
+        ),
+        &at(10),
+    );
+    request(parent(parent_spec, progressing.status), observed)
+}
+
+#[test]
+fn a_new_cache_gets_config_map_deployment_and_service() {
+    let response = run(&request(parent(spec(), None), vec![]), &at(0));
+    assert_eq!(
+        kinds(&response),
+        ["ConfigMap/demo-config", "Deployment/demo", "Service/demo"]
+    );
+    assert_eq!(reasons(&response), ["Created", "PhaseChanged"]);
+    assert!(
+        response
+            .events
+            .iter()
+            .all(|e| e.event_type == EventType::Normal)
+    );
+    let status = response.status.as_ref().unwrap();
+    assert_eq!(status["phase"], "Pending");
+    assert_eq!(status["readyReplicas"], 0);
+    assert!(!response.finalized);
+    assert_eq!(response.requeue_after_seconds, None);
+}
+
+#[test]
+fn children_follow_the_spec() {
+    let response = run(&request(parent(spec(), None), vec![]), &at(0));
+    let deployment = child(&response, "Deployment");
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["image"], "redis:7.2");
+    assert_eq!(container["ports"][0]["containerPort"], 6379);
+    assert_eq!(
+        child(&response, "Service")["spec"]["ports"][0]["port"],
+        6379
+    );
+    assert_eq!(
+        child(&response, "ConfigMap")["data"],
+        json!({"redis.conf": "maxmemory 64mb"})
+    );
+    for c in &response.children {
+        assert_eq!(
+            c["metadata"]["labels"],
+            json!({"app": "cache", "cache": "demo"})
+        );
+        assert!(c["metadata"].get("ownerReferences").is_none());
+        assert!(c["metadata"].get("namespace").is_none());
+    }
+}
+
+#[test]
+fn defaults_fill_a_minimal_spec() {
+    let response = run(
+        &request(parent(json!({"image": "redis:7.2"}), None), vec![]),
+        &at(0),
+    );
+    let deployment = child(&response, "Deployment");
+    assert_eq!(deployment["spec"]["replicas"], 1);
+    assert_eq!(
+        child(&response, "Service")["spec"]["ports"][0]["port"],
+        6379
+    );
+}
+
+#[test]
+fn a_deployment_with_ready_pods_makes_the_cache_ready() {
+    let converged = converged(spec());
+    let status = converged.parent["status"].clone();
+    assert_eq!(status["phase"], "Ready");
+    assert_eq!(status["readyReplicas"], 2);
+    let conditions = status["conditions"].as_array().unwrap();
+    let available = conditions
+        .iter()
+        .find(|c| c["type"] == "Available")
+        .unwrap();
+    assert_eq!(available["status"], "True");
+    assert_eq!(available["observedGeneration"], 3);
+    let progressing = conditions
+        .iter()
+        .find(|c| c["type"] == "Progressing")
+        .unwrap();
+    assert_eq!(progressing["status"], "False");
+    assert!(
+        status.get("observedGeneration").is_none(),
+        "the host adds observedGeneration"
+    );
+}
+
+#[test]
+fn a_partly_ready_deployment_is_progressing() {
+    let first = run(&request(parent(spec(), None), vec![]), &at(0));
+    let observed: Vec<Value> = first.children.iter().map(|c| as_applied(c, 1)).collect();
+    let response = run(
+        &request(parent(spec(), first.status.clone()), observed),
+        &at(5),
+    );
+    let status = response.status.as_ref().unwrap();
+    assert_eq!(status["phase"], "Progressing");
+    assert_eq!(status["readyReplicas"], 1);
+    assert_eq!(reasons(&response), ["PhaseChanged"]);
+    assert_eq!(
+        response.events[0].message,
+        "phase changed from Pending to Progressing"
+    );
+}
+
+#[test]
+fn a_converged_resync_gives_identical_output_and_no_events() {
+    let converged = converged(spec());
+    let once = run(&converged, &at(100)).into_wire().unwrap();
+    let twice = run(&converged, &at(200)).into_wire().unwrap();
+    assert_eq!(
+        once, twice,
+        "output must not depend on the clock once converged"
+    );
+    assert!(
+        once.events.is_empty(),
+        "a no-op reconcile emits no events: {:?}",
+        once.events
+    );
+    // The status is exactly what the parent already shows.
+    let shown = serde_json::to_string(&converged.parent["status"]).unwrap();
+    assert_eq!(once.status.as_deref(), Some(shown.as_str()));
+}
+
+#[test]
+fn a_converged_resync_desires_what_is_observed() {
+    let converged = converged(spec());
+    let response = run(&converged, &at(100));
+    for desired in &response.children {
+        let observed = converged
+            .observed
+            .iter()
+            .find(|o| o["kind"] == desired["kind"])
+            .unwrap();
+        assert_eq!(&as_applied(desired, 2), observed, "{}", desired["kind"]);
+    }
+}
+
+#[test]
+fn changing_replicas_scales_the_deployment() {
+    let converged = converged(spec());
+    let mut parent = converged.parent.clone();
+    parent["spec"]["replicas"] = json!(3);
+    let response = run(&request(parent, converged.observed.clone()), &at(100));
+    assert_eq!(child(&response, "Deployment")["spec"]["replicas"], 3);
+    assert_eq!(reasons(&response), ["Scaled", "PhaseChanged"]);
+    assert_eq!(
+        response.events[0].message,
+        "scaling Deployment demo from 2 to 3 replicas"
+    );
+    assert_eq!(response.status.unwrap()["phase"], "Progressing");
+}
+
+#[test]
+fn changing_the_image_updates_the_deployment() {
+    let converged = converged(spec());
+    let mut parent = converged.parent.clone();
+    parent["spec"]["image"] = json!("redis:7.4");
+    let response = run(&request(parent, converged.observed.clone()), &at(100));
+    assert_eq!(
+        child(&response, "Deployment")["spec"]["template"]["spec"]["containers"][0]["image"],
+        "redis:7.4"
+    );
+    assert_eq!(reasons(&response), ["ImageChanged", "PhaseChanged"]);
+}
+
+#[test]
+fn changing_the_config_changes_the_pod_template_hash() {
+    let converged = converged(spec());
+    let hash = |r: &Response| {
+        child(r, "Deployment")["spec"]["template"]["metadata"]["annotations"]
+            [CONFIG_HASH_ANNOTATION]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let before = run(&converged, &at(100));
+    let mut parent = converged.parent.clone();
+    parent["spec"]["config"]["redis.conf"] = json!("maxmemory 128mb");
+    let after = run(&request(parent, converged.observed.clone()), &at(100));
+    assert_ne!(hash(&before), hash(&after));
+    assert_eq!(
+        child(&after, "ConfigMap")["data"]["redis.conf"],
+        "maxmemory 128mb"
+    );
+    assert_eq!(reasons(&after), ["ConfigChanged", "PhaseChanged"]);
+}
+
+#[test]
+fn a_hand_edited_deployment_is_set_back() {
+    let mut converged = converged(spec());
+    let deployment = converged
+        .observed
+        .iter_mut()
+        .find(|o| o["kind"] == "Deployment")
+        .unwrap();
+    deployment["spec"]["replicas"] = json!(5);
+    let response = run(&converged, &at(100));
+    assert_eq!(child(&response, "Deployment")["spec"]["replicas"], 2);
+    assert!(reasons(&response).contains(&"Scaled"));
+}
+
+#[test]
+fn an_empty_image_is_a_permanent_error() {
+    let err = reconcile(
+        &request(parent(json!({"image": ""}), None), vec![]),
+        &at(0),
+        Flavor::V1,
+    )
+    .unwrap_err();
+    assert!(!err.is_retryable());
+    assert!(err.message.contains("spec.image"), "{err}");
+}
+
+#[test]
+fn a_spec_of_the_wrong_shape_is_a_permanent_error() {
+    let err = reconcile(
+        &request(
+            parent(json!({"image": "redis", "replicas": "two"}), None),
+            vec![],
+        ),
+        &at(0),
+        Flavor::V1,
+    )
+    .unwrap_err();
+    assert!(!err.is_retryable());
+}
+
+#[test]
+fn a_parent_without_a_name_is_a_permanent_error() {
+    let err = reconcile(
+        &request(json!({"spec": spec()}), vec![]),
+        &at(0),
+        Flavor::V1,
+    )
+    .unwrap_err();
+    assert!(!err.is_retryable());
+}
+
+#[test]
+fn identical_input_gives_byte_identical_output() {
+    let req = request(parent(spec(), None), vec![]);
+    let a = run(&req, &at(0)).into_wire().unwrap();
+    let b = run(&req, &at(0)).into_wire().unwrap();
+    assert_eq!(a, b);
+}
+
+#[test]
+fn paused_keeps_the_observed_children_unchanged() {
+    let converged = converged(spec());
+    let mut parent = converged.parent.clone();
+    parent["spec"]["paused"] = json!(true);
+    parent["spec"]["replicas"] = json!(7);
+    parent["spec"]["image"] = json!("redis:8");
+    let response = run(&request(parent, converged.observed.clone()), &at(100));
+    assert_eq!(response.children.len(), converged.observed.len());
+    for (kept, observed) in response.children.iter().zip(&converged.observed) {
+        assert_eq!(kept["spec"], observed["spec"]);
+        assert_eq!(kept["data"], observed["data"]);
+        assert_eq!(kept["metadata"]["name"], observed["metadata"]["name"]);
+        assert!(kept.get("status").is_none());
+        for server_field in [
+            "uid",
+            "resourceVersion",
+            "ownerReferences",
+            "creationTimestamp",
+            "namespace",
+            "generation",
+        ] {
+            assert!(
+                kept["metadata"].get(server_field).is_none(),
+                "{server_field}"
+            );
+        }
+        assert!(kept["metadata"]["labels"].get("wasmop.dev/guest").is_none());
+    }
+    let deployment = child(&response, "Deployment");
+    assert_eq!(deployment["spec"]["replicas"], 2, "paused must not scale");
+    assert!(deployment["metadata"].get("annotations").is_none());
+    let status = response.status.as_ref().unwrap();
+    assert_eq!(status["phase"], "Paused");
+    assert_eq!(status["readyReplicas"], 2);
+    assert_eq!(reasons(&response), ["PhaseChanged"]);
+}
+
+#[test]
+fn a_paused_resync_changes_nothing_and_emits_nothing() {
+    let converged = converged(spec());
+    let mut parent = converged.parent.clone();
+    parent["spec"]["paused"] = json!(true);
+    let first = run(
+        &request(parent.clone(), converged.observed.clone()),
+        &at(100),
+    );
+    parent["status"] = first.status.clone().unwrap();
+    let again = run(&request(parent, converged.observed.clone()), &at(200));
+    assert!(again.events.is_empty());
+    assert_eq!(again.status, first.status);
+    assert_eq!(again.children, first.children);
+}
+
+#[test]
+fn paused_v1_drops_a_disruption_budget_left_by_v2() {
+    let converged = converged(spec());
+    let mut observed = converged.observed.clone();
+    observed.push(json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "demo"}}));
+    let mut parent = converged.parent.clone();
+    parent["spec"]["paused"] = json!(true);
+    let v1 = run(&request(parent.clone(), observed.clone()), &at(100));
+    assert_eq!(v1.children.len(), 3);
+    let v2 = reconcile(&request(parent, observed), &at(100), Flavor::V2).unwrap();
+    assert_eq!(v2.children.len(), 4);
+}
+
+#[test]
+fn a_paused_cache_with_nothing_observed_creates_nothing() {
+    let mut s = spec();
+    s["paused"] = json!(true);
+    let response = run(&request(parent(s, None), vec![]), &at(0));
+    assert!(response.children.is_empty());
+    assert_eq!(response.status.unwrap()["phase"], "Paused");
+}
+
+#[test]
+fn unpausing_applies_the_spec_again() {
+    let converged = converged(spec());
+    let mut parent = converged.parent.clone();
+    parent["spec"]["paused"] = json!(true);
+    let paused = run(
+        &request(parent.clone(), converged.observed.clone()),
+        &at(100),
+    );
+    parent["status"] = paused.status.unwrap();
+    parent["spec"]["paused"] = json!(false);
+    parent["spec"]["replicas"] = json!(4);
+    let response = run(&request(parent, converged.observed.clone()), &at(200));
+    assert_eq!(child(&response, "Deployment")["spec"]["replicas"], 4);
+    assert!(
+        response
+            .events
+            .iter()
+            .any(|e| e.message == "phase changed from Paused to Progressing")
+    );
+}
+
+fn deleting(observed: Vec<Value>) -> Request {
+    let mut parent = parent(spec(), None);
+    parent["metadata"]["deletionTimestamp"] = json!("2024-01-01T00:00:00Z");
+    Request::new(parent, observed, true)
+}
+
+#[test]
+fn deletion_scales_the_deployment_to_zero_and_waits() {
+    let converged = converged(spec());
+    let response = run(&deleting(converged.observed.clone()), &at(100));
+    assert!(!response.finalized);
+    assert_eq!(response.requeue_after_seconds, Some(2));
+    assert_eq!(reasons(&response), ["CleanupStarted"]);
+    assert_eq!(
+        response.events[0].message,
+        "scaling Deployment demo from 2 to 0 replicas before deletion"
+    );
+    assert_eq!(child(&response, "Deployment")["spec"]["replicas"], 0);
+    // The other children stay as they are.
+    assert_eq!(response.children.len(), 3);
+    let service = child(&response, "Service");
+    let observed_service = converged
+        .observed
+        .iter()
+        .find(|o| o["kind"] == "Service")
+        .unwrap();
+    assert_eq!(service["spec"], observed_service["spec"]);
+    assert_eq!(
+        response.status, None,
+        "the status of a terminating Cache is left alone"
+    );
+}
+
+#[test]
+fn deletion_waits_while_pods_are_still_stopping() {
+    let converged = converged(spec());
+    let mut observed = converged.observed.clone();
+    let deployment = observed
+        .iter_mut()
+        .find(|o| o["kind"] == "Deployment")
+        .unwrap();
+    deployment["spec"]["replicas"] = json!(0);
+    deployment["status"]["replicas"] = json!(1);
+    let response = run(&deleting(observed), &at(100));
+    assert!(!response.finalized);
+    assert_eq!(response.requeue_after_seconds, Some(2));
+    assert_eq!(reasons(&response), ["CleanupWaiting"]);
+    assert_eq!(
+        response.events[0].message,
+        "waiting for 1 pod(s) of Deployment demo to stop"
+    );
+}
+
+#[test]
+fn deletion_finishes_once_no_pods_are_left() {
+    let converged = converged(spec());
+    for status in [json!({"replicas": 0, "observedGeneration": 6}), json!({})] {
+        let mut observed = converged.observed.clone();
+        let deployment = observed
+            .iter_mut()
+            .find(|o| o["kind"] == "Deployment")
+            .unwrap();
+        deployment["spec"]["replicas"] = json!(0);
+        deployment["status"] = status;
+        let response = run(&deleting(observed), &at(100));
+        assert!(response.finalized);
+        assert_eq!(response.requeue_after_seconds, None);
+        assert_eq!(reasons(&response), ["CleanupComplete"]);
+    }
+}
+
+#[test]
+fn deletion_without_a_deployment_finishes_at_once() {
+    let response = run(&deleting(vec![]), &at(0));
+    assert!(response.finalized);
+    assert!(response.children.is_empty());
+    assert_eq!(reasons(&response), ["CleanupComplete"]);
+}
+
+#[test]
+fn deletion_works_for_a_paused_or_invalid_cache() {
+    let mut req = deleting(vec![]);
+    req.parent["spec"] = json!({"image": "", "paused": true});
+    let response = run(&req, &at(0));
+    assert!(response.finalized);
+}
+
+#[test]
+fn v2_labels_every_child_and_adds_a_disruption_budget() {
+    let response = reconcile(&request(parent(spec(), None), vec![]), &at(0), Flavor::V2).unwrap();
+    assert_eq!(
+        kinds(&response),
+        [
+            "ConfigMap/demo-config",
+            "Deployment/demo",
+            "Service/demo",
+            "PodDisruptionBudget/demo"
+        ]
+    );
+    for c in &response.children {
+        assert_eq!(
+            c["metadata"]["labels"]["wasmop.dev/version"], "v2",
+            "{}",
+            c["kind"]
+        );
+    }
+    let deployment = child(&response, "Deployment");
+    assert!(
+        deployment["spec"]["selector"]["matchLabels"]
+            .get("wasmop.dev/version")
+            .is_none()
+    );
+}
+
+#[test]
+fn swapping_v1_to_v2_changes_only_labels_and_adds_the_budget() {
+    let converged = converged(spec());
+    let v2 = reconcile(&converged, &at(100), Flavor::V2).unwrap();
+    assert!(
+        v2.events.is_empty(),
+        "a label change is not a rollout: {:?}",
+        v2.events
+    );
+    assert_eq!(v2.status.as_ref(), Some(&converged.parent["status"]));
+    assert_eq!(v2.children.len(), 4);
+}
+
+#[test]
+fn the_operator_trait_runs_natively_with_the_real_clock() {
+    use wasmop_guest::Operator;
+    let response = crate::CacheOperator::reconcile(request(parent(spec(), None), vec![])).unwrap();
+    assert_eq!(
+        response.children.len(),
+        if cfg!(feature = "v2") { 4 } else { 3 }
+    );
+}

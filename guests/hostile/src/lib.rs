@@ -1,0 +1,92 @@
+//! A deliberately hostile wasmop guest for the sandbox tests.
+//!
+//! It reconciles `test.wasmop.dev/v1alpha1` `Hostile` objects (CRD in
+//! `guests/hostile/crd.yaml`) and declares ConfigMaps as its only children,
+//! with no finalizer. What it does is chosen by the parent's `spec.attack`:
+//!
+//! | attack | behaviour | the host must |
+//! |---|---|---|
+//! | `none` | ConfigMap `<name>-ok` with `{"ok":"true"}`, status `{"ok": true}` | apply it |
+//! | `loop` | spins forever | stop it at the deadline |
+//! | `memory` | fills 1 MiB blocks until allocation fails | cap its memory |
+//! | `panic` | panics | contain the trap |
+//! | `unreachable` | executes `unreachable` | contain the trap |
+//! | `stack-overflow` | unbounded recursion | contain the trap |
+//! | `huge-response` | a ConfigMap with 20 MiB of data (valid JSON) | refuse the size |
+//! | `invalid-json` | a child that is not JSON | refuse it |
+//! | `other-namespace` | a ConfigMap in `kube-system` | refuse it |
+//! | `undeclared-kind` | a ClusterRoleBinding to cluster-admin | refuse it |
+//! | `spoofed-owner` | a ConfigMap with a foreign ownerReference | refuse it |
+//! | `spoofed-label` | a ConfigMap labelled `wasmop.dev/guest: someone-else` | refuse it |
+//! | `read-file` | reads `/etc/hostname`, status `{"readFile": "ok: …" \| "error: …"}` | grant no files |
+//! | `open-socket` | connects to `spec.target`, status `{"socket": "ok: …" \| "error: …"}` | grant no sockets |
+//! | `env` | status `{"envVars": n, "args": m}` | grant no environment or args |
+//!
+//! An unknown attack is a permanent error.
+
+pub mod attack;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use serde_json::Value;
+use wasmop_guest::{ChildKind, Description, Error, KindRef, Operator, Request, Response, Result};
+
+/// The primary kind's group.
+pub const GROUP: &str = "test.wasmop.dev";
+/// The primary kind's version.
+pub const VERSION: &str = "v1alpha1";
+/// The primary kind.
+pub const KIND: &str = "Hostile";
+/// Where `open-socket` connects when `spec.target` is absent: the API
+/// server's usual local port.
+pub const DEFAULT_TARGET: &str = "127.0.0.1:6443";
+
+/// The hostile guest.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HostileGuest;
+
+impl Operator for HostileGuest {
+    fn describe() -> Description {
+        Description::new(KindRef::new(GROUP, VERSION, KIND)).child(ChildKind::of::<ConfigMap>())
+    }
+
+    fn reconcile(request: Request) -> Result<Response> {
+        let name = request.parent_name().to_owned();
+        let spec = |field: &str| {
+            request
+                .parent
+                .pointer(&format!("/spec/{field}"))
+                .and_then(Value::as_str)
+        };
+        let attack = spec("attack").unwrap_or("none");
+        wasmop_guest::debug!("hostile {name}: attack {attack}");
+        match attack {
+            "none" => attack::none(&name),
+            "loop" => attack::spin(),
+            "memory" => attack::exhaust_memory(),
+            "panic" => panic!("hostile guest panics on purpose"),
+            "unreachable" => attack::unreachable(),
+            "stack-overflow" => {
+                let depth = attack::overflow_stack(0);
+                Err(Error::permanent(format!(
+                    "the stack did not overflow at depth {depth}"
+                )))
+            }
+            "huge-response" => Ok(attack::huge_response(&name)),
+            "invalid-json" => Ok(attack::invalid_json()),
+            "other-namespace" => attack::other_namespace(&name),
+            "undeclared-kind" => attack::undeclared_kind(&name),
+            "spoofed-owner" => attack::spoofed_owner(&name),
+            "spoofed-label" => attack::spoofed_label(&name),
+            "read-file" => attack::read_file(&name),
+            "open-socket" => attack::open_socket(&name, spec("target").unwrap_or(DEFAULT_TARGET)),
+            "env" => attack::env(&name),
+            other => Err(Error::permanent(format!("unknown attack {other:?}"))),
+        }
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+wasmop_guest::export_operator!(HostileGuest);
+
+#[cfg(test)]
+mod tests;

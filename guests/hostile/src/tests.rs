@@ -1,0 +1,165 @@
+//! Native checks of the attacks that return. The ones that never return
+//! (`loop`, `memory`, `stack-overflow`) only make sense inside the sandbox
+//! and are exercised by the host's hostile-guest suite.
+
+use serde_json::{Value, json};
+use wasmop_guest::{Operator, Request, Response};
+
+use crate::HostileGuest;
+use crate::attack::{FOREIGN_NAMESPACE, HUGE_RESPONSE_BYTES};
+
+fn parent(attack: &str) -> Value {
+    json!({
+        "apiVersion": "test.wasmop.dev/v1alpha1",
+        "kind": "Hostile",
+        "metadata": {"name": "h", "namespace": "default", "generation": 1},
+        "spec": {"attack": attack, "target": "127.0.0.1:1"}
+    })
+}
+
+fn run(attack: &str) -> Response {
+    HostileGuest::reconcile(Request::new(parent(attack), vec![], false)).unwrap()
+}
+
+#[test]
+fn describe_declares_hostile_with_config_maps_only_and_no_finalizer() {
+    let d = HostileGuest::describe();
+    assert_eq!(d.primary.group, "test.wasmop.dev");
+    assert_eq!(d.primary.version, "v1alpha1");
+    assert_eq!(d.primary.kind, "Hostile");
+    assert_eq!(d.children.len(), 1);
+    assert_eq!(d.children[0].kind.kind, "ConfigMap");
+    assert!(!d.children[0].cluster_scoped);
+    assert_eq!(d.finalizer, None);
+}
+
+#[test]
+fn none_is_well_behaved() {
+    let response = run("none");
+    assert_eq!(
+        response.children,
+        vec![json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "h-ok", "labels": {"app": "hostile"}},
+            "data": {"ok": "true"}
+        })]
+    );
+    assert_eq!(response.status, Some(json!({"ok": true})));
+}
+
+#[test]
+fn a_missing_attack_means_none() {
+    let response = HostileGuest::reconcile(Request::new(
+        json!({"metadata": {"name": "h"}}),
+        vec![],
+        false,
+    ))
+    .unwrap();
+    assert_eq!(response.status, Some(json!({"ok": true})));
+}
+
+#[test]
+#[should_panic(expected = "on purpose")]
+fn panic_panics() {
+    run("panic");
+}
+
+#[test]
+#[should_panic(expected = "unreachable")]
+fn unreachable_panics_natively() {
+    run("unreachable");
+}
+
+#[test]
+fn huge_response_is_a_valid_config_map_of_twenty_mebibytes() {
+    let wire = run("huge-response").into_wire().unwrap();
+    assert!(wire.children[0].len() > HUGE_RESPONSE_BYTES);
+    let child: Value = serde_json::from_str(&wire.children[0]).unwrap();
+    assert_eq!(child["kind"], "ConfigMap");
+    assert_eq!(child["metadata"]["name"], "h-huge");
+    assert_eq!(
+        child["data"]["blob"].as_str().unwrap().len(),
+        HUGE_RESPONSE_BYTES
+    );
+}
+
+#[test]
+fn invalid_json_is_not_json() {
+    let wire = run("invalid-json").into_wire().unwrap();
+    assert_eq!(wire.children.len(), 1);
+    assert!(serde_json::from_str::<Value>(&wire.children[0]).is_err());
+}
+
+#[test]
+fn other_namespace_targets_kube_system() {
+    let response = run("other-namespace");
+    assert_eq!(
+        response.children[0]["metadata"]["namespace"],
+        FOREIGN_NAMESPACE
+    );
+}
+
+#[test]
+fn undeclared_kind_binds_cluster_admin() {
+    let response = run("undeclared-kind");
+    let binding = &response.children[0];
+    assert_eq!(binding["apiVersion"], "rbac.authorization.k8s.io/v1");
+    assert_eq!(binding["kind"], "ClusterRoleBinding");
+    assert_eq!(binding["roleRef"]["name"], "cluster-admin");
+}
+
+#[test]
+fn spoofed_owner_sets_a_foreign_controller() {
+    let response = run("spoofed-owner");
+    let owners = response.children[0]["metadata"]["ownerReferences"]
+        .as_array()
+        .unwrap();
+    assert_eq!(owners[0]["controller"], true);
+    assert_eq!(owners[0]["name"], "someone-else");
+}
+
+#[test]
+fn spoofed_label_claims_another_guest() {
+    let response = run("spoofed-label");
+    assert_eq!(
+        response.children[0]["metadata"]["labels"]["wasmop.dev/guest"],
+        "someone-else"
+    );
+}
+
+#[test]
+fn read_file_reports_the_outcome() {
+    let status = run("read-file").status.unwrap();
+    let outcome = status["readFile"].as_str().unwrap();
+    assert!(
+        outcome.starts_with("ok: ") || outcome.starts_with("error: "),
+        "{outcome}"
+    );
+}
+
+#[test]
+fn open_socket_reports_the_outcome() {
+    // Port 1 on loopback is closed on any sane machine: natively this is
+    // "connection refused"; inside the sandbox it must fail too.
+    let status = run("open-socket").status.unwrap();
+    let outcome = status["socket"].as_str().unwrap();
+    assert!(outcome.starts_with("error: "), "{outcome}");
+}
+
+#[test]
+fn env_reports_counts() {
+    let status = run("env").status.unwrap();
+    assert!(status["envVars"].is_u64());
+    assert!(
+        status["args"].as_u64().unwrap() >= 1,
+        "natively the test binary has argv[0]"
+    );
+}
+
+#[test]
+fn an_unknown_attack_is_a_permanent_error() {
+    let err = HostileGuest::reconcile(Request::new(parent("teleport"), vec![], false)).unwrap_err();
+    assert!(!err.is_retryable());
+    assert!(err.message.contains("teleport"));
+}

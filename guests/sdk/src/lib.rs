@@ -1,0 +1,104 @@
+//! The SDK for wasmop operator guests.
+//!
+//! A wasmop guest is pure reconcile logic compiled to a WebAssembly component:
+//! the host owns watches, queues, clients and credentials, hands the guest a
+//! parent object and the children it observes, and applies what the guest
+//! answers. This crate wraps the WIT bindings (`wit/operator.wit`, world
+//! `operator-guest`) so that a guest is a type implementing [`Operator`]:
+//!
+//! ```
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use wasmop_guest::{meta, ChildKind, Description, KindRef, Operator, Request, Response, Result};
+//!
+//! /// Gives every `Greeting` a ConfigMap with a greeting in it.
+//! pub struct Greeter;
+//!
+//! impl Operator for Greeter {
+//!     fn describe() -> Description {
+//!         Description::new(KindRef::new("example.com", "v1", "Greeting"))
+//!             .child(ChildKind::of::<ConfigMap>())
+//!     }
+//!
+//!     fn reconcile(request: Request) -> Result<Response> {
+//!         let name = request.parent_name();
+//!         let config = ConfigMap {
+//!             metadata: meta::object_meta(format!("{name}-greeting"), meta::labels([("app", "greeter")])),
+//!             data: Some([("hello".to_owned(), "world".to_owned())].into()),
+//!             ..ConfigMap::default()
+//!         };
+//!         Response::new().child(&config)?.status(&serde_json::json!({"greeted": true}))
+//!     }
+//! }
+//!
+//! // In the guest crate (a `cdylib`), this wires `Greeter` into the component's
+//! // exports; natively it expands to nothing, so the logic stays testable.
+//! wasmop_guest::export_operator!(Greeter);
+//!
+//! // Natively the logic is plain Rust:
+//! let request = Request::new(serde_json::json!({"metadata": {"name": "hi"}}), vec![], false);
+//! let response = Greeter::reconcile(request).unwrap();
+//! assert_eq!(response.children[0]["metadata"]["name"], "hi-greeting");
+//! ```
+//!
+//! What the host stamps, a guest never sets: the namespace, the controller
+//! ownerReference and the `wasmop.dev/guest` label of its children.
+//!
+//! Everything here except the wasm export glue (module `export`, wasm32 only)
+//! is plain Rust that compiles and runs natively, so guest logic is
+//! unit-tested with `cargo test` and can be benchmarked natively against its
+//! wasm build.
+
+pub mod condition;
+mod description;
+mod error;
+#[cfg(target_arch = "wasm32")]
+#[doc(hidden)]
+pub mod export;
+pub mod log;
+pub mod meta;
+mod operator;
+mod request;
+mod response;
+pub mod time;
+
+pub use description::{ChildKind, Description, KindRef, ObjectScope};
+pub use error::{Error, ErrorKind, Result};
+pub use operator::Operator;
+pub use request::Request;
+pub use response::{Event, EventType, Response, WireResponse};
+
+/// Exports an [`Operator`] as the component's `wasmop:operator/operator`
+/// interface.
+///
+/// Invoke it once, at the top level of the guest crate (a `cdylib`). On
+/// wasm32 it implements the generated WIT `Guest` trait by converting JSON
+/// text to and from the SDK's types; on any other target it expands to
+/// nothing, so the same crate builds natively for tests and benchmarks.
+#[macro_export]
+macro_rules! export_operator {
+    ($operator:ty) => {
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
+            struct WasmopGuestExport;
+
+            impl $crate::export::Guest for WasmopGuestExport {
+                fn describe() -> $crate::export::bindings::wasmop::operator::types::Description {
+                    $crate::export::describe::<$operator>()
+                }
+
+                fn reconcile(
+                    request: $crate::export::bindings::wasmop::operator::types::ReconcileRequest,
+                ) -> ::core::result::Result<
+                    $crate::export::bindings::wasmop::operator::types::ReconcileResponse,
+                    $crate::export::bindings::wasmop::operator::types::ReconcileError,
+                > {
+                    $crate::export::reconcile::<$operator>(request)
+                }
+            }
+
+            $crate::export::bindings::export_guest!(
+                WasmopGuestExport with_types_in $crate::export::bindings
+            );
+        };
+    };
+}

@@ -1,0 +1,20 @@
+//! The trait a guest implements.
+
+use crate::{Description, Request, Response, Result};
+
+/// An operator's reconcile logic. Implement it on a unit struct and export it
+/// with [`export_operator!`](crate::export_operator); the SDK converts between
+/// the WIT types and these plain Rust ones.
+///
+/// Both functions must be deterministic: the same request must give the same
+/// response byte for byte, so a converged parent makes the host write
+/// nothing. Use [`time::now`](crate::time::now) only for things that change
+/// (a condition's transition).
+pub trait Operator {
+    /// What the guest manages. Must be cheap and depend on nothing but the
+    /// module itself; the host calls it once per loaded module version.
+    fn describe() -> Description;
+
+    /// The desired children and status for one parent.
+    fn reconcile(request: Request) -> Result<Response>;
+}

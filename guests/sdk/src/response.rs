@@ -1,0 +1,334 @@
+//! One reconcile's answer, as plain Rust values, and its wire form.
+
+use k8s_openapi::Resource;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::{Error, Result};
+
+/// The type of an event, as Kubernetes Events know it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventType {
+    /// Something expected happened.
+    Normal,
+    /// Something a person should look at.
+    Warning,
+}
+
+/// An event the host records on the parent (events.k8s.io/v1).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Event {
+    /// Normal or Warning.
+    pub event_type: EventType,
+    /// A short CamelCase reason, e.g. "ScaledUp".
+    pub reason: String,
+    /// A human-readable message.
+    pub message: String,
+}
+
+impl Event {
+    /// A Normal event.
+    pub fn normal(reason: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            event_type: EventType::Normal,
+            reason: reason.into(),
+            message: message.into(),
+        }
+    }
+
+    /// A Warning event.
+    pub fn warning(reason: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            event_type: EventType::Warning,
+            reason: reason.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// One reconcile's answer. Mirrors the WIT `reconcile-response` with JSON
+/// values instead of JSON text.
+///
+/// Children carry no namespace, ownerReferences or `wasmop.dev/guest` label:
+/// the host stamps those, and refuses children that set ownerReferences.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Response {
+    /// The children that should exist, each a complete object with
+    /// apiVersion, kind and metadata.name.
+    pub children: Vec<Value>,
+    /// The desired `.status` of the parent, or `None` to leave it alone.
+    pub status: Option<Value>,
+    /// Ask to be called again after this many seconds even if nothing changes.
+    pub requeue_after_seconds: Option<u32>,
+    /// Deletion path only: cleanup is complete and the host may remove the
+    /// finalizer.
+    pub finalized: bool,
+    /// Events to record on the parent.
+    pub events: Vec<Event>,
+    /// Children given as raw text, see [`Response::raw_child`].
+    raw_children: Vec<String>,
+}
+
+impl Response {
+    /// An empty answer: no children, status left alone.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a desired child; see [`Response::push_child`].
+    pub fn child<K: Resource + Serialize>(mut self, child: &K) -> Result<Self> {
+        self.push_child(child)?;
+        Ok(self)
+    }
+
+    /// Adds a desired child, typically a k8s-openapi object.
+    ///
+    /// `apiVersion` and `kind` are filled from `K` when the serialized object
+    /// lacks them (a hand-written type implementing [`Resource`]); an object
+    /// that names another kind than `K` is an error.
+    pub fn push_child<K: Resource + Serialize>(&mut self, child: &K) -> Result<()> {
+        let mut value = serde_json::to_value(child)
+            .map_err(|e| Error::permanent(format!("cannot serialize a {}: {e}", K::KIND)))?;
+        let Value::Object(object) = &mut value else {
+            return Err(Error::permanent(format!(
+                "a {} did not serialize to a JSON object",
+                K::KIND
+            )));
+        };
+        for (field, expected) in [("apiVersion", K::API_VERSION), ("kind", K::KIND)] {
+            match object.get(field) {
+                None | Some(Value::Null) => {
+                    object.insert(field.to_owned(), Value::from(expected));
+                }
+                Some(actual) if actual.as_str() == Some(expected) => {}
+                Some(actual) => {
+                    return Err(Error::permanent(format!(
+                        "a child of type {} has {field} {actual}, expected {expected:?}",
+                        K::KIND
+                    )));
+                }
+            }
+        }
+        self.children.push(value);
+        Ok(())
+    }
+
+    /// Adds a desired child given as untyped JSON; it must already carry
+    /// apiVersion, kind and metadata.name (the host checks).
+    pub fn push_child_value(&mut self, child: Value) {
+        self.children.push(child);
+    }
+
+    /// Adds a child as raw text that the SDK passes to the host unchanged.
+    ///
+    /// This is an escape hatch for the hostile test guest, which must be able
+    /// to send text that is not JSON at all to prove the host refuses it. A
+    /// real guest has no reason to use it: [`Response::child`] always
+    /// produces valid JSON. Raw children come after the JSON children.
+    #[must_use]
+    pub fn raw_child(mut self, text: impl Into<String>) -> Self {
+        self.raw_children.push(text.into());
+        self
+    }
+
+    /// The children added with [`Response::raw_child`].
+    pub fn raw_children(&self) -> &[String] {
+        &self.raw_children
+    }
+
+    /// Sets the desired status; see [`Response::set_status`].
+    pub fn status(mut self, status: &impl Serialize) -> Result<Self> {
+        self.set_status(status)?;
+        Ok(self)
+    }
+
+    /// Sets the desired status from any serializable value (it must serialize
+    /// to a JSON object, which the host checks).
+    pub fn set_status(&mut self, status: &impl Serialize) -> Result<()> {
+        let value = serde_json::to_value(status)
+            .map_err(|e| Error::permanent(format!("cannot serialize the status: {e}")))?;
+        self.status = Some(value);
+        Ok(())
+    }
+
+    /// Asks to be called again after `seconds`.
+    #[must_use]
+    pub fn requeue_after(mut self, seconds: u32) -> Self {
+        self.requeue_after_seconds = Some(seconds);
+        self
+    }
+
+    /// Deletion path: says cleanup is complete.
+    #[must_use]
+    pub fn finalize(mut self) -> Self {
+        self.finalized = true;
+        self
+    }
+
+    /// Adds an event.
+    #[must_use]
+    pub fn event(mut self, event: Event) -> Self {
+        self.events.push(event);
+        self
+    }
+
+    /// Serializes the answer into the text form the WIT interface carries.
+    ///
+    /// Serialization is deterministic: `serde_json` maps are sorted, so the
+    /// same answer always gives the same bytes and a converged parent
+    /// produces nothing for the host to write.
+    pub fn into_wire(self) -> Result<WireResponse> {
+        let mut children = Vec::with_capacity(self.children.len() + self.raw_children.len());
+        for child in &self.children {
+            children.push(
+                serde_json::to_string(child)
+                    .map_err(|e| Error::permanent(format!("cannot serialize a child: {e}")))?,
+            );
+        }
+        children.extend(self.raw_children);
+        let status = self
+            .status
+            .as_ref()
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(|e| Error::permanent(format!("cannot serialize the status: {e}")))?;
+        Ok(WireResponse {
+            children,
+            status,
+            requeue_after_seconds: self.requeue_after_seconds,
+            finalized: self.finalized,
+            events: self.events,
+        })
+    }
+}
+
+/// A [`Response`] serialized to JSON text, field for field the WIT
+/// `reconcile-response`. The export glue converts it to the generated type;
+/// a native benchmark can stop here to measure the same work natively.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WireResponse {
+    /// Each desired child as JSON text.
+    pub children: Vec<String>,
+    /// The desired status as JSON text.
+    pub status: Option<String>,
+    /// Requeue after this many seconds.
+    pub requeue_after_seconds: Option<u32>,
+    /// Cleanup complete.
+    pub finalized: bool,
+    /// Events to record.
+    pub events: Vec<Event>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::NamespaceResourceScope;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use serde_json::json;
+
+    fn config_map(name: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    /// A hand-written resource whose serialization has no apiVersion/kind.
+    #[derive(Serialize)]
+    struct Bare {
+        metadata: ObjectMeta,
+    }
+
+    impl Resource for Bare {
+        const API_VERSION: &'static str = "example.com/v1";
+        const GROUP: &'static str = "example.com";
+        const KIND: &'static str = "Bare";
+        const VERSION: &'static str = "v1";
+        const URL_PATH_SEGMENT: &'static str = "bares";
+        type Scope = NamespaceResourceScope;
+    }
+
+    #[test]
+    fn child_keeps_the_type_meta_of_k8s_openapi_objects() {
+        let response = Response::new().child(&config_map("a")).unwrap();
+        assert_eq!(
+            response.children,
+            vec![json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}})]
+        );
+    }
+
+    #[test]
+    fn child_fills_missing_api_version_and_kind_from_the_type() {
+        let bare = Bare {
+            metadata: ObjectMeta {
+                name: Some("b".into()),
+                ..Default::default()
+            },
+        };
+        let response = Response::new().child(&bare).unwrap();
+        assert_eq!(response.children[0]["apiVersion"], "example.com/v1");
+        assert_eq!(response.children[0]["kind"], "Bare");
+    }
+
+    #[test]
+    fn child_refuses_an_object_that_names_another_kind() {
+        #[derive(Serialize)]
+        struct Liar {
+            kind: &'static str,
+        }
+        impl Resource for Liar {
+            const API_VERSION: &'static str = "v1";
+            const GROUP: &'static str = "";
+            const KIND: &'static str = "ConfigMap";
+            const VERSION: &'static str = "v1";
+            const URL_PATH_SEGMENT: &'static str = "configmaps";
+            type Scope = NamespaceResourceScope;
+        }
+        let err = Response::new().child(&Liar { kind: "Secret" }).unwrap_err();
+        assert!(err.message.contains("expected \"ConfigMap\""), "{err}");
+    }
+
+    #[test]
+    fn into_wire_serializes_children_status_and_keeps_raw_children_last() {
+        let wire = Response::new()
+            .child(&config_map("a"))
+            .unwrap()
+            .raw_child("{not json")
+            .status(&json!({"a": 1, "b": 2}))
+            .unwrap()
+            .requeue_after(5)
+            .finalize()
+            .event(Event::normal("Done", "all done"))
+            .into_wire()
+            .unwrap();
+        assert_eq!(
+            wire.children,
+            vec![
+                r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}"#.to_owned(),
+                "{not json".to_owned()
+            ]
+        );
+        assert_eq!(wire.status.as_deref(), Some(r#"{"a":1,"b":2}"#));
+        assert_eq!(wire.requeue_after_seconds, Some(5));
+        assert!(wire.finalized);
+        assert_eq!(wire.events, vec![Event::normal("Done", "all done")]);
+    }
+
+    #[test]
+    fn an_empty_response_leaves_the_status_alone() {
+        let wire = Response::new().into_wire().unwrap();
+        assert!(wire.children.is_empty());
+        assert_eq!(wire.status, None);
+        assert!(!wire.finalized);
+    }
+
+    #[test]
+    fn event_constructors_set_the_type() {
+        assert_eq!(Event::normal("A", "b").event_type, EventType::Normal);
+        assert_eq!(Event::warning("A", "b").event_type, EventType::Warning);
+    }
+}

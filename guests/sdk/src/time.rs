@@ -1,0 +1,66 @@
+//! Wall-clock time for conditions and status, to the second.
+//!
+//! WASI grants clocks, so `SystemTime` works inside the sandbox too. Times are
+//! truncated to whole seconds because that is what Kubernetes stores
+//! (`metav1.Time` is RFC 3339 with second precision): a finer time would never
+//! compare equal to what the API server returns and would cause a write on
+//! every reconcile.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+
+/// The current time as a `metav1.Time`, to the second.
+pub fn now() -> Time {
+    time_at(SystemTime::now())
+}
+
+/// `at` as a `metav1.Time`, truncated to the second. Times before the Unix
+/// epoch (a broken clock) become the epoch.
+pub fn time_at(at: SystemTime) -> Time {
+    let seconds = at.duration_since(UNIX_EPOCH).map_or(0, |since| {
+        i64::try_from(since.as_secs()).unwrap_or(i64::MAX)
+    });
+    Time(Timestamp::from_second(seconds).unwrap_or(Timestamp::UNIX_EPOCH))
+}
+
+/// `at` formatted as RFC 3339 in UTC to the second, e.g.
+/// `2024-05-01T12:00:00Z`, the way Kubernetes writes times.
+pub fn rfc3339(at: SystemTime) -> String {
+    time_at(at).0.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn rfc3339_formats_utc_to_the_second() {
+        let at = UNIX_EPOCH + Duration::from_millis(1_714_564_800_999);
+        assert_eq!(rfc3339(at), "2024-05-01T12:00:00Z");
+    }
+
+    #[test]
+    fn time_at_truncates_sub_second_parts() {
+        let at = UNIX_EPOCH + Duration::from_millis(1_500);
+        assert_eq!(time_at(at).0.as_second(), 1);
+        assert_eq!(time_at(at).0.subsec_nanosecond(), 0);
+    }
+
+    #[test]
+    fn time_serializes_like_kubernetes() {
+        let at = time_at(UNIX_EPOCH + Duration::from_secs(1_714_564_800));
+        assert_eq!(
+            serde_json::to_string(&at).unwrap(),
+            "\"2024-05-01T12:00:00Z\""
+        );
+    }
+
+    #[test]
+    fn times_before_the_epoch_become_the_epoch() {
+        let at = UNIX_EPOCH - Duration::from_secs(10);
+        assert_eq!(rfc3339(at), "1970-01-01T00:00:00Z");
+    }
+}

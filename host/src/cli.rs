@@ -1,0 +1,318 @@
+//! The `wasmop` command line (interface contract):
+//!
+//! - `wasmop run [--guest <name>=<path.wasm>]… [--guests-configmap <ns>/<name>] [--kubeconfig <path>]`
+//! - `wasmop render --guest <path.wasm> --parent <object.yaml> [--observed <objects.yaml>]… [-o yaml|json]`
+//! - `wasmop rbac --guest <path.wasm> [--guest …]`
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context as _, bail};
+use clap::{Parser, Subcommand, ValueEnum};
+use serde_json::Value;
+
+use crate::controller::ControllerSettings;
+use crate::host::{GuestSpec, Host};
+use crate::runtime::{Limits, Runtime, RuntimeConfig, limits::parse_duration};
+use crate::source::{list::parse_bytes, watch};
+
+/// wasmop runs Kubernetes operators as sandboxed WebAssembly components.
+#[derive(Debug, Parser)]
+#[command(name = "wasmop", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the host against a cluster.
+    Run(RunArgs),
+    /// Run one reconcile offline and print the result.
+    Render(RenderArgs),
+    /// Print the least-privilege ClusterRole for a set of guests.
+    Rbac(RbacArgs),
+}
+
+/// Sandbox limit flags shared by `run` (for `--guest` files) and `render`.
+#[derive(Debug, clap::Args)]
+pub struct LimitArgs {
+    /// Deadline of one guest call (e.g. 1s, 500ms).
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub timeout: std::time::Duration,
+    /// Linear memory cap of a guest (e.g. 64Mi).
+    #[arg(long, default_value = "64Mi", value_parser = parse_bytes)]
+    pub memory_limit: usize,
+    /// Largest response a guest may return (e.g. 4Mi).
+    #[arg(long, default_value = "4Mi", value_parser = parse_bytes)]
+    pub max_response_bytes: usize,
+    /// Most children one response may hold.
+    #[arg(long, default_value_t = 100)]
+    pub max_children: usize,
+}
+
+impl LimitArgs {
+    fn limits(&self) -> Limits {
+        Limits {
+            timeout: self.timeout,
+            memory_bytes: self.memory_limit,
+            max_response_bytes: self.max_response_bytes,
+            max_children: self.max_children,
+        }
+    }
+}
+
+/// `wasmop run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// A guest from a file, as `<name>=<path.wasm>`; repeatable. When given,
+    /// the guest list ConfigMap is only used if `--guests-configmap` is set too.
+    #[arg(long = "guest", value_name = "NAME=PATH")]
+    pub guests: Vec<String>,
+    /// The guest list ConfigMap, `<namespace>/<name>` (default
+    /// wasmop-system/wasmop-guests when no --guest is given).
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    pub guests_configmap: Option<String>,
+    /// Kubeconfig file; default: $KUBECONFIG, ~/.kube/config or in-cluster.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Directory for compiled modules, so restarts skip compilation.
+    #[arg(long, env = "WASMOP_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Reconciles per guest at once (for --guest files).
+    #[arg(long, default_value_t = ControllerSettings::default().concurrency)]
+    pub concurrency: u16,
+    /// Namespace to watch (for --guest files); repeatable; default all.
+    #[arg(long = "namespace", value_name = "NAMESPACE")]
+    pub namespaces: Vec<String>,
+    /// Resync period (for --guest files).
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    pub resync: std::time::Duration,
+    /// Sandbox limits (for --guest files).
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
+/// Output format of `render`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Output {
+    /// YAML.
+    Yaml,
+    /// One JSON object.
+    Json,
+}
+
+/// `wasmop render`.
+#[derive(Debug, clap::Args)]
+pub struct RenderArgs {
+    /// The guest component.
+    #[arg(long)]
+    pub guest: PathBuf,
+    /// The parent object (YAML or JSON).
+    #[arg(long)]
+    pub parent: PathBuf,
+    /// Observed children (YAML, several documents allowed); repeatable.
+    #[arg(long)]
+    pub observed: Vec<PathBuf>,
+    /// Render the deletion path (as if the parent had a deletionTimestamp).
+    #[arg(long)]
+    pub deleting: bool,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value = "yaml")]
+    pub output: Output,
+    /// Sandbox limits.
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
+/// `wasmop rbac`.
+#[derive(Debug, clap::Args)]
+pub struct RbacArgs {
+    /// A guest component; repeatable.
+    #[arg(long = "guest", required = true)]
+    pub guests: Vec<PathBuf>,
+    /// Name of the ClusterRole.
+    #[arg(long, default_value = "wasmop")]
+    pub name: String,
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    let result = match cli.command {
+        Command::Run(args) => tokio::runtime::Runtime::new()
+            .context("starting the async runtime")
+            .and_then(|rt| rt.block_on(run(args))),
+        Command::Render(args) => render(&args),
+        Command::Rbac(args) => rbac(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("WASMOP_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube_runtime=warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await?
+        }
+        None => kube::Config::infer().await?,
+    };
+    Ok(kube::Client::try_from(config)?)
+}
+
+async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let client = client(args.kubeconfig.as_ref()).await?;
+    let runtime = Runtime::new(RuntimeConfig {
+        cache_dir: args.cache_dir.clone(),
+    })?;
+    let mut host = Host::new(client.clone(), runtime);
+    let settings = ControllerSettings {
+        concurrency: args.concurrency.max(1),
+        resync: args.resync,
+        namespaces: args.namespaces.clone(),
+    };
+    for g in &args.guests {
+        let Some((name, path)) = g.split_once('=') else {
+            bail!("--guest takes <name>=<path.wasm>, got {g:?}");
+        };
+        let module =
+            std::fs::read(path).with_context(|| format!("reading guest {name:?} from {path}"))?;
+        let spec = GuestSpec {
+            name: name.to_string(),
+            module,
+            limits: args.limits.limits(),
+            settings: settings.clone(),
+        };
+        host.upsert(spec)
+            .await
+            .with_context(|| format!("loading guest {name:?}"))?;
+    }
+    let list = match (&args.guests_configmap, args.guests.is_empty()) {
+        (Some(list), _) => Some(list.clone()),
+        (None, true) => Some(watch::DEFAULT_LIST.to_string()),
+        (None, false) => None,
+    };
+    tracing::info!(pid = std::process::id(), "wasmop host running");
+    let shutdown = shutdown_signal();
+    match list {
+        Some(list) => {
+            let (ns, name) = watch::parse_list_ref(&list).with_context(|| {
+                format!("--guests-configmap takes <namespace>/<name>, got {list:?}")
+            })?;
+            tracing::info!(list = %format!("{ns}/{name}"), "following the guest list");
+            tokio::select! {
+                () = watch::follow(client, &mut host, &ns, &name) => {}
+                () = shutdown => {}
+            }
+        }
+        None => shutdown.await,
+    }
+    for name in host.names() {
+        host.remove(&name);
+    }
+    tracing::info!("wasmop host stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+    }
+    tracing::info!("shutdown requested");
+}
+
+fn load_one(path: &PathBuf, limits: Limits) -> anyhow::Result<crate::runtime::Guest> {
+    let runtime = Runtime::new(RuntimeConfig::default())?;
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let name = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("guest")
+        .to_string();
+    let (guest, _) = runtime
+        .load(&name, &bytes, limits)
+        .with_context(|| format!("loading {}", path.display()))?;
+    Ok(guest)
+}
+
+fn read_objects(path: &PathBuf) -> anyhow::Result<Vec<Value>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text)
+        .with_context(|| format!("parsing {}", path.display()))?;
+    let mut out = Vec::new();
+    for doc in docs {
+        match doc {
+            Value::Null => {}
+            // A `kind: List` (as `kubectl get -o yaml` prints) is flattened.
+            Value::Object(ref m) if m.get("kind").and_then(Value::as_str) == Some("List") => {
+                out.extend(
+                    m.get("items")
+                        .and_then(Value::as_array)
+                        .cloned()
+                        .unwrap_or_default(),
+                );
+            }
+            Value::Object(_) => out.push(doc),
+            _ => bail!(
+                "{}: every document must be a Kubernetes object",
+                path.display()
+            ),
+        }
+    }
+    Ok(out)
+}
+
+fn render(args: &RenderArgs) -> anyhow::Result<()> {
+    let guest = load_one(&args.guest, args.limits.limits())?;
+    let mut parents = read_objects(&args.parent)?;
+    if parents.len() != 1 {
+        bail!(
+            "{}: expected exactly one parent object, found {}",
+            args.parent.display(),
+            parents.len()
+        );
+    }
+    let mut observed = Vec::new();
+    for path in &args.observed {
+        observed.extend(read_objects(path)?);
+    }
+    let rendered = crate::render::render(&guest, parents.remove(0), observed, args.deleting)?;
+    match args.output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&rendered)?),
+        Output::Yaml => print!("{}", serde_saphyr::to_string(&rendered)?),
+    }
+    Ok(())
+}
+
+fn rbac(args: &RbacArgs) -> anyhow::Result<()> {
+    let mut descriptions = Vec::new();
+    for path in &args.guests {
+        descriptions.push(load_one(path, Limits::default())?.description().clone());
+    }
+    let role = crate::rbac::cluster_role(&args.name, &descriptions);
+    print!("{}", serde_saphyr::to_string(&role)?);
+    Ok(())
+}

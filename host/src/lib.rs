@@ -1,0 +1,25 @@
+//! wasmop: one generic Kubernetes operator host, operator logic in
+//! sandboxed WebAssembly components.
+//!
+//! The data flow, one module each:
+//!
+//! ```text
+//! source (guest list ConfigMap, --guest files)
+//!    └─> runtime (compile, cache, InstancePre, sandbox, limits)
+//!           └─> host (start / swap / stop guests)
+//!                  └─> controller: watch -> queue -> reconcile
+//!                         reconcile: guest call -> validate -> apply -> status -> events
+//! ```
+//!
+//! `render` runs one reconcile offline; `rbac` prints the least-privilege
+//! ClusterRole for a set of guests; `cli` wires the `wasmop` binary.
+
+pub mod cli;
+pub mod controller;
+pub mod host;
+pub mod model;
+pub mod rbac;
+pub mod render;
+pub mod runtime;
+pub mod source;
+pub mod validate;

@@ -1,0 +1,111 @@
+//! `wasmop render`: one reconcile offline, no cluster.
+//!
+//! Runs the guest with the same sandbox, limits and validation as the
+//! controller, so what renders cleanly here is what the host would apply
+//! (minus ownership stamping, which needs a real parent UID).
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::model::{GuestEvent, Request};
+use crate::runtime::{CallError, Guest};
+use crate::validate::{self, ParentScope, Violation};
+
+/// Why a render failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The guest call failed.
+    #[error("reconcile failed: {0}")]
+    Call(#[from] CallError),
+    /// The answer broke a rule.
+    #[error("invalid guest response: {0}")]
+    Invalid(#[from] Violation),
+    /// The parent is not an object with metadata.
+    #[error("the parent must be a Kubernetes object with metadata.name")]
+    BadParent,
+    /// The parent's kind is not the guest's primary kind.
+    #[error("the parent is a {found}, but the guest manages {expected}")]
+    WrongKind {
+        /// The guest's primary kind.
+        expected: String,
+        /// The parent's kind.
+        found: String,
+    },
+}
+
+/// The result printed by `wasmop render` (`-o json` keys are an interface
+/// contract: `children`, `status`, `requeueAfterSeconds`, `finalized`,
+/// `events`).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Rendered {
+    /// Desired children.
+    pub children: Vec<Map<String, Value>>,
+    /// Desired status.
+    pub status: Option<Map<String, Value>>,
+    /// Requested requeue delay.
+    pub requeue_after_seconds: Option<u32>,
+    /// Deletion path: cleanup done.
+    pub finalized: bool,
+    /// Events the guest asked for.
+    pub events: Vec<GuestEvent>,
+}
+
+/// Runs one reconcile of `parent` with `observed` children.
+pub fn render(
+    guest: &Guest,
+    parent: Value,
+    observed: Vec<Value>,
+    deleting: bool,
+) -> Result<Rendered, Error> {
+    let meta = parent
+        .get("metadata")
+        .and_then(Value::as_object)
+        .ok_or(Error::BadParent)?;
+    if meta.get("name").and_then(Value::as_str).is_none() {
+        return Err(Error::BadParent);
+    }
+    let primary = &guest.description().primary;
+    let (api_version, kind) = (
+        parent
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default(),
+        parent
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default(),
+    );
+    if !primary.matches(api_version, kind) {
+        return Err(Error::WrongKind {
+            expected: primary.to_string(),
+            found: format!("{api_version}/{kind}"),
+        });
+    }
+    let namespace = meta
+        .get("namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("default")
+        .to_string();
+    let raw = guest.reconcile(&Request {
+        parent,
+        observed,
+        deleting,
+    })?;
+    let v = validate::validate(
+        guest.name(),
+        guest.description(),
+        guest.limits(),
+        ParentScope {
+            namespace: Some(&namespace),
+        },
+        raw,
+    )?;
+    Ok(Rendered {
+        children: v.children.into_iter().map(|c| c.object).collect(),
+        status: v.status,
+        requeue_after_seconds: v.requeue_after_seconds,
+        finalized: v.finalized,
+        events: v.events,
+    })
+}

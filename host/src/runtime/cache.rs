@@ -1,0 +1,150 @@
+//! Compiled components keyed by the digest of their bytes.
+//!
+//! Compiling a component costs tens to hundreds of milliseconds; a restart or
+//! a swap back to a version seen before should not pay it again. The cache
+//! keeps every compiled component in memory and, when a directory is given,
+//! writes the precompiled artifact to disk named by the module's sha256 and
+//! the engine's compatibility hash, so artifacts of another wasmtime version
+//! or configuration are never loaded.
+
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+use super::{Error, Result};
+
+/// Where a compiled component came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheHit {
+    /// Already compiled in this process.
+    Memory,
+    /// Loaded from the on-disk cache.
+    Disk,
+    /// Compiled now.
+    Miss,
+}
+
+/// What [`ModuleCache::get_or_compile`] did.
+#[derive(Clone, Debug)]
+pub struct CacheOutcome {
+    /// sha256 of the module bytes, hex.
+    pub digest: String,
+    /// Where it came from.
+    pub hit: CacheHit,
+    /// Time spent compiling or loading.
+    pub elapsed: Duration,
+}
+
+/// The compiled-module cache.
+pub struct ModuleCache {
+    engine: Engine,
+    dir: Option<PathBuf>,
+    memory: Mutex<HashMap<String, Component>>,
+}
+
+/// sha256 of `bytes` as lowercase hex.
+pub fn digest(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+impl ModuleCache {
+    /// A cache for `engine`, persisted under `dir` when given.
+    pub fn new(engine: Engine, dir: Option<PathBuf>) -> std::io::Result<Self> {
+        if let Some(dir) = &dir {
+            std::fs::create_dir_all(dir)?;
+        }
+        Ok(Self {
+            engine,
+            dir,
+            memory: Mutex::default(),
+        })
+    }
+
+    /// Number of components held in memory.
+    pub fn len(&self) -> usize {
+        self.memory.lock().expect("cache lock").len()
+    }
+
+    /// Whether no component is held in memory.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Returns the compiled component for `bytes`, compiling only on a miss.
+    pub fn get_or_compile(&self, bytes: &[u8]) -> Result<(Component, CacheOutcome)> {
+        let started = Instant::now();
+        let digest = digest(bytes);
+        if let Some(c) = self.memory.lock().expect("cache lock").get(&digest) {
+            return Ok((c.clone(), outcome(digest, CacheHit::Memory, started)));
+        }
+        let path = self.artifact_path(&digest);
+        if let Some(path) = path.as_ref().filter(|p| p.exists()) {
+            match self.load_artifact(path) {
+                Ok(c) => {
+                    self.remember(&digest, &c);
+                    return Ok((c, outcome(digest, CacheHit::Disk, started)));
+                }
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), "ignoring unusable cached artifact: {e:#}")
+                }
+            }
+        }
+        let component = Component::new(&self.engine, bytes).map_err(Error::Compile)?;
+        if let Some(path) = &path {
+            if let Err(e) = self.store_artifact(&component, path) {
+                tracing::warn!(path = %path.display(), "could not write compiled module cache: {e:#}");
+            }
+        }
+        self.remember(&digest, &component);
+        Ok((component, outcome(digest, CacheHit::Miss, started)))
+    }
+
+    fn remember(&self, digest: &str, component: &Component) {
+        self.memory
+            .lock()
+            .expect("cache lock")
+            .insert(digest.to_string(), component.clone());
+    }
+
+    fn artifact_path(&self, digest: &str) -> Option<PathBuf> {
+        let mut h = DefaultHasher::new();
+        self.engine.precompile_compatibility_hash().hash(&mut h);
+        let compat = h.finish();
+        self.dir
+            .as_ref()
+            .map(|d| d.join(format!("{digest}-{compat:016x}.cwasm")))
+    }
+
+    fn store_artifact(&self, component: &Component, path: &PathBuf) -> wasmtime::Result<()> {
+        let bytes = component.serialize()?;
+        // Write then rename: a crash never leaves a torn artifact behind.
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        std::fs::write(&tmp, bytes).map_err(wasmtime::Error::from)?;
+        std::fs::rename(&tmp, path).map_err(wasmtime::Error::from)?;
+        Ok(())
+    }
+
+    #[allow(unsafe_code)]
+    fn load_artifact(&self, path: &PathBuf) -> wasmtime::Result<Component> {
+        // SAFETY: `deserialize_file` trusts its input to be a wasmtime
+        // artifact. The cache directory holds only artifacts this process
+        // (or an earlier run of it) wrote with `Component::serialize`, named
+        // by the module digest and this engine's compatibility hash; wasmtime
+        // additionally checks the artifact header against the engine.
+        Ok(unsafe { Component::deserialize_file(&self.engine, path)? })
+    }
+}
+
+fn outcome(digest: String, hit: CacheHit, started: Instant) -> CacheOutcome {
+    CacheOutcome {
+        digest,
+        hit,
+        elapsed: started.elapsed(),
+    }
+}

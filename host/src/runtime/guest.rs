@@ -1,0 +1,278 @@
+//! A loaded guest: one compiled module version, ready to serve reconciles.
+//!
+//! Each [`Guest`] holds an `InstancePre` (linking done once) and the guest's
+//! [`Description`]. Every call gets a fresh store and instance, so nothing a
+//! guest does in one reconcile can leak into the next, and a trap only
+//! poisons a store that is thrown away anyway.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use wasmtime::component::Component;
+use wasmtime::{Store, Trap};
+
+use super::bindings::{OperatorGuest, OperatorGuestPre, guest_api, types};
+use super::sandbox::GuestState;
+use super::{EPOCH_TICK, Error, Limits, Result, Runtime};
+use crate::model::{
+    ChildKind, Description, ErrorKind, EventType, GuestError, GuestEvent, KindRef, RawResponse,
+    Request,
+};
+
+/// Why a guest call did not produce a response.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// The call ran past its wall-clock deadline and was interrupted.
+    #[error("deadline exceeded: the guest ran longer than {0:?} and was interrupted")]
+    Timeout(Duration),
+    /// The guest tried to grow its memory past the cap.
+    #[error("memory limit exceeded: the guest tried to use more than {0} bytes")]
+    MemoryLimit(usize),
+    /// The guest trapped (panic, unreachable, stack overflow, ...).
+    #[error("guest trapped: {reason}{}", detail.as_deref().map(|d| format!(" ({d})")).unwrap_or_default())]
+    Trap {
+        /// The trap as wasmtime reports it.
+        reason: String,
+        /// What the guest printed to stderr, usually its panic message.
+        detail: Option<String>,
+    },
+    /// The response is larger than the guest's limit.
+    #[error("response too large: {size} bytes, limit {limit}")]
+    ResponseTooLarge {
+        /// The size returned.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The guest returned its own `reconcile-error`.
+    #[error(transparent)]
+    Guest(#[from] GuestError),
+}
+
+impl CallError {
+    /// A short CamelCase reason for Events and conditions.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Timeout(_) => "GuestTimeout",
+            Self::MemoryLimit(_) => "GuestMemoryLimit",
+            Self::Trap { .. } => "GuestTrap",
+            Self::ResponseTooLarge { .. } => "GuestResponseTooLarge",
+            Self::Guest(e) if e.kind == ErrorKind::Permanent => "ReconcileFailedPermanently",
+            Self::Guest(_) => "ReconcileFailed",
+        }
+    }
+
+    /// Whether retrying with backoff may help. Traps and limits are retried
+    /// too (with backoff): a new module version may fix them.
+    pub fn is_retryable(&self) -> bool {
+        !matches!(self, Self::Guest(e) if e.kind == ErrorKind::Permanent)
+    }
+}
+
+/// One loaded guest module version. Cheap to clone.
+#[derive(Clone)]
+pub struct Guest {
+    inner: Arc<GuestInner>,
+}
+
+struct GuestInner {
+    name: Arc<str>,
+    runtime: Runtime,
+    pre: OperatorGuestPre<GuestState>,
+    description: Description,
+    limits: Limits,
+    digest: String,
+}
+
+impl Guest {
+    pub(super) fn new(
+        runtime: Runtime,
+        name: &str,
+        component: Component,
+        limits: Limits,
+        digest: String,
+    ) -> Result<Self> {
+        let instance_pre = runtime
+            .linker()
+            .instantiate_pre(&component)
+            .map_err(Error::WrongWorld)?;
+        let pre = OperatorGuestPre::new(instance_pre).map_err(Error::WrongWorld)?;
+        let name: Arc<str> = name.into();
+        let description = Self::call_describe(&runtime, &pre, &name, &limits)?;
+        Ok(Self {
+            inner: Arc::new(GuestInner {
+                name,
+                runtime,
+                pre,
+                description,
+                limits,
+                digest,
+            }),
+        })
+    }
+
+    fn call_describe(
+        runtime: &Runtime,
+        pre: &OperatorGuestPre<GuestState>,
+        name: &Arc<str>,
+        limits: &Limits,
+    ) -> Result<Description> {
+        let mut store = new_store(runtime, name, limits);
+        let started = Instant::now();
+        let result = pre
+            .instantiate(&mut store)
+            .and_then(|g: OperatorGuest| g.wasmop_operator_operator().call_describe(&mut store));
+        store.data().flush_output();
+        let d = result.map_err(|e| Error::Describe(classify(e, &store, limits, started)))?;
+        Ok(Description {
+            primary: kind_ref(d.primary),
+            children: d
+                .children
+                .into_iter()
+                .map(|c| ChildKind {
+                    kind: kind_ref(c.kind),
+                    cluster_scoped: c.cluster_scoped,
+                })
+                .collect(),
+            finalizer: d.finalizer.filter(|f| !f.is_empty()),
+        })
+    }
+
+    /// The guest's name (from the guest list or `--guest name=path`).
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// What the guest manages.
+    pub fn description(&self) -> &Description {
+        &self.inner.description
+    }
+
+    /// The limits this version runs under.
+    pub fn limits(&self) -> &Limits {
+        &self.inner.limits
+    }
+
+    /// The sha256 digest of the module bytes (hex).
+    pub fn digest(&self) -> &str {
+        &self.inner.digest
+    }
+
+    /// Runs one reconcile in a fresh store. Blocking: call it from a thread
+    /// that may block (`spawn_blocking`).
+    pub fn reconcile(&self, request: &Request) -> Result<RawResponse, CallError> {
+        let inner = &*self.inner;
+        let wire = guest_api::ReconcileRequest {
+            parent: request.parent.to_string(),
+            observed: request.observed.iter().map(ToString::to_string).collect(),
+            deleting: request.deleting,
+        };
+        let mut store = new_store(&inner.runtime, &inner.name, &inner.limits);
+        let started = Instant::now();
+        let result = inner.pre.instantiate(&mut store).and_then(|g| {
+            g.wasmop_operator_operator()
+                .call_reconcile(&mut store, &wire)
+        });
+        store.data().flush_output();
+        let response = result
+            .map_err(|e| classify(e, &store, &inner.limits, started))?
+            .map_err(|e| GuestError {
+                kind: match e.kind {
+                    types::ErrorKind::Retryable => ErrorKind::Retryable,
+                    types::ErrorKind::Permanent => ErrorKind::Permanent,
+                },
+                message: e.message,
+            })?;
+        let raw = RawResponse {
+            children: response.children,
+            status: response.status,
+            requeue_after_seconds: response.requeue_after_seconds,
+            finalized: response.finalized,
+            events: response
+                .events
+                .into_iter()
+                .map(|e| GuestEvent {
+                    event_type: match e.event_type {
+                        types::EventType::Normal => EventType::Normal,
+                        types::EventType::Warning => EventType::Warning,
+                    },
+                    reason: e.reason,
+                    message: e.message,
+                })
+                .collect(),
+        };
+        let size = raw.size();
+        if size > inner.limits.max_response_bytes {
+            return Err(CallError::ResponseTooLarge {
+                size,
+                limit: inner.limits.max_response_bytes,
+            });
+        }
+        Ok(raw)
+    }
+}
+
+impl std::fmt::Debug for Guest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Guest")
+            .field("name", &self.inner.name)
+            .field("digest", &self.inner.digest)
+            .field("description", &self.inner.description)
+            .finish_non_exhaustive()
+    }
+}
+
+fn new_store(runtime: &Runtime, name: &Arc<str>, limits: &Limits) -> Store<GuestState> {
+    let mut store = Store::new(
+        runtime.engine(),
+        GuestState::new(name.clone(), limits.memory_bytes),
+    );
+    store.limiter(|s| &mut s.memory);
+    let ticks = limits
+        .timeout
+        .as_nanos()
+        .div_ceil(EPOCH_TICK.as_nanos())
+        .max(1)
+        + 1;
+    store.set_epoch_deadline(u64::try_from(ticks).unwrap_or(u64::MAX));
+    store.epoch_deadline_trap();
+    store
+}
+
+fn classify(
+    error: wasmtime::Error,
+    store: &Store<GuestState>,
+    limits: &Limits,
+    started: Instant,
+) -> CallError {
+    if store.data().memory.exceeded {
+        return CallError::MemoryLimit(limits.memory_bytes);
+    }
+    match error.downcast_ref::<Trap>() {
+        Some(Trap::Interrupt) => CallError::Timeout(limits.timeout),
+        trap => {
+            let stderr = store.data().stderr_text();
+            let reason = match trap {
+                Some(Trap::StackOverflow) => "stack overflow".to_string(),
+                Some(Trap::UnreachableCodeReached) if stderr.contains("panicked") => {
+                    "panic".to_string()
+                }
+                Some(t) => t.to_string(),
+                None => format!("{error:#}"),
+            };
+            tracing::debug!(elapsed = ?started.elapsed(), "guest call failed: {error:?}");
+            CallError::Trap {
+                reason,
+                detail: (!stderr.is_empty()).then_some(stderr),
+            }
+        }
+    }
+}
+
+fn kind_ref(k: types::KindRef) -> KindRef {
+    KindRef {
+        group: k.group,
+        version: k.version,
+        kind: k.kind,
+    }
+}

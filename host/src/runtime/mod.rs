@@ -1,0 +1,166 @@
+//! The WebAssembly side of the host: one [`Engine`], compiled guests and the
+//! sandbox every guest call runs in.
+//!
+//! Layout: [`Runtime`] owns the engine, the epoch ticker and the linker;
+//! [`cache`] keeps compiled components by digest; [`guest`] turns a
+//! component into a loaded [`Guest`] (an `InstancePre` plus its description)
+//! and runs one reconcile in a fresh store; [`limits`] holds the knobs.
+
+mod bindings;
+pub mod cache;
+pub mod guest;
+pub mod limits;
+mod sandbox;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use wasmtime::component::{HasSelf, Linker};
+use wasmtime::{Config, Engine};
+
+pub use cache::{CacheOutcome, ModuleCache};
+pub use guest::{CallError, Guest};
+pub use limits::Limits;
+use sandbox::GuestState;
+
+/// How often the epoch advances. Deadlines are counted in these ticks, so a
+/// 1 s timeout fires between 1.00 and 1.01 s. Spin ticks every 10 ms too;
+/// the cost is one atomic increment per tick.
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Errors of the runtime.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The wasmtime engine could not be configured.
+    #[error("failed to configure the wasm engine: {0:#}")]
+    Engine(#[source] wasmtime::Error),
+    /// The bytes are not a valid component (or not wasm at all).
+    #[error("not a valid WebAssembly component: {0:#}")]
+    Compile(#[source] wasmtime::Error),
+    /// The component does not implement the `wasmop:operator/operator-guest` world.
+    #[error("component does not implement the wasmop:operator@0.1.0 operator-guest world: {0:#}")]
+    WrongWorld(#[source] wasmtime::Error),
+    /// The guest's `describe` call failed or trapped.
+    #[error("the guest's describe call failed: {0}")]
+    Describe(#[source] CallError),
+    /// The on-disk cache could not be used.
+    #[error("compiled module cache: {0}")]
+    Cache(#[source] std::io::Error),
+}
+
+/// Result type of this module.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Options of the runtime.
+#[derive(Clone, Debug, Default)]
+pub struct RuntimeConfig {
+    /// Directory of the on-disk compiled-module cache; `None` keeps compiled
+    /// modules in memory only.
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// The shared wasm engine: compiled once per process, used by every guest.
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    engine: Engine,
+    linker: Linker<GuestState>,
+    cache: ModuleCache,
+    ticker_stop: Arc<AtomicBool>,
+    ticker: Option<JoinHandle<()>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.ticker_stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.ticker.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Runtime {
+    /// Creates the engine, the locked-down linker and the epoch ticker.
+    pub fn new(config: RuntimeConfig) -> Result<Self> {
+        let mut wasm = Config::new();
+        wasm.wasm_component_model(true);
+        wasm.epoch_interruption(true);
+        // A guest that recurses without bound must trap, not take the host
+        // thread's stack: 1 MiB of wasm stack is plenty for reconcile logic.
+        wasm.max_wasm_stack(1 << 20);
+        let engine = Engine::new(&wasm).map_err(Error::Engine)?;
+
+        let mut linker = Linker::<GuestState>::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(Error::Engine)?;
+        bindings::OperatorGuest::add_to_linker::<_, HasSelf<GuestState>>(&mut linker, |s| s)
+            .map_err(Error::Engine)?;
+
+        let ticker_stop = Arc::new(AtomicBool::new(false));
+        let ticker = {
+            let engine = engine.clone();
+            let stop = ticker_stop.clone();
+            std::thread::Builder::new()
+                .name("wasmop-epoch".into())
+                .spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(EPOCH_TICK);
+                        engine.increment_epoch();
+                    }
+                })
+                .map_err(|e| Error::Engine(e.into()))?
+        };
+        let cache = ModuleCache::new(engine.clone(), config.cache_dir).map_err(Error::Cache)?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                engine,
+                linker,
+                cache,
+                ticker_stop,
+                ticker: Some(ticker),
+            }),
+        })
+    }
+
+    /// The wasmtime engine.
+    pub fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
+    /// The compiled-module cache.
+    pub fn cache(&self) -> &ModuleCache {
+        &self.inner.cache
+    }
+
+    /// Compiles (or fetches from the cache), links and describes a guest.
+    ///
+    /// This is the whole validation a new module version goes through before
+    /// it may serve reconciles: valid component, our world, a `describe`
+    /// call that succeeds within the limits.
+    pub fn load(&self, name: &str, bytes: &[u8], limits: Limits) -> Result<(Guest, CacheOutcome)> {
+        let (component, outcome) = self.inner.cache.get_or_compile(bytes)?;
+        let guest = Guest::new(
+            self.clone(),
+            name,
+            component,
+            limits,
+            outcome.digest.clone(),
+        )?;
+        Ok((guest, outcome))
+    }
+
+    pub(crate) fn linker(&self) -> &Linker<GuestState> {
+        &self.inner.linker
+    }
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime").finish_non_exhaustive()
+    }
+}

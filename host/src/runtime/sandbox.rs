@@ -1,0 +1,181 @@
+//! The per-call sandbox: the store data a guest runs with.
+//!
+//! Every reconcile gets a fresh [`GuestState`]: a WASI context that grants
+//! nothing (no preopened directories, environment, arguments, sockets or name
+//! lookups; only clocks and randomness), a memory limiter, and buffers that
+//! collect what the guest prints so it reaches the host log under the guest's
+//! name. Nothing survives the call.
+
+use std::sync::Arc;
+
+use wasmtime::ResourceLimiter;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use super::bindings::{Level, wasmop::operator::log};
+
+/// How much of the guest's stdout/stderr the host keeps per call. A panic
+/// message fits many times over; a guest that floods its stdout gets write
+/// errors past this, not host memory.
+const OUTPUT_CAPACITY: usize = 64 << 10;
+
+/// Most log lines one call may write through the `log` import, and the
+/// longest line kept; beyond them lines are dropped or cut so that a chatty
+/// guest cannot flood the host's log.
+const MAX_LOG_LINES: usize = 200;
+const MAX_LOG_LINE: usize = 4 << 10;
+
+/// Store data of one guest call.
+pub(crate) struct GuestState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub(crate) memory: MemoryCap,
+    guest: Arc<str>,
+    stdout: MemoryOutputPipe,
+    stderr: MemoryOutputPipe,
+    log_lines: usize,
+}
+
+impl GuestState {
+    /// A fresh, locked-down state for one call of `guest`.
+    pub(crate) fn new(guest: Arc<str>, memory_bytes: usize) -> Self {
+        let stdout = MemoryOutputPipe::new(OUTPUT_CAPACITY);
+        let stderr = MemoryOutputPipe::new(OUTPUT_CAPACITY);
+        let mut builder = WasiCtx::builder();
+        // Explicit even where these are the defaults: the sandbox should not
+        // change if a wasmtime release changes a default.
+        builder
+            .stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .socket_addr_check(|_, _| Box::pin(async { false }));
+        Self {
+            wasi: builder.build(),
+            table: ResourceTable::new(),
+            memory: MemoryCap {
+                limit: memory_bytes,
+                exceeded: false,
+            },
+            guest,
+            stdout,
+            stderr,
+            log_lines: 0,
+        }
+    }
+
+    /// Writes what the guest printed on stdout and stderr to the host log.
+    pub(crate) fn flush_output(&self) {
+        for (stream, pipe) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
+            let bytes = pipe.contents();
+            if bytes.is_empty() {
+                continue;
+            }
+            for line in String::from_utf8_lossy(&bytes)
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+            {
+                tracing::info!(guest = %self.guest, stream, "{line}");
+            }
+        }
+    }
+
+    /// The guest's stderr so far, to explain a trap (a Rust panic message).
+    pub(crate) fn stderr_text(&self) -> String {
+        String::from_utf8_lossy(&self.stderr.contents())
+            .trim()
+            .to_string()
+    }
+}
+
+impl WasiView for GuestState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl log::Host for GuestState {
+    fn log(&mut self, level: Level, message: String) {
+        self.log_lines += 1;
+        if self.log_lines > MAX_LOG_LINES {
+            if self.log_lines == MAX_LOG_LINES + 1 {
+                tracing::warn!(guest = %self.guest, "guest log limit reached; dropping further lines of this call");
+            }
+            return;
+        }
+        let mut message = message;
+        if message.len() > MAX_LOG_LINE {
+            let mut cut = MAX_LOG_LINE;
+            while !message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            message.truncate(cut);
+            message.push_str("…");
+        }
+        let guest = &*self.guest;
+        match level {
+            Level::Trace => tracing::trace!(target: "wasmop::guest", guest, "{message}"),
+            Level::Debug => tracing::debug!(target: "wasmop::guest", guest, "{message}"),
+            Level::Info => tracing::info!(target: "wasmop::guest", guest, "{message}"),
+            Level::Warn => tracing::warn!(target: "wasmop::guest", guest, "{message}"),
+            Level::Error => tracing::error!(target: "wasmop::guest", guest, "{message}"),
+        }
+    }
+}
+
+impl super::bindings::wasmop::operator::types::Host for GuestState {}
+
+/// Caps the linear memory of one call and remembers whether the cap was hit,
+/// so a trap can be reported as "memory limit exceeded" rather than as a
+/// generic failure.
+pub(crate) struct MemoryCap {
+    limit: usize,
+    pub(crate) exceeded: bool,
+}
+
+/// Table elements one call may allocate; component glue needs a few hundred.
+const MAX_TABLE_ELEMENTS: usize = 100_000;
+
+impl ResourceLimiter for MemoryCap {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.limit {
+            self.exceeded = true;
+            // Trap instead of returning -1 from memory.grow: a Rust guest
+            // aborts on allocation failure anyway, and a trap carries a
+            // clear reason.
+            wasmtime::bail!("guest memory limit of {} bytes exceeded", self.limit);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= MAX_TABLE_ELEMENTS)
+    }
+
+    fn instances(&self) -> usize {
+        32
+    }
+
+    fn memories(&self) -> usize {
+        8
+    }
+
+    fn tables(&self) -> usize {
+        64
+    }
+}

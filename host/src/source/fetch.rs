@@ -1,0 +1,154 @@
+//! Getting a module's bytes and checking them against the expected digest.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::Api;
+
+use super::list::{GuestEntry, ModuleSource};
+use crate::runtime::cache::digest;
+
+/// Largest module accepted from any source. A guest component is typically
+/// 0.1–2 MiB; a ConfigMap cannot hold more than ~1 MiB anyway.
+pub const MAX_MODULE_BYTES: u64 = 64 << 20;
+
+/// How long an HTTP download may take.
+const URL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why a module could not be fetched.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The ConfigMap does not exist or cannot be read.
+    #[error("cannot read ConfigMap {namespace}/{name}: {source}")]
+    ConfigMap {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The ConfigMap exists but lacks the key.
+    #[error("ConfigMap {namespace}/{name} has no binaryData key {key:?}")]
+    MissingKey {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// Key.
+        key: String,
+    },
+    /// The file cannot be read.
+    #[error("cannot read module file {path}: {source}")]
+    File {
+        /// Path.
+        path: String,
+        /// IO error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The URL cannot be fetched.
+    #[error("cannot fetch {url}: {reason}")]
+    Url {
+        /// URL.
+        url: String,
+        /// Why.
+        reason: String,
+    },
+    /// The bytes do not match the expected digest.
+    #[error("digest mismatch: expected sha256 {expected}, got {actual}")]
+    Digest {
+        /// From the guest list.
+        expected: String,
+        /// Of the bytes fetched.
+        actual: String,
+    },
+}
+
+/// Fetches `entry`'s module. ConfigMap sources are read from `namespace`.
+pub async fn fetch(
+    client: &kube::Client,
+    namespace: &str,
+    entry: &GuestEntry,
+) -> Result<Vec<u8>, Error> {
+    let bytes = match &entry.module {
+        ModuleSource::ConfigMap { name, key } => {
+            let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+            let cm = api.get(name).await.map_err(|source| Error::ConfigMap {
+                namespace: namespace.into(),
+                name: name.clone(),
+                source,
+            })?;
+            cm.binary_data
+                .and_then(|mut d| d.remove(key))
+                .map(|b| b.0)
+                .ok_or_else(|| Error::MissingKey {
+                    namespace: namespace.into(),
+                    name: name.clone(),
+                    key: key.clone(),
+                })?
+        }
+        ModuleSource::File(path) => tokio::fs::read(path).await.map_err(|source| Error::File {
+            path: path.clone(),
+            source,
+        })?,
+        ModuleSource::Url(url) => {
+            let url = url.clone();
+            tokio::task::spawn_blocking(move || download(&url))
+                .await
+                .map_err(|e| Error::Url {
+                    url: String::new(),
+                    reason: e.to_string(),
+                })??
+        }
+    };
+    verify(entry.sha256.as_deref(), &bytes)?;
+    Ok(bytes)
+}
+
+/// Checks `bytes` against `expected` (hex sha256), if given.
+pub fn verify(expected: Option<&str>, bytes: &[u8]) -> Result<(), Error> {
+    if let Some(expected) = expected {
+        let actual = digest(bytes);
+        if !actual.eq_ignore_ascii_case(expected) {
+            return Err(Error::Digest {
+                expected: expected.to_string(),
+                actual,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn download(url: &str) -> Result<Vec<u8>, Error> {
+    let err = |reason: String| Error::Url {
+        url: url.to_string(),
+        reason,
+    };
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(URL_TIMEOUT))
+        .build()
+        .into();
+    let mut response = agent.get(url).call().map_err(|e| err(e.to_string()))?;
+    response
+        .body_mut()
+        .with_config()
+        .limit(MAX_MODULE_BYTES)
+        .read_to_vec()
+        .map_err(|e| err(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wrong_digest_is_refused_and_a_right_one_passes() {
+        let bytes = b"\0asm";
+        assert!(verify(Some(&digest(bytes)), bytes).is_ok());
+        assert!(verify(None, bytes).is_ok());
+        let err = verify(Some(&"0".repeat(64)), bytes).unwrap_err();
+        assert!(err.to_string().contains("digest mismatch"));
+    }
+}

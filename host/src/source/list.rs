@@ -1,0 +1,285 @@
+//! The guest list: the `guests.yaml` key of the guests ConfigMap
+//! (interface contract).
+//!
+//! ```yaml
+//! guests:
+//!   - name: cache-operator
+//!     module:
+//!       configMap: {name: cache-operator-module, key: module.wasm}
+//!     sha256: 3f1c…            # optional for configMap and file, required for url
+//!     concurrency: 4           # optional settings, defaults shown
+//!     timeout: 1s
+//!     memoryLimit: 64Mi
+//!     maxResponseBytes: 4Mi
+//!     maxChildren: 100
+//!     namespaces: []           # empty: all namespaces
+//!     resync: 10m
+//! ```
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::controller::ControllerSettings;
+use crate::runtime::Limits;
+use crate::runtime::limits::parse_duration;
+
+/// The ConfigMap data key holding the list (interface contract).
+pub const LIST_KEY: &str = "guests.yaml";
+
+/// Errors in the guest list.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Not YAML of the expected shape.
+    #[error("invalid {LIST_KEY}: {0}")]
+    Yaml(String),
+    /// A semantic problem with an entry.
+    #[error("invalid guest entry {name:?}: {reason}")]
+    Entry {
+        /// The entry's name.
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// The parsed `guests.yaml`.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct GuestList {
+    /// The guests to run.
+    #[serde(default)]
+    pub guests: Vec<GuestEntry>,
+}
+
+/// Where a module's bytes are.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub enum ModuleSource {
+    /// A `binaryData` key of a ConfigMap in the list's namespace.
+    ConfigMap {
+        /// ConfigMap name.
+        name: String,
+        /// Key in `binaryData`.
+        key: String,
+    },
+    /// A file in the host's filesystem (a mounted volume).
+    File(String),
+    /// An http or https URL (requires `sha256`).
+    Url(String),
+}
+
+/// One guest of the list.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GuestEntry {
+    /// Guest name: a DNS label, used in the `wasmop.dev/guest` label.
+    pub name: String,
+    /// Exactly one source.
+    pub module: ModuleSource,
+    /// Expected sha256 of the module (hex), verified when present.
+    #[serde(default)]
+    pub sha256: Option<String>,
+    /// Reconciles at once (default 4).
+    #[serde(default)]
+    pub concurrency: Option<u16>,
+    /// Deadline of one guest call, e.g. `1s`, `500ms` (default 1s).
+    #[serde(default)]
+    pub timeout: Option<String>,
+    /// Linear memory cap, e.g. `64Mi` (default 64Mi).
+    #[serde(default)]
+    pub memory_limit: Option<String>,
+    /// Response size cap, e.g. `4Mi` (default 4Mi).
+    #[serde(default)]
+    pub max_response_bytes: Option<String>,
+    /// Most desired children per response (default 100).
+    #[serde(default)]
+    pub max_children: Option<usize>,
+    /// Namespaces to watch (default: all).
+    #[serde(default)]
+    pub namespaces: Vec<String>,
+    /// Resync period, e.g. `10m` (default 10m).
+    #[serde(default)]
+    pub resync: Option<String>,
+}
+
+impl GuestList {
+    /// Parses and checks the `guests.yaml` text.
+    pub fn parse(text: &str) -> Result<Self, Error> {
+        let list: GuestList =
+            serde_saphyr::from_str(text).map_err(|e| Error::Yaml(e.to_string()))?;
+        let mut seen = HashSet::new();
+        for entry in &list.guests {
+            let bad = |reason: String| Error::Entry {
+                name: entry.name.clone(),
+                reason,
+            };
+            if !is_dns_label(&entry.name) {
+                return Err(bad(
+                    "name must be a DNS label (lowercase letters, digits, '-', at most 63)".into(),
+                ));
+            }
+            if !seen.insert(entry.name.as_str()) {
+                return Err(bad("listed twice".into()));
+            }
+            if let ModuleSource::Url(url) = &entry.module {
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return Err(bad(format!("url {url:?} must be http or https")));
+                }
+                if entry.sha256.is_none() {
+                    return Err(bad("a url module requires sha256".into()));
+                }
+            }
+            if let Some(d) = &entry.sha256 {
+                if d.len() != 64 || !d.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return Err(bad("sha256 must be 64 hex digits".into()));
+                }
+            }
+            entry.limits().map_err(bad)?;
+            entry.settings().map_err(bad)?;
+        }
+        Ok(list)
+    }
+}
+
+impl GuestEntry {
+    /// The sandbox limits, defaults filled in.
+    pub fn limits(&self) -> Result<Limits, String> {
+        let d = Limits::default();
+        Ok(Limits {
+            timeout: self
+                .timeout
+                .as_deref()
+                .map(parse_duration)
+                .transpose()?
+                .unwrap_or(d.timeout),
+            memory_bytes: self
+                .memory_limit
+                .as_deref()
+                .map(parse_bytes)
+                .transpose()?
+                .unwrap_or(d.memory_bytes),
+            max_response_bytes: self
+                .max_response_bytes
+                .as_deref()
+                .map(parse_bytes)
+                .transpose()?
+                .unwrap_or(d.max_response_bytes),
+            max_children: self.max_children.unwrap_or(d.max_children),
+        })
+    }
+
+    /// The controller settings, defaults filled in.
+    pub fn settings(&self) -> Result<ControllerSettings, String> {
+        let d = ControllerSettings::default();
+        let resync: Duration = self
+            .resync
+            .as_deref()
+            .map(parse_duration)
+            .transpose()?
+            .unwrap_or(d.resync);
+        if resync.is_zero() {
+            return Err("resync must be positive".into());
+        }
+        Ok(ControllerSettings {
+            concurrency: self.concurrency.unwrap_or(d.concurrency).max(1),
+            resync,
+            namespaces: self.namespaces.clone(),
+        })
+    }
+}
+
+/// Parses `65536`, `64Ki`, `64Mi`, `1Gi` (Kubernetes binary suffixes).
+pub fn parse_bytes(text: &str) -> Result<usize, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let n: usize = number
+        .parse()
+        .map_err(|_| format!("invalid size {text:?}"))?;
+    let shift = match unit {
+        "" => 0,
+        "Ki" => 10,
+        "Mi" => 20,
+        "Gi" => 30,
+        _ => return Err(format!("invalid size unit in {text:?} (use Ki, Mi or Gi)")),
+    };
+    n.checked_shl(shift)
+        .filter(|v| v >> shift == n)
+        .ok_or_else(|| format!("size {text:?} too large"))
+}
+
+fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_list_parses_with_settings() {
+        let list = GuestList::parse(
+            r#"
+guests:
+  - name: cache-operator
+    module:
+      configMap: {name: cache-module, key: module.wasm}
+    concurrency: 8
+    timeout: 500ms
+    memoryLimit: 32Mi
+    namespaces: [team-a]
+    resync: 1m
+  - name: from-file
+    module:
+      file: /modules/op.wasm
+  - name: from-url
+    module:
+      url: https://example.com/op.wasm
+    sha256: 0000000000000000000000000000000000000000000000000000000000000000
+"#,
+        )
+        .unwrap();
+        assert_eq!(list.guests.len(), 3);
+        let e = &list.guests[0];
+        assert_eq!(
+            e.module,
+            ModuleSource::ConfigMap {
+                name: "cache-module".into(),
+                key: "module.wasm".into()
+            }
+        );
+        assert_eq!(e.limits().unwrap().timeout, Duration::from_millis(500));
+        assert_eq!(e.limits().unwrap().memory_bytes, 32 << 20);
+        assert_eq!(e.settings().unwrap().concurrency, 8);
+        assert_eq!(e.settings().unwrap().resync, Duration::from_secs(60));
+        assert_eq!(list.guests[1].limits().unwrap(), Limits::default());
+    }
+
+    #[test]
+    fn a_url_without_digest_and_broken_yaml_are_refused() {
+        let err = GuestList::parse(
+            "guests:\n  - name: x\n    module:\n      url: https://e.com/x.wasm\n",
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("requires sha256"), "{err}");
+        assert!(GuestList::parse("guests: [").is_err());
+        assert!(GuestList::parse("guests:\n  - name: x\n    module: {file: a, url: b}\n").is_err());
+        assert!(GuestList::parse("guests:\n  - name: Bad_Name\n    module: {file: a}\n").is_err());
+    }
+
+    #[test]
+    fn sizes_use_binary_suffixes() {
+        assert_eq!(parse_bytes("64Mi"), Ok(64 << 20));
+        assert_eq!(parse_bytes("1024"), Ok(1024));
+        assert!(parse_bytes("1Pi").is_err());
+    }
+}

@@ -1,0 +1,274 @@
+//! Keeping the running guests in step with the guest list ConfigMap.
+//!
+//! The host watches the ConfigMaps of the list's namespace (the list and
+//! the module ConfigMaps it references live there). Whenever one of them
+//! changes, the list is read again and every entry is brought up to date:
+//! new entries start, removed ones stop, changed modules are fetched,
+//! verified, compiled, described and swapped in. A failure — broken YAML,
+//! missing key, digest mismatch, not a component, a trapping describe —
+//! leaves the running version alone, is logged and is recorded as a Warning
+//! Event on the list ConfigMap; the same failing input is not retried until
+//! something changes.
+
+use std::collections::HashMap;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
+use kube::api::Api;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource};
+
+use super::fetch;
+use super::list::{GuestList, LIST_KEY, ModuleSource};
+use crate::controller::events::Events;
+use crate::host::{Change, GuestSpec, Host};
+use crate::model::{EventType, GuestEvent};
+
+/// The default guest list (interface contract).
+pub const DEFAULT_LIST: &str = "wasmop-system/wasmop-guests";
+
+/// Parses `namespace/name`.
+pub fn parse_list_ref(text: &str) -> Option<(String, String)> {
+    let (ns, name) = text.split_once('/')?;
+    (!ns.is_empty() && !name.is_empty() && !name.contains('/'))
+        .then(|| (ns.to_string(), name.to_string()))
+}
+
+/// Follows the guest list until the watch ends (it does not end on its own).
+pub async fn follow(client: Client, host: &mut Host, namespace: &str, name: &str) {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let events = Events::new(client.clone(), "guest-list");
+    let mut syncer = Syncer {
+        client,
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        events,
+        attempted: HashMap::new(),
+        last_list_error: None,
+        referenced: Vec::new(),
+    };
+    let mut stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .touched_objects()
+        .boxed();
+    syncer.sync(host).await;
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(cm) if syncer.is_relevant(&cm) => syncer.sync(host).await,
+            Ok(_) => {}
+            Err(e) => tracing::warn!("watching the guest list failed, retrying: {e}"),
+        }
+    }
+}
+
+struct Syncer {
+    client: Client,
+    namespace: String,
+    name: String,
+    events: Events,
+    /// Per guest: the input last attempted and whether it failed, so a
+    /// failing input is reported once, not on every unrelated change.
+    attempted: HashMap<String, (String, bool)>,
+    last_list_error: Option<String>,
+    /// Module ConfigMaps the current list references.
+    referenced: Vec<String>,
+}
+
+impl Syncer {
+    fn is_relevant(&self, cm: &ConfigMap) -> bool {
+        let name = cm.metadata.name.as_deref().unwrap_or_default();
+        name == self.name || self.referenced.iter().any(|r| r == name)
+    }
+
+    async fn sync(&mut self, host: &mut Host) {
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.namespace);
+        let list_cm = match api.get_opt(&self.name).await {
+            Ok(Some(cm)) => cm,
+            Ok(None) => {
+                self.list_error(
+                    None,
+                    format!(
+                        "guest list ConfigMap {}/{} does not exist yet",
+                        self.namespace, self.name
+                    ),
+                )
+                .await;
+                return;
+            }
+            Err(e) => {
+                tracing::warn!("cannot read the guest list: {e}");
+                return;
+            }
+        };
+        let text = list_cm.data.as_ref().and_then(|d| d.get(LIST_KEY)).cloned();
+        let list = match text.as_deref().map(GuestList::parse) {
+            Some(Ok(list)) => list,
+            Some(Err(e)) => {
+                self.list_error(
+                    Some(&list_cm),
+                    format!("{e}; running guests are kept as they are"),
+                )
+                .await;
+                return;
+            }
+            None => {
+                self.list_error(
+                    Some(&list_cm),
+                    format!("key {LIST_KEY} is missing; running guests are kept as they are"),
+                )
+                .await;
+                return;
+            }
+        };
+        self.last_list_error = None;
+        self.referenced = list
+            .guests
+            .iter()
+            .filter_map(|g| match &g.module {
+                ModuleSource::ConfigMap { name, .. } => Some(name.clone()),
+                _ => None,
+            })
+            .collect();
+        let reference = list_cm.object_ref(&());
+
+        for entry in &list.guests {
+            let limits = entry.limits().expect("checked by parse");
+            let settings = entry.settings().expect("checked by parse");
+            let module = match fetch::fetch(&self.client, &self.namespace, entry).await {
+                Ok(m) => m,
+                Err(e) => {
+                    let input = format!("fetch-error:{e}");
+                    self.fail(
+                        &reference,
+                        &entry.name,
+                        input,
+                        format!("guest {:?}: {e}", entry.name),
+                    )
+                    .await;
+                    continue;
+                }
+            };
+            let input = format!(
+                "{}|{:?}|{:?}|{:?}",
+                crate::runtime::cache::digest(&module),
+                limits,
+                settings.concurrency,
+                settings.namespaces
+            );
+            if self
+                .attempted
+                .get(&entry.name)
+                .is_some_and(|(i, failed)| *i == input && *failed)
+            {
+                continue;
+            }
+            let spec = GuestSpec {
+                name: entry.name.clone(),
+                module,
+                limits,
+                settings,
+            };
+            match host.upsert(spec).await {
+                Ok(change) => {
+                    if !matches!(change, Change::Unchanged) {
+                        let (reason, verb) = match &change {
+                            Change::Started(_) => ("GuestStarted", "started"),
+                            Change::Swapped(_) => {
+                                ("GuestSwapped", "swapped to a new module version")
+                            }
+                            Change::Restarted(_) => {
+                                ("GuestRestarted", "restarted with new kinds or settings")
+                            }
+                            Change::Unchanged => unreachable!(),
+                        };
+                        let digest = host
+                            .current(&entry.name)
+                            .map(|g| g.digest()[..12].to_string())
+                            .unwrap_or_default();
+                        self.event(
+                            &reference,
+                            EventType::Normal,
+                            reason,
+                            format!("guest {:?} {verb} (sha256 {digest}…)", entry.name),
+                        )
+                        .await;
+                    }
+                    self.attempted.insert(entry.name.clone(), (input, false));
+                }
+                Err(e) => {
+                    let keeps = if host.current(&entry.name).is_some() {
+                        "; the previous version keeps running"
+                    } else {
+                        ""
+                    };
+                    self.fail(
+                        &reference,
+                        &entry.name,
+                        input,
+                        format!("guest {:?} not loaded: {e}{keeps}", entry.name),
+                    )
+                    .await;
+                }
+            }
+        }
+        let listed: Vec<&str> = list.guests.iter().map(|g| g.name.as_str()).collect();
+        for name in host.names() {
+            if !listed.contains(&name.as_str()) && host.remove(&name) {
+                self.attempted.remove(&name);
+                self.event(&reference, EventType::Normal, "GuestStopped", format!("guest {name:?} removed from the list and stopped; its objects are left untouched")).await;
+            }
+        }
+    }
+
+    async fn fail(
+        &mut self,
+        reference: &ObjectReference,
+        guest: &str,
+        input: String,
+        message: String,
+    ) {
+        if self
+            .attempted
+            .get(guest)
+            .is_some_and(|(i, failed)| *i == input && *failed)
+        {
+            return;
+        }
+        tracing::error!(guest, "{message}");
+        self.event(reference, EventType::Warning, "GuestLoadFailed", message)
+            .await;
+        self.attempted.insert(guest.to_string(), (input, true));
+    }
+
+    async fn list_error(&mut self, cm: Option<&ConfigMap>, message: String) {
+        if self.last_list_error.as_deref() == Some(message.as_str()) {
+            return;
+        }
+        tracing::error!("{message}");
+        if let Some(cm) = cm {
+            self.event(
+                &cm.object_ref(&()),
+                EventType::Warning,
+                "InvalidGuestList",
+                message.clone(),
+            )
+            .await;
+        }
+        self.last_list_error = Some(message);
+    }
+
+    async fn event(
+        &self,
+        reference: &ObjectReference,
+        event_type: EventType,
+        reason: &str,
+        message: String,
+    ) {
+        let event = GuestEvent {
+            event_type,
+            reason: reason.to_string(),
+            message,
+        };
+        self.events.publish(reference, &event, "LoadGuest").await;
+    }
+}

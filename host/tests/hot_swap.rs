@@ -1,0 +1,414 @@
+//! End to end on the real control plane: guests listed in a ConfigMap and
+//! hot-swapped without restarting the host (issue: guests listed in a
+//! ConfigMap and hot-swapped).
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail, ensure};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::Client;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use support::{
+    HostProcess, caches, dyn_api, guest_module, install_yaml, put_guest_list, put_module, wait_for,
+    wait_for_event, workspace,
+};
+use wasmop_testenv::TestEnv;
+use wasmop_testenv::harness::{Test, run};
+
+const LONG: Duration = Duration::from_secs(120);
+const LIST: &str = "wasmop-guests";
+
+fn cache_entry(ns: &str, extra: &str) -> String {
+    format!(
+        "  - name: cache-operator\n    module:\n      configMap: {{name: cache-module, key: module.wasm}}\n    namespaces: [{ns}]\n    concurrency: 8\n{extra}"
+    )
+}
+
+/// CRDs, a namespace holding the guest list with cache-operator v1, and a
+/// host following that list.
+async fn setup(env: &TestEnv, prefix: &str) -> anyhow::Result<(Client, String, HostProcess)> {
+    let client = env.client();
+    install_yaml(&client, &workspace().join("deploy/crds/cache.yaml")).await?;
+    let ns = env.create_namespace(prefix).await?;
+    put_module(
+        &client,
+        &ns,
+        "cache-module",
+        "module.wasm",
+        &std::fs::read(guest_module("cache-operator")?)?,
+    )
+    .await?;
+    put_guest_list(
+        &client,
+        &ns,
+        LIST,
+        &format!("guests:\n{}", cache_entry(&ns, "")),
+    )
+    .await?;
+    let (_, kubeconfig) = support::admin_identity(env, &format!("wasmop-{ns}")).await?;
+    let cache_dir = env.temp_dir().join(format!("cache-{ns}"));
+    let mut host = HostProcess::start(
+        env,
+        &kubeconfig,
+        &ns,
+        &[
+            "--guests-configmap",
+            &format!("{ns}/{LIST}"),
+            "--cache-dir",
+            cache_dir.to_str().context("utf-8")?,
+        ],
+    )?;
+    host.wait_for_log("started guest", LONG).await?;
+    Ok((client, ns, host))
+}
+
+async fn create_cache(client: &Client, ns: &str, name: &str) -> anyhow::Result<()> {
+    let cache = serde_json::from_value(json!({
+        "apiVersion": "apps.example.com/v1alpha1", "kind": "Cache",
+        "metadata": {"name": name},
+        "spec": {"image": "redis:7.2", "replicas": 1, "config": {"round": "0"}},
+    }))?;
+    caches(client, ns)
+        .create(&PostParams::default(), &cache)
+        .await?;
+    Ok(())
+}
+
+fn has_v2_label(labels: Option<&std::collections::BTreeMap<String, String>>) -> bool {
+    labels
+        .and_then(|l| l.get("wasmop.dev/version"))
+        .map(String::as_str)
+        == Some("v2")
+}
+
+async fn a_v1_to_v2_swap_under_load_converges_fifty_caches_without_a_restart(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    let (client, ns, mut host) = setup(&env, "swap").await?;
+    let pid = host.pid();
+    const N: usize = 50;
+    for i in 0..N {
+        create_cache(&client, &ns, &format!("c{i}")).await?;
+    }
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    wait_for(LONG, || async {
+        let n = deployments.list(&ListParams::default()).await?.items.len();
+        if n == N {
+            Ok(Some(()))
+        } else {
+            bail!("{n} of {N} Deployments")
+        }
+    })
+    .await?;
+
+    // Keep updating Caches while the swap happens.
+    let updater = {
+        let api = caches(&client, &ns);
+        tokio::spawn(async move {
+            for round in 1..=5 {
+                for i in (0..N).step_by(5) {
+                    let patch = json!({"spec": {"config": {"round": round.to_string()}}});
+                    let _ = api
+                        .patch(
+                            &format!("c{i}"),
+                            &PatchParams::default(),
+                            &Patch::Merge(&patch),
+                        )
+                        .await;
+                }
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        })
+    };
+    put_module(
+        &client,
+        &ns,
+        "cache-module",
+        "module.wasm",
+        &std::fs::read(guest_module("cache-operator-v2")?)?,
+    )
+    .await?;
+    updater.await?;
+
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &ns);
+    wait_for(LONG, || async {
+        let d = deployments.list(&ListParams::default()).await?.items;
+        let v2 = d
+            .iter()
+            .filter(|d| has_v2_label(d.metadata.labels.as_ref()))
+            .count();
+        let cms = configmaps
+            .list(&ListParams::default().labels("wasmop.dev/version=v2"))
+            .await?
+            .items
+            .len();
+        let p = pdbs.list(&ListParams::default()).await?.items.len();
+        if v2 == N && cms == N && p == N {
+            Ok(Some(()))
+        } else {
+            bail!("v2 Deployments {v2}/{N}, v2 ConfigMaps {cms}/{N}, PDBs {p}/{N}")
+        }
+    })
+    .await
+    .context("not every Cache converged to v2")?;
+
+    // The updates made during the swap were applied too.
+    let cm = configmaps.get("c0-config").await?;
+    ensure!(
+        cm.data.unwrap_or_default().get("round").map(String::as_str) == Some("5"),
+        "last update lost"
+    );
+    ensure!(
+        host.is_running() && host.pid() == pid,
+        "the host process restarted"
+    );
+    let log = host.log();
+    ensure!(log.contains("swapped guest module"), "no swap logged");
+    ensure!(
+        !log.contains("reconcile failed"),
+        "a reconcile failed during the swap:\n{}",
+        support::tail(&log, 40)
+    );
+    wait_for_event(&client, &ns, LIST, "GuestSwapped", LONG).await?;
+    Ok(())
+}
+
+async fn a_second_guest_is_added_and_removed_at_runtime(env: Arc<TestEnv>) -> anyhow::Result<()> {
+    let (client, ns, mut host) = setup(&env, "second").await?;
+    install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
+    put_module(
+        &client,
+        &ns,
+        "hostile-module",
+        "module.wasm",
+        &std::fs::read(guest_module("hostile")?)?,
+    )
+    .await?;
+    let hostile_entry = format!(
+        "  - name: hostile\n    module:\n      configMap: {{name: hostile-module, key: module.wasm}}\n    namespaces: [{ns}]\n"
+    );
+    put_guest_list(
+        &client,
+        &ns,
+        LIST,
+        &format!("guests:\n{}{hostile_entry}", cache_entry(&ns, "")),
+    )
+    .await?;
+    host.wait_for_log("started guest guest=hostile", LONG)
+        .await
+        .or_else(|_| {
+            if host.log().contains("hostile") && host.log().contains("started guest") {
+                Ok(())
+            } else {
+                bail!("second guest never started:\n{}", host.log())
+            }
+        })?;
+    let hostiles = dyn_api(
+        &client,
+        "test.wasmop.dev",
+        "v1alpha1",
+        "Hostile",
+        "hostiles",
+        &ns,
+    );
+    let make = |name: &str| {
+        serde_json::from_value::<kube::api::DynamicObject>(json!({
+        "apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile", "metadata": {"name": name}, "spec": {"attack": "none"}})).unwrap()
+    };
+    hostiles.create(&PostParams::default(), &make("h1")).await?;
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    wait_for(LONG, || async {
+        Ok(configmaps.get_opt("h1-ok").await?.map(|_| ()))
+    })
+    .await
+    .context("second guest did not reconcile")?;
+
+    // Remove it again: its controller stops, its objects stay.
+    put_guest_list(
+        &client,
+        &ns,
+        LIST,
+        &format!("guests:\n{}", cache_entry(&ns, "")),
+    )
+    .await?;
+    wait_for_event(&client, &ns, LIST, "GuestStopped", LONG).await?;
+    hostiles.create(&PostParams::default(), &make("h2")).await?;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    ensure!(
+        configmaps.get_opt("h2-ok").await?.is_none(),
+        "a removed guest still reconciles"
+    );
+    ensure!(
+        configmaps.get_opt("h1-ok").await?.is_some(),
+        "a removed guest's objects must stay"
+    );
+    // The first guest is unaffected.
+    create_cache(&client, &ns, "still").await?;
+    wait_for(LONG, || async {
+        Ok(configmaps.get_opt("still-config").await?.map(|_| ()))
+    })
+    .await?;
+    Ok(())
+}
+
+async fn bad_updates_leave_v1_running_and_record_a_warning(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    let (client, ns, mut host) = setup(&env, "corrupt").await?;
+    let pid = host.pid();
+    // Not wasm at all.
+    put_module(
+        &client,
+        &ns,
+        "cache-module",
+        "module.wasm",
+        b"definitely not a component",
+    )
+    .await?;
+    let note = wait_for_event(&client, &ns, LIST, "GuestLoadFailed", LONG).await?;
+    ensure!(
+        note.contains("not a valid WebAssembly component")
+            && note.contains("previous version keeps running"),
+        "event note: {note}"
+    );
+    // A digest mismatch.
+    put_module(
+        &client,
+        &ns,
+        "cache-module",
+        "module.wasm",
+        &std::fs::read(guest_module("cache-operator-v2")?)?,
+    )
+    .await?;
+    let wrong = "0".repeat(64);
+    put_guest_list(
+        &client,
+        &ns,
+        LIST,
+        &format!(
+            "guests:\n{}",
+            cache_entry(&ns, &format!("    sha256: {wrong}\n"))
+        ),
+    )
+    .await?;
+    wait_for(LONG, || async {
+        let events = support::events_about(&client, &ns, LIST).await?;
+        Ok(events
+            .iter()
+            .any(|(_, r, n)| r == "GuestLoadFailed" && n.contains("digest mismatch"))
+            .then_some(()))
+    })
+    .await
+    .context("no digest mismatch warning")?;
+    // Broken YAML.
+    put_guest_list(&client, &ns, LIST, "guests: [unclosed").await?;
+    wait_for_event(&client, &ns, LIST, "InvalidGuestList", LONG).await?;
+
+    // v1 still serves: a new Cache gets v1 children (no v2 label).
+    create_cache(&client, &ns, "after").await?;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let d = wait_for(LONG, || async { Ok(deployments.get_opt("after").await?) }).await?;
+    ensure!(
+        !has_v2_label(d.metadata.labels.as_ref()),
+        "a rejected update took effect"
+    );
+    ensure!(host.is_running() && host.pid() == pid, "host restarted");
+    // The next good change is tried again.
+    put_guest_list(
+        &client,
+        &ns,
+        LIST,
+        &format!("guests:\n{}", cache_entry(&ns, "")),
+    )
+    .await?;
+    wait_for(LONG, || async {
+        let d = deployments.get("after").await?;
+        Ok(has_v2_label(d.metadata.labels.as_ref()).then_some(()))
+    })
+    .await
+    .context("a good update after bad ones was not applied")?;
+    Ok(())
+}
+
+/// `elapsed_us=N` of the first log line containing `needle` after `from`.
+fn elapsed_after(log: &str, from: usize, needle: &str) -> Option<(u64, usize)> {
+    let idx = log[from..].find(needle)? + from;
+    let line = log[idx..].lines().next()?;
+    let start = line.find("elapsed_us=")? + "elapsed_us=".len();
+    let digits: String = line[start..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    Some((digits.parse().ok()?, idx + line.len()))
+}
+
+async fn swapping_back_to_a_known_version_hits_the_compiled_cache(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    let (client, ns, mut host) = setup(&env, "back").await?;
+    let v1 = std::fs::read(guest_module("cache-operator")?)?;
+    put_module(
+        &client,
+        &ns,
+        "cache-module",
+        "module.wasm",
+        &std::fs::read(guest_module("cache-operator-v2")?)?,
+    )
+    .await?;
+    host.wait_for_log("swapped guest module", LONG).await?;
+    let first_swap = host.log().find("swapped guest module").context("swap")?;
+    put_module(&client, &ns, "cache-module", "module.wasm", &v1).await?;
+    wait_for(LONG, || async {
+        Ok((host.log().matches("swapped guest module").count() >= 2).then_some(()))
+    })
+    .await?;
+    let log = host.log();
+    let (compile_v2, _) =
+        elapsed_after(&log, 0, "cache=Miss").context("no compile of v2 logged")?;
+    let back = &log[first_swap + 1..];
+    let line = back
+        .lines()
+        .find(|l| l.contains("swapped guest module"))
+        .context("second swap")?;
+    ensure!(
+        line.contains("cache=Memory"),
+        "swap back did not hit the cache: {line}"
+    );
+    let (hit, _) = elapsed_after(line, 0, "cache=Memory").context("elapsed")?;
+    ensure!(
+        hit * 2 < compile_v2,
+        "cache hit ({hit} us) is not clearly faster than compiling ({compile_v2} us)"
+    );
+    eprintln!("compile v2: {compile_v2} us, swap back from cache: {hit} us");
+    Ok(())
+}
+
+fn main() -> std::process::ExitCode {
+    run(vec![
+        Test::new(
+            "a_v1_to_v2_swap_under_load_converges_fifty_caches_without_a_restart",
+            a_v1_to_v2_swap_under_load_converges_fifty_caches_without_a_restart,
+        )
+        .with_timeout(Duration::from_secs(400)),
+        Test::new(
+            "a_second_guest_is_added_and_removed_at_runtime",
+            a_second_guest_is_added_and_removed_at_runtime,
+        ),
+        Test::new(
+            "bad_updates_leave_v1_running_and_record_a_warning",
+            bad_updates_leave_v1_running_and_record_a_warning,
+        )
+        .with_timeout(Duration::from_secs(300)),
+        Test::new(
+            "swapping_back_to_a_known_version_hits_the_compiled_cache",
+            swapping_back_to_a_known_version_hits_the_compiled_cache,
+        ),
+    ])
+}

@@ -1,0 +1,379 @@
+//! End to end on the real control plane: hostile guests are contained and
+//! the host runs with least privilege (issue: sandbox, limits, fault
+//! isolation and least privilege).
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail, ensure};
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use kube::Client;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::json;
+use support::{
+    HostProcess, at, caches, dyn_api, guest_module, install_yaml, wait_for, wait_for_event,
+    workspace,
+};
+use wasmop_testenv::TestEnv;
+use wasmop_testenv::harness::{Test, run};
+
+const LONG: Duration = Duration::from_secs(90);
+
+/// Both CRDs, a namespace, and one host running the hostile guest next to
+/// the cache-operator, with the default limits.
+async fn setup(
+    env: &TestEnv,
+    prefix: &str,
+) -> anyhow::Result<(Client, String, String, HostProcess)> {
+    let client = env.client();
+    install_yaml(&client, &workspace().join("deploy/crds/cache.yaml")).await?;
+    install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
+    let ns = env.create_namespace(prefix).await?;
+    let user = format!("wasmop-{ns}");
+    let (_, kubeconfig) = support::admin_identity(env, &user).await?;
+    let host = HostProcess::start(
+        env,
+        &kubeconfig,
+        &ns,
+        &[
+            "--guest",
+            &format!("hostile={}", guest_module("hostile")?.display()),
+            "--guest",
+            &format!(
+                "cache-operator={}",
+                guest_module("cache-operator")?.display()
+            ),
+            "--namespace",
+            &ns,
+        ],
+    )?;
+    Ok((client, ns, user, host))
+}
+
+fn hostiles(client: &Client, ns: &str) -> Api<DynamicObject> {
+    dyn_api(
+        client,
+        "test.wasmop.dev",
+        "v1alpha1",
+        "Hostile",
+        "hostiles",
+        ns,
+    )
+}
+
+async fn attack(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    attack: &str,
+    target: &str,
+) -> anyhow::Result<()> {
+    let obj = serde_json::from_value(json!({
+        "apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
+        "metadata": {"name": name}, "spec": {"attack": attack, "target": target},
+    }))?;
+    hostiles(client, ns)
+        .create(&PostParams::default(), &obj)
+        .await?;
+    Ok(())
+}
+
+async fn every_hostile_guest_fails_cleanly_writes_nothing_and_the_host_keeps_serving(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    let (client, ns, user, mut host) = setup(&env, "hostile").await?;
+    let cases = [
+        ("loop", "GuestTimeout", "deadline exceeded"),
+        ("memory", "GuestMemoryLimit", "memory limit"),
+        ("panic", "GuestTrap", "panic"),
+        ("unreachable", "GuestTrap", "trapped"),
+        ("stack-overflow", "GuestTrap", "stack overflow"),
+        (
+            "huge-response",
+            "GuestResponseTooLarge",
+            "response too large",
+        ),
+        ("invalid-json", "InvalidGuestResponse", "not a JSON object"),
+        ("other-namespace", "InvalidGuestResponse", "kube-system"),
+        ("undeclared-kind", "InvalidGuestResponse", "undeclared kind"),
+        ("spoofed-owner", "InvalidGuestResponse", "ownerReferences"),
+        ("spoofed-label", "InvalidGuestResponse", "wasmop.dev/guest"),
+    ];
+    for (name, _, _) in &cases {
+        attack(&client, &ns, name, name, "").await?;
+    }
+    for (name, reason, needle) in &cases {
+        let note = wait_for_event(&client, &ns, name, reason, LONG)
+            .await
+            .with_context(|| format!("attack {name}"))?;
+        ensure!(
+            note.contains(needle),
+            "attack {name}: event note {note:?} does not mention {needle:?}"
+        );
+        let obj = hostiles(&client, &ns).get(name).await?;
+        let cond = at(&obj, "/status/conditions")
+            .and_then(|c| c.as_array())
+            .and_then(|c| c.iter().find(|c| c["type"] == "GuestReconciled"))
+            .cloned();
+        ensure!(
+            cond.as_ref()
+                .is_some_and(|c| c["status"] == "False" && c["reason"] == *reason),
+            "attack {name}: condition {cond:?}"
+        );
+    }
+    // Nothing any of them asked for reached the API server.
+    let writes: Vec<serde_json::Value> = env
+        .audit_events()?
+        .into_iter()
+        .filter(|e| e["user"]["username"] == user.as_str())
+        .filter(|e| {
+            matches!(
+                e["verb"].as_str(),
+                Some("create" | "update" | "patch" | "delete")
+            )
+        })
+        .filter(|e| {
+            !matches!(
+                e["objectRef"]["resource"].as_str(),
+                Some("events" | "hostiles")
+            )
+        })
+        .collect();
+    ensure!(
+        writes.is_empty(),
+        "hostile guests caused writes: {:?}",
+        writes
+            .iter()
+            .map(|w| (&w["verb"], &w["objectRef"]))
+            .collect::<Vec<_>>()
+    );
+    let crbs: Api<ClusterRoleBinding> = Api::all(client.clone());
+    ensure!(
+        crbs.list(&Default::default())
+            .await?
+            .items
+            .iter()
+            .all(|b| !b
+                .metadata
+                .name
+                .as_deref()
+                .unwrap_or_default()
+                .starts_with("hostile")),
+        "a ClusterRoleBinding was created"
+    );
+    let system: Api<ConfigMap> = Api::namespaced(client.clone(), "kube-system");
+    ensure!(
+        system
+            .list(&Default::default())
+            .await?
+            .items
+            .iter()
+            .all(|c| !c
+                .metadata
+                .name
+                .as_deref()
+                .unwrap_or_default()
+                .contains("hostile")),
+        "a ConfigMap landed in kube-system"
+    );
+
+    // Failing keys back off exponentially instead of spinning.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let log = host.log();
+    let panics = log
+        .lines()
+        .filter(|l| l.contains("reconcile failed") && l.contains("/panic."))
+        .count();
+    ensure!(
+        panics > 2 && panics < 25,
+        "the panicking guest was retried {panics} times in ~10 s (expected exponential backoff)"
+    );
+
+    // The host and the well-behaved guests keep serving.
+    ensure!(host.is_running(), "the host died");
+    attack(&client, &ns, "fine", "none", "").await?;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    wait_for(LONG, || async {
+        Ok(cms.get_opt("fine-ok").await?.map(|_| ()))
+    })
+    .await
+    .context("a well-behaved Hostile was not reconciled")?;
+    let cache = serde_json::from_value(
+        json!({"apiVersion": "apps.example.com/v1alpha1", "kind": "Cache", "metadata": {"name": "ok"}, "spec": {"image": "redis:7.2"}}),
+    )?;
+    caches(&client, &ns)
+        .create(&PostParams::default(), &cache)
+        .await?;
+    wait_for(LONG, || async {
+        let c = caches(&client, &ns).get("ok").await?;
+        Ok((at(&c, "/status/phase") == Some(&json!("Ready"))).then_some(()))
+    })
+    .await
+    .context("the cache-operator stopped serving next to hostile guests")?;
+    Ok(())
+}
+
+async fn a_guest_cannot_read_host_files_open_sockets_or_see_the_environment(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    let (client, ns, _user, _host) = setup(&env, "wasi").await?;
+    // A real listener on the host, so a refused connection is the sandbox's doing.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let target = listener.local_addr()?.to_string();
+    attack(&client, &ns, "file", "read-file", "").await?;
+    attack(&client, &ns, "socket", "open-socket", &target).await?;
+    attack(&client, &ns, "env", "env", "").await?;
+    let status = |name: &'static str| {
+        let client = client.clone();
+        let ns = ns.clone();
+        async move {
+            wait_for(LONG, || async {
+                let o = hostiles(&client, &ns).get(name).await?;
+                match at(&o, "/status") {
+                    Some(s) if s.as_object().is_some_and(|m| m.len() > 1) => Ok(Some(s.clone())),
+                    other => bail!("status of {name}: {other:?}"),
+                }
+            })
+            .await
+        }
+    };
+    let file = status("file").await?;
+    ensure!(
+        file["readFile"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("error")),
+        "the guest read a host file: {file}"
+    );
+    let socket = status("socket").await?;
+    ensure!(
+        socket["socket"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("error")),
+        "the guest opened a socket: {socket}"
+    );
+    listener.set_nonblocking(true)?;
+    ensure!(
+        listener.accept().is_err(),
+        "a connection reached the host listener"
+    );
+    let envs = status("env").await?;
+    ensure!(
+        envs["vars"] == 0 && envs["args"] == 0,
+        "the guest sees environment or arguments: {envs}"
+    );
+    Ok(())
+}
+
+async fn the_cache_operator_flow_passes_under_the_generated_least_privilege_role(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    let client = env.client();
+    install_yaml(&client, &workspace().join("deploy/crds/cache.yaml")).await?;
+    let ns = env.create_namespace("rbac").await?;
+    let module = guest_module("cache-operator")?;
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmop"))
+        .args(["rbac", "--guest"])
+        .arg(&module)
+        .args(["--name", &format!("wasmop-{ns}")])
+        .output()?;
+    ensure!(
+        out.status.success(),
+        "wasmop rbac failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let role: ClusterRole = serde_saphyr::from_str(std::str::from_utf8(&out.stdout)?)?;
+    let rules = role.rules.clone().unwrap_or_default();
+    ensure!(
+        rules.iter().all(|r| !r.verbs.iter().any(|v| v == "*")
+            && !r.resources.iter().flatten().any(|x| x == "*")),
+        "wildcards in {rules:?}"
+    );
+    Api::<ClusterRole>::all(client.clone())
+        .patch(
+            &format!("wasmop-{ns}"),
+            &PatchParams::apply("wasmop-tests").force(),
+            &Patch::Apply(&role),
+        )
+        .await?;
+    let user = format!("wasmop-least-{ns}");
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": format!("wasmop-{ns}")},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": format!("wasmop-{ns}")},
+        "subjects": [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}],
+    }))?;
+    Api::<ClusterRoleBinding>::all(client.clone())
+        .patch(
+            &format!("wasmop-{ns}"),
+            &PatchParams::apply("wasmop-tests").force(),
+            &Patch::Apply(&binding),
+        )
+        .await?;
+    let (_, kubeconfig) = env.user_kubeconfig(&user, &[]).await?;
+    let host = HostProcess::start(
+        &env,
+        &kubeconfig,
+        &ns,
+        &[
+            "--guest",
+            &format!("cache-operator={}", module.display()),
+            "--namespace",
+            &ns,
+        ],
+    )?;
+
+    let cache = serde_json::from_value(
+        json!({"apiVersion": "apps.example.com/v1alpha1", "kind": "Cache", "metadata": {"name": "least"}, "spec": {"image": "redis:7.2", "replicas": 2}}),
+    )?;
+    let api = caches(&client, &ns);
+    api.create(&PostParams::default(), &cache).await?;
+    wait_for(LONG, || async {
+        let c = api.get("least").await?;
+        Ok((at(&c, "/status/phase") == Some(&json!("Ready"))
+            && at(&c, "/status/readyReplicas") == Some(&json!(2)))
+        .then_some(()))
+    })
+    .await
+    .with_context(|| {
+        format!(
+            "Cache never became Ready under the least-privilege role; host log:\n{}",
+            support::tail(&host.log(), 30)
+        )
+    })?;
+    api.delete("least", &Default::default()).await?;
+    wait_for(LONG, || async {
+        Ok(api.get_opt("least").await?.is_none().then_some(()))
+    })
+    .await
+    .context("finalizer path failed under the least-privilege role")?;
+    let forbidden = env
+        .audit_events()?
+        .into_iter()
+        .filter(|e| e["user"]["username"] == user.as_str() && e["responseStatus"]["code"] == 403)
+        .count();
+    ensure!(
+        forbidden == 0,
+        "the host hit {forbidden} forbidden requests under its role"
+    );
+    Ok(())
+}
+
+fn main() -> std::process::ExitCode {
+    run(vec![
+        Test::new(
+            "every_hostile_guest_fails_cleanly_writes_nothing_and_the_host_keeps_serving",
+            every_hostile_guest_fails_cleanly_writes_nothing_and_the_host_keeps_serving,
+        )
+        .with_timeout(Duration::from_secs(300)),
+        Test::new(
+            "a_guest_cannot_read_host_files_open_sockets_or_see_the_environment",
+            a_guest_cannot_read_host_files_open_sockets_or_see_the_environment,
+        ),
+        Test::new(
+            "the_cache_operator_flow_passes_under_the_generated_least_privilege_role",
+            the_cache_operator_flow_passes_under_the_generated_least_privilege_role,
+        ),
+    ])
+}

@@ -1,0 +1,325 @@
+//! Shared helpers of the host's end-to-end tests: the `wasmop` binary as a
+//! real process against the test control plane, CRD installation, guest
+//! modules and polling.
+
+#![allow(dead_code, missing_docs)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::{Client, ResourceExt};
+use serde_json::Value;
+use wasmop_testenv::TestEnv;
+
+/// The workspace root.
+pub fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A built guest component, by file stem. Fails loudly when missing.
+pub fn guest_module(name: &str) -> anyhow::Result<PathBuf> {
+    let dir = std::env::var_os("WASMOP_GUESTS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target/guests"));
+    let path = dir.join(format!("{name}.wasm"));
+    if !path.exists() {
+        bail!(
+            "{} is missing: build the guests first with `cargo xtask build-guests` (cargo xtask test does)",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+/// Applies every document of a YAML file (CRDs) and waits until CRDs are established.
+pub async fn install_yaml(client: &Client, path: &Path) -> anyhow::Result<()> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text)?;
+    for doc in docs.into_iter().filter(|d| !d.is_null()) {
+        if doc["kind"] == "CustomResourceDefinition" {
+            let crd: CustomResourceDefinition = serde_json::from_value(doc)?;
+            let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+            let name = crd.name_any();
+            api.patch(
+                &name,
+                &PatchParams::apply("wasmop-tests").force(),
+                &Patch::Apply(&crd),
+            )
+            .await?;
+            wait_for(Duration::from_secs(30), || async {
+                let crd = api.get(&name).await?;
+                let ok = crd
+                    .status
+                    .and_then(|s| s.conditions)
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True");
+                Ok(ok.then_some(()))
+            })
+            .await
+            .with_context(|| format!("CRD {name} not established"))?;
+        } else {
+            bail!("install_yaml only installs CRDs, found {}", doc["kind"]);
+        }
+    }
+    Ok(())
+}
+
+/// Polls `f` every 200 ms until it returns `Some`, or fails after `timeout`
+/// with the last error.
+pub async fn wait_for<T, F, Fut>(timeout: Duration, mut f: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<Option<T>>>,
+{
+    let deadline = Instant::now() + timeout;
+    let mut last = String::from("condition never held");
+    loop {
+        match f().await {
+            Ok(Some(v)) => return Ok(v),
+            Ok(None) => {}
+            Err(e) => last = format!("{e:#}"),
+        }
+        if Instant::now() > deadline {
+            bail!("timed out after {timeout:?}: {last}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// An `Api` for a kind in a namespace.
+pub fn dyn_api(
+    client: &Client,
+    group: &str,
+    version: &str,
+    kind: &str,
+    plural: &str,
+    ns: &str,
+) -> Api<DynamicObject> {
+    let ar =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
+    Api::namespaced_with(client.clone(), ns, &ar)
+}
+
+/// The Cache API in `ns`.
+pub fn caches(client: &Client, ns: &str) -> Api<DynamicObject> {
+    dyn_api(
+        client,
+        "apps.example.com",
+        "v1alpha1",
+        "Cache",
+        "caches",
+        ns,
+    )
+}
+
+/// A running `wasmop` process; killed on drop.
+pub struct HostProcess {
+    child: Child,
+    log: PathBuf,
+}
+
+impl HostProcess {
+    /// Starts `wasmop run <args>` with `kubeconfig`, logging to a file in the
+    /// env's temp dir.
+    pub fn start(
+        env: &TestEnv,
+        kubeconfig: &Path,
+        label: &str,
+        args: &[&str],
+    ) -> anyhow::Result<Self> {
+        let log = env
+            .temp_dir()
+            .join(format!("wasmop-{label}-{}.log", std::process::id()));
+        let log = unique(log);
+        let file = std::fs::File::create(&log)?;
+        let child = Command::new(env!("CARGO_BIN_EXE_wasmop"))
+            .arg("run")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(args)
+            .env("WASMOP_LOG", "info,wasmop_host=debug,kube_runtime=warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .context("starting wasmop")?;
+        Ok(Self { child, log })
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Everything the host logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Waits until the log contains `needle`.
+    pub async fn wait_for_log(&mut self, needle: &str, timeout: Duration) -> anyhow::Result<()> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if self.log().contains(needle) {
+                return Ok(());
+            }
+            if !self.is_running() {
+                bail!("wasmop exited early; log:\n{}", self.log());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        bail!(
+            "wasmop never logged {needle:?} within {timeout:?}; log tail:\n{}",
+            tail(&self.log(), 40)
+        )
+    }
+
+    /// Stops the process (SIGKILL) and waits for it.
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for HostProcess {
+    fn drop(&mut self) {
+        self.stop();
+        if std::thread::panicking() {
+            eprintln!("wasmop log tail:\n{}", tail(&self.log(), 40));
+        }
+    }
+}
+
+fn unique(path: PathBuf) -> PathBuf {
+    let mut n = 0;
+    let mut candidate = path.clone();
+    while candidate.exists() {
+        n += 1;
+        candidate = path.with_extension(format!("{n}.log"));
+    }
+    candidate
+}
+
+/// The last `n` lines of `text`.
+pub fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// A fresh identity for a host process with full rights, so its writes can
+/// be counted in the audit log apart from everyone else's.
+pub async fn admin_identity(env: &TestEnv, user: &str) -> anyhow::Result<(Client, PathBuf)> {
+    env.user_kubeconfig(user, &["system:masters"]).await
+}
+
+/// JSON value at `pointer` of `obj`.
+pub fn at<'a>(obj: &'a DynamicObject, pointer: &str) -> Option<&'a Value> {
+    obj.data.pointer(pointer)
+}
+
+/// Creates or replaces a ConfigMap holding `module` under `binaryData[key]`.
+pub async fn put_module(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    key: &str,
+    module: &[u8],
+) -> anyhow::Result<()> {
+    use k8s_openapi::ByteString;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let cm = ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        binary_data: Some([(key.to_string(), ByteString(module.to_vec()))].into()),
+        ..Default::default()
+    };
+    Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .patch(
+            name,
+            &PatchParams::apply("wasmop-tests").force(),
+            &Patch::Apply(&cm),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Creates or replaces the guest list ConfigMap `name` with `guests_yaml`.
+pub async fn put_guest_list(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    guests_yaml: &str,
+) -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let cm = ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        data: Some([("guests.yaml".to_string(), guests_yaml.to_string())].into()),
+        ..Default::default()
+    };
+    Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .patch(
+            name,
+            &PatchParams::apply("wasmop-tests").force(),
+            &Patch::Apply(&cm),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Reasons of the events.k8s.io Events about `name` in `ns`, with notes.
+pub async fn events_about(
+    client: &Client,
+    ns: &str,
+    name: &str,
+) -> anyhow::Result<Vec<(String, String, String)>> {
+    let api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
+    Ok(api
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .map(|e| {
+            (
+                e.type_.unwrap_or_default(),
+                e.reason.unwrap_or_default(),
+                e.note.unwrap_or_default(),
+            )
+        })
+        .collect())
+}
+
+/// Waits for an event with `reason` about `name`, returning its note.
+pub async fn wait_for_event(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    reason: &str,
+    timeout: Duration,
+) -> anyhow::Result<String> {
+    wait_for(timeout, || async {
+        let events = events_about(client, ns, name).await?;
+        match events.iter().find(|(_, r, _)| r == reason) {
+            Some((_, _, note)) => Ok(Some(note.clone())),
+            None => bail!("no {reason} event about {name}; events: {events:?}"),
+        }
+    })
+    .await
+}

@@ -1,0 +1,88 @@
+//! Reading kube-apiserver's audit log (JSON lines, one event per request).
+
+use std::fs;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde_json::Value;
+
+/// Verbs that change state.
+const WRITE_VERBS: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
+
+/// The `ResponseComplete` events in the log at `path`. A last line the API
+/// server is still writing (no newline yet) is left out.
+pub(crate) fn read_events(path: &Path) -> Result<Vec<Value>> {
+    let text = match fs::read_to_string(path) {
+        Ok(text) => text,
+        // No request has completed yet.
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(err) => return Err(err).with_context(|| format!("reading {}", path.display())),
+    };
+    let mut events = Vec::new();
+    for line in text
+        .split_inclusive('\n')
+        .filter(|line| line.ends_with('\n'))
+    {
+        let event: Value =
+            serde_json::from_str(line).with_context(|| format!("parsing audit event {line}"))?;
+        if event["stage"] == "ResponseComplete" {
+            events.push(event);
+        }
+    }
+    Ok(events)
+}
+
+/// The user a request acted as: the impersonated user if any, else the
+/// authenticated one.
+pub(crate) fn effective_user(event: &Value) -> Option<&str> {
+    event["impersonatedUser"]["username"]
+        .as_str()
+        .or_else(|| event["user"]["username"].as_str())
+}
+
+/// How many of `events` are writes made as `user`.
+pub(crate) fn count_writes_by(events: &[Value], user: &str) -> usize {
+    events
+        .iter()
+        .filter(|event| effective_user(event) == Some(user))
+        .filter(|event| {
+            event["verb"]
+                .as_str()
+                .is_some_and(|verb| WRITE_VERBS.contains(&verb))
+        })
+        .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn writes_are_counted_per_effective_user() {
+        let events = vec![
+            json!({"stage": "ResponseComplete", "verb": "create", "user": {"username": "alice"}}),
+            json!({"stage": "ResponseComplete", "verb": "get", "user": {"username": "alice"}}),
+            json!({"stage": "ResponseComplete", "verb": "patch", "user": {"username": "admin"},
+                   "impersonatedUser": {"username": "alice"}}),
+            json!({"stage": "ResponseComplete", "verb": "delete", "user": {"username": "bob"}}),
+        ];
+        assert_eq!(count_writes_by(&events, "alice"), 2);
+        assert_eq!(count_writes_by(&events, "admin"), 0);
+        assert_eq!(count_writes_by(&events, "bob"), 1);
+    }
+
+    #[test]
+    fn a_half_written_last_line_is_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.log");
+        fs::write(
+            &path,
+            "{\"stage\":\"ResponseComplete\",\"verb\":\"get\"}\n{\"stage\":\"Panic\"}\n{\"stage\":\"Respo",
+        )
+        .unwrap();
+        let events = read_events(&path).unwrap();
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0]["verb"], "get");
+    }
+}

@@ -1,0 +1,59 @@
+//! A real Kubernetes control plane for wasmop's tests.
+//!
+//! wasmop's behaviour is talking to a Kubernetes API server, so its tests run
+//! against a real one, never a mock: a mock would encode our own assumptions,
+//! while the real server enforces OpenAPI schemas, CEL rules, server-side
+//! apply conflicts, the status subresource, generations, finalizers and
+//! resourceVersions. Like kubebuilder's envtest, [`TestEnv`] starts etcd and
+//! kube-apiserver as child processes on 127.0.0.1; beyond envtest it also
+//! starts kube-controller-manager (garbage collection, Deployments, ...),
+//! kube-scheduler and [kwok](https://kwok.sigs.k8s.io), which plays the
+//! kubelet for a fake node so Pods become Running and Ready.
+//!
+//! The binaries come from [`ensure_binaries`]: envtest's `KUBEBUILDER_ASSETS`
+//! / `TEST_ASSET_*` variables if set, else a cached build of the Go module in
+//! `tests/controlplane`.
+//!
+//! Test binaries use [`harness`] (`harness = false` in Cargo.toml): one
+//! control plane per binary, a namespace per test.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//!
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use kube::api::{Api, PostParams};
+//! use wasmop_testenv::{TestEnv, harness};
+//!
+//! async fn config_maps_round_trip(env: Arc<TestEnv>) -> anyhow::Result<()> {
+//!     let namespace = env.create_namespace("round-trip").await?;
+//!     let api: Api<ConfigMap> = Api::namespaced(env.client(), &namespace);
+//!     let mut map = ConfigMap::default();
+//!     map.metadata.name = Some("example".to_owned());
+//!     api.create(&PostParams::default(), &map).await?;
+//!     assert!(api.get_opt("example").await?.is_some());
+//!     Ok(())
+//! }
+//!
+//! fn main() -> std::process::ExitCode {
+//!     harness::run(wasmop_testenv::tests![config_maps_round_trip])
+//! }
+//! ```
+//!
+//! Environment variables:
+//! - `KUBEBUILDER_ASSETS`, `TEST_ASSET_ETCD`, `TEST_ASSET_KUBE_APISERVER`,
+//!   `TEST_ASSET_KUBE_CONTROLLER_MANAGER`, `TEST_ASSET_KUBE_SCHEDULER`,
+//!   `TEST_ASSET_KWOK`: use these binaries instead of building;
+//! - `WASMOP_SKIP_CLUSTER_TESTS=1`: if the control plane cannot start,
+//!   report the tests as ignored instead of failed;
+//! - `WASMOP_KEEP_TESTENV=1`: keep the temporary directory (logs, audit log,
+//!   certificates) after the control plane stops.
+
+mod audit;
+mod binaries;
+mod env;
+pub mod harness;
+mod pki;
+mod process;
+
+pub use binaries::{Binaries, ensure_binaries};
+pub use env::{NODE_NAME, TestEnv};

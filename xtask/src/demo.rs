@@ -1,0 +1,406 @@
+//! `cargo xtask demo` (the README's main command): the whole wasmop story on
+//! a local control plane, step by step, in words a newcomer follows.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service, ServiceAccount};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::{Client, ResourceExt};
+use serde_json::Value;
+use wasmop_testenv::TestEnv;
+
+use crate::guests;
+
+const NS: &str = "wasmop-system";
+const MANAGER: &str = "wasmop-demo";
+
+/// Runs the demo. `--keep-running` leaves everything up until Ctrl-C.
+pub fn run(args: Vec<String>) -> Result<()> {
+    let keep = args.iter().any(|a| a == "--keep-running");
+    if let Some(other) = args.iter().find(|a| *a != "--keep-running") {
+        bail!("unknown demo argument {other:?} (the only flag is --keep-running)");
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(demo(keep))
+}
+
+fn step(n: u32, text: &str) {
+    println!("\n== Step {n}: {text}");
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+async fn demo(keep: bool) -> Result<()> {
+    println!("wasmop demo: one host process runs Kubernetes operators compiled to WebAssembly,");
+    println!("and swaps their logic when a ConfigMap changes, without restarting.");
+
+    step(
+        1,
+        "build the operator guests (Rust compiled to wasm32-wasip2 components) and the wasmop host",
+    );
+    guests::build_all()?;
+    crate::process::run(&mut crate::process::cargo(&[
+        "build",
+        "-p",
+        "wasmop-host",
+        "--bin",
+        "wasmop",
+        "--release",
+    ]))?;
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"));
+    let wasmop = target.join("release/wasmop");
+    let guest_dir = guests::guest_dir();
+    for g in ["cache-operator", "cache-operator-v2"] {
+        let size = std::fs::metadata(guest_dir.join(format!("{g}.wasm")))?.len();
+        println!("   {g}.wasm: {} KiB", size / 1024);
+    }
+
+    step(
+        2,
+        "start a local Kubernetes control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok fake nodes)",
+    );
+    let env = TestEnv::start().await?;
+    println!(
+        "   ready in {:.1} s; kubeconfig: {}",
+        env.startup_time().as_secs_f64(),
+        env.kubeconfig_path().display()
+    );
+    let client = env.client();
+
+    step(
+        3,
+        "install deploy/: the Cache CRD, the wasmop-system namespace, least-privilege RBAC and the guest list ConfigMap",
+    );
+    install(&client, &guest_dir).await?;
+    println!(
+        "   CRD caches.apps.example.com, ClusterRole wasmop (made by `wasmop rbac`), ConfigMap {NS}/wasmop-guests"
+    );
+
+    step(
+        4,
+        "start the wasmop host; it reads the guest list ConfigMap and loads cache-operator",
+    );
+    let (_, kubeconfig) = env.user_kubeconfig("wasmop-host", &[]).await?;
+    let log_path = env.temp_dir().join("wasmop.log");
+    let mut host = start_host(&wasmop, &kubeconfig, &log_path)?;
+    let pid = host.id();
+    wait_log(&log_path, "started guest", Duration::from_secs(60)).await?;
+    println!(
+        "   host running as PID {pid}, identity `wasmop-host` bound only to the generated ClusterRole; log: {}",
+        log_path.display()
+    );
+
+    step(
+        5,
+        "create the sample Cache (deploy/samples/cache.yaml) and watch the operator build it",
+    );
+    apply_file(
+        &client,
+        &root().join("deploy/samples/cache.yaml"),
+        "default",
+    )
+    .await?;
+    let caches = cache_api(&client);
+    let started = Instant::now();
+    let mut last = String::new();
+    loop {
+        let c = caches.get("demo-cache").await?;
+        let line = status_line(&c);
+        if line != last {
+            println!(
+                "   [{:>4.1}s] Cache demo-cache: {line}",
+                started.elapsed().as_secs_f64()
+            );
+            last = line;
+        }
+        if c.data.pointer("/status/phase") == Some(&Value::from("Ready")) {
+            break;
+        }
+        if started.elapsed() > Duration::from_secs(120) {
+            bail!(
+                "the Cache did not become Ready; host log: {}",
+                log_path.display()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    show_children(&client).await?;
+
+    step(
+        6,
+        "swap the operator to v2 by updating the module ConfigMap (no restart)",
+    );
+    let v2 = std::fs::read(guest_dir.join("cache-operator-v2.wasm"))?;
+    let swap_started = Instant::now();
+    put_module(&client, &v2).await?;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    loop {
+        let d = deployments.get("demo-cache").await?;
+        if d.labels().get("wasmop.dev/version").map(String::as_str) == Some("v2") {
+            break;
+        }
+        if swap_started.elapsed() > Duration::from_secs(60) {
+            bail!("v2 never took effect; host log: {}", log_path.display());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    println!(
+        "   v2 took effect {:.2} s after the ConfigMap update",
+        swap_started.elapsed().as_secs_f64()
+    );
+    show_children(&client).await?;
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), "default");
+    if pdbs.get_opt("demo-cache").await?.is_some() {
+        println!("   v2 also added a PodDisruptionBudget demo-cache");
+    }
+    let still = host.try_wait()?.is_none();
+    println!("   host PID still {pid} and running: {still}");
+    if !still {
+        bail!("the host exited; log: {}", log_path.display());
+    }
+
+    if keep {
+        println!("\nEverything keeps running. In another shell:");
+        println!("   export KUBECONFIG={}", env.kubeconfig_path().display());
+        println!("   kubectl get caches,deployments,services,configmaps -A");
+        println!("Press Ctrl-C to stop.");
+        tokio::signal::ctrl_c().await?;
+    }
+    step(7, "stop the host and the control plane");
+    let _ = host.kill();
+    let _ = host.wait();
+    drop(env);
+    println!("   done: everything the demo started is stopped and removed.");
+    Ok(())
+}
+
+fn start_host(wasmop: &Path, kubeconfig: &Path, log: &Path) -> Result<Child> {
+    let file = std::fs::File::create(log)?;
+    Command::new(wasmop)
+        .args([
+            "run",
+            "--guests-configmap",
+            &format!("{NS}/wasmop-guests"),
+            "--kubeconfig",
+        ])
+        .arg(kubeconfig)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(file)
+        .spawn()
+        .with_context(|| format!("starting {}", wasmop.display()))
+}
+
+async fn wait_log(path: &Path, needle: &str, timeout: Duration) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .contains(needle)
+        {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    bail!("the host never logged {needle:?}; see {}", path.display())
+}
+
+fn cache_api(client: &Client) -> Api<DynamicObject> {
+    cache_api_in(client, "default")
+}
+
+fn status_line(c: &DynamicObject) -> String {
+    let s = c.data.get("status");
+    let get = |k: &str| {
+        s.and_then(|s| s.get(k)).map_or_else(
+            || "-".to_string(),
+            |v| v.to_string().trim_matches('"').to_string(),
+        )
+    };
+    format!(
+        "phase={} readyReplicas={} observedGeneration={}",
+        get("phase"),
+        get("readyReplicas"),
+        get("observedGeneration")
+    )
+}
+
+async fn show_children(client: &Client) -> Result<()> {
+    let d: Deployment = Api::namespaced(client.clone(), "default")
+        .get("demo-cache")
+        .await?;
+    let s: Service = Api::namespaced(client.clone(), "default")
+        .get("demo-cache")
+        .await?;
+    let c: ConfigMap = Api::namespaced(client.clone(), "default")
+        .get("demo-cache-config")
+        .await?;
+    let labels = |l: &std::collections::BTreeMap<String, String>| {
+        l.iter()
+            .filter(|(k, _)| k.starts_with("wasmop.dev/"))
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let ready = d
+        .status
+        .as_ref()
+        .and_then(|s| s.ready_replicas)
+        .unwrap_or(0);
+    println!("   children of Cache demo-cache (owned by it; created by server-side apply):");
+    println!(
+        "     Deployment demo-cache     ready {ready}/{}  {}",
+        d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0),
+        labels(d.labels())
+    );
+    println!(
+        "     Service    demo-cache     port {}          {}",
+        s.spec
+            .as_ref()
+            .and_then(|s| s.ports.as_ref())
+            .and_then(|p| p.first())
+            .map_or(0, |p| p.port),
+        labels(s.labels())
+    );
+    println!(
+        "     ConfigMap  demo-cache-config                {}",
+        labels(c.labels())
+    );
+    Ok(())
+}
+
+async fn put_module(client: &Client, module: &[u8]) -> Result<()> {
+    let cm = ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some("cache-operator-module".into()),
+            namespace: Some(NS.into()),
+            ..Default::default()
+        },
+        binary_data: Some([("module.wasm".to_string(), ByteString(module.to_vec()))].into()),
+        ..Default::default()
+    };
+    Api::<ConfigMap>::namespaced(client.clone(), NS)
+        .patch(
+            "cache-operator-module",
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(&cm),
+        )
+        .await?;
+    Ok(())
+}
+
+async fn install(client: &Client, guest_dir: &Path) -> Result<()> {
+    let deploy = root().join("deploy");
+    apply_file(client, &deploy.join("crds/cache.yaml"), "").await?;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for _ in 0..100 {
+        let crd = crds.get("caches.apps.example.com").await?;
+        if crd
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True")
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for file in [
+        "host/namespace.yaml",
+        "rbac/clusterrole.yaml",
+        "host/binding.yaml",
+    ] {
+        apply_file(client, &deploy.join(file), NS).await?;
+    }
+    put_module(
+        client,
+        &std::fs::read(guest_dir.join("cache-operator.wasm"))?,
+    )
+    .await?;
+    apply_file(client, &deploy.join("host/guests.yaml"), NS).await?;
+    Ok(())
+}
+
+/// Server-side applies every document of a YAML file.
+async fn apply_file(client: &Client, path: &Path, default_ns: &str) -> Result<()> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text)
+        .with_context(|| format!("parsing {}", path.display()))?;
+    let pp = PatchParams::apply(MANAGER).force();
+    for doc in docs.into_iter().filter(|d| !d.is_null()) {
+        let name = doc
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .context("object without a name")?
+            .to_string();
+        let ns = doc
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or(default_ns)
+            .to_string();
+        let patch = Patch::Apply(&doc);
+        match doc["kind"].as_str().unwrap_or_default() {
+            "CustomResourceDefinition" => drop(
+                Api::<CustomResourceDefinition>::all(client.clone())
+                    .patch(&name, &pp, &patch)
+                    .await?,
+            ),
+            "Namespace" => drop(
+                Api::<Namespace>::all(client.clone())
+                    .patch(&name, &pp, &patch)
+                    .await?,
+            ),
+            "ClusterRole" => drop(
+                Api::<ClusterRole>::all(client.clone())
+                    .patch(&name, &pp, &patch)
+                    .await?,
+            ),
+            "ClusterRoleBinding" => drop(
+                Api::<ClusterRoleBinding>::all(client.clone())
+                    .patch(&name, &pp, &patch)
+                    .await?,
+            ),
+            "ServiceAccount" => drop(
+                Api::<ServiceAccount>::namespaced(client.clone(), &ns)
+                    .patch(&name, &pp, &patch)
+                    .await?,
+            ),
+            "ConfigMap" => drop(
+                Api::<ConfigMap>::namespaced(client.clone(), &ns)
+                    .patch(&name, &pp, &patch)
+                    .await?,
+            ),
+            "Cache" => drop(cache_api_in(client, &ns).patch(&name, &pp, &patch).await?),
+            other => bail!(
+                "{}: the demo does not install {other} objects",
+                path.display()
+            ),
+        }
+    }
+    Ok(())
+}
+
+fn cache_api_in(client: &Client, ns: &str) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("apps.example.com", "v1alpha1", "Cache"),
+        "caches",
+    );
+    Api::namespaced_with(client.clone(), ns, &ar)
+}

@@ -1,0 +1,159 @@
+//! `cargo xtask build-guests`: build every guest component and put it where
+//! the host, the tests and the demo look for it.
+//!
+//! Each guest is built with `cargo build --profile guest --target
+//! wasm32-wasip2` (the `guest` profile in the root `Cargo.toml` optimises for
+//! size) and copied to `target/guests/<guest-name>.wasm`. The names are an
+//! interface contract: `cache-operator.wasm`, `cache-operator-v2.wasm`,
+//! `hostile.wasm`.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+
+use crate::process::{cargo, run};
+
+/// The target guests are compiled for. `rust-toolchain.toml` lists it, so
+/// rustup installs it with the pinned toolchain.
+const TARGET: &str = "wasm32-wasip2";
+/// The Cargo profile guests are built with (defined in the root manifest).
+const PROFILE: &str = "guest";
+
+/// One guest component to build.
+struct Guest {
+    /// The file name under `target/guests/`, without `.wasm`.
+    name: &'static str,
+    /// The Cargo package.
+    package: &'static str,
+    /// Cargo features to enable.
+    features: &'static [&'static str],
+}
+
+/// Every guest, in build order. The two cache-operator flavors share one
+/// package and so one output file: each is copied away right after its build.
+const GUESTS: &[Guest] = &[
+    Guest {
+        name: "cache-operator",
+        package: "cache-operator",
+        features: &[],
+    },
+    Guest {
+        name: "cache-operator-v2",
+        package: "cache-operator",
+        features: &["v2"],
+    },
+    Guest {
+        name: "hostile",
+        package: "hostile-guest",
+        features: &[],
+    },
+];
+
+/// Builds every guest and leaves each at `target/guests/<guest-name>.wasm`.
+pub fn build_all() -> Result<()> {
+    let root = workspace_root();
+    let out_dir = guest_dir();
+    std::fs::create_dir_all(&out_dir)
+        .with_context(|| format!("could not create {}", out_dir.display()))?;
+    let started = Instant::now();
+    for (i, guest) in GUESTS.iter().enumerate() {
+        eprintln!(
+            "--> guest {}/{}: {}{}",
+            i + 1,
+            GUESTS.len(),
+            guest.name,
+            if guest.features.is_empty() {
+                String::new()
+            } else {
+                format!(" (features: {})", guest.features.join(","))
+            }
+        );
+        let built = build(&root, guest)?;
+        let installed = out_dir.join(format!("{}.wasm", guest.name));
+        std::fs::copy(&built, &installed).with_context(|| {
+            format!(
+                "could not copy {} to {}",
+                built.display(),
+                installed.display()
+            )
+        })?;
+        let size = std::fs::metadata(&installed)
+            .with_context(|| format!("could not stat {}", installed.display()))?
+            .len();
+        eprintln!(
+            "    {} ({} KiB)",
+            relative_to(&installed, &root).display(),
+            size.div_ceil(1024)
+        );
+    }
+    eprintln!(
+        "--> {} guests built in {:.1}s into {}",
+        GUESTS.len(),
+        started.elapsed().as_secs_f64(),
+        relative_to(&out_dir, &root).display()
+    );
+    Ok(())
+}
+
+/// Where the guest components end up: `<target dir>/guests`.
+pub fn guest_dir() -> PathBuf {
+    target_dir().join("guests")
+}
+
+/// Builds one guest and returns the path of the component Cargo produced.
+fn build(root: &Path, guest: &Guest) -> Result<PathBuf> {
+    let mut command = cargo(&[
+        "build",
+        "--profile",
+        PROFILE,
+        "--target",
+        TARGET,
+        "-p",
+        guest.package,
+    ]);
+    if !guest.features.is_empty() {
+        command.args(["--features", &guest.features.join(",")]);
+    }
+    command.current_dir(root);
+    run(&mut command).with_context(|| {
+        format!(
+            "building guest {} failed (is the {TARGET} target installed? `rustup target add {TARGET}`)",
+            guest.name
+        )
+    })?;
+    let built = target_dir()
+        .join(TARGET)
+        .join(PROFILE)
+        .join(format!("{}.wasm", guest.package.replace('-', "_")));
+    anyhow::ensure!(
+        built.is_file(),
+        "cargo reported success but {} does not exist",
+        built.display()
+    );
+    Ok(built)
+}
+
+/// The workspace root: the parent of this crate's directory.
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// Cargo's target directory: `$CARGO_TARGET_DIR` when set (relative paths
+/// are taken from the workspace root, where the builds run), else
+/// `<root>/target`.
+fn target_dir() -> PathBuf {
+    let root = workspace_root();
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) if !dir.is_empty() => root.join(dir),
+        _ => root.join("target"),
+    }
+}
+
+/// `path` relative to `base` when it is inside it, for shorter progress lines.
+fn relative_to<'a>(path: &'a Path, base: &Path) -> &'a Path {
+    path.strip_prefix(base).unwrap_or(path)
+}
