@@ -63,6 +63,14 @@ pub fn stamp(child: &DesiredChild, owner: Owner<'_>, guest: &str) -> Value {
             "blockOwnerDeletion": true,
         }]),
     );
+    // A guest that re-emits an observed child (paused, deleting) hands back
+    // the previous hash too; it is the host's, never part of the wish.
+    if let Some(a) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
+        a.remove(DESIRED_HASH_ANNOTATION);
+        if a.is_empty() {
+            meta.remove("annotations");
+        }
+    }
     let hash = hash_of(&object);
     let meta = object
         .get_mut("metadata")
@@ -82,42 +90,65 @@ fn hash_of(object: &Map<String, Value>) -> String {
     hex::encode(&Sha256::digest(text.as_bytes())[..16])
 }
 
-/// Whether `observed` already is what applying `stamped` would make it.
-pub fn in_sync(stamped: &Value, observed: &DynamicObject) -> bool {
+/// Why `observed` is not what applying `stamped` would make it, or `None`
+/// when it already is: the guest's wish changed (hash annotation) or the
+/// cluster drifted (the JSON path of the first field that differs).
+pub fn drift(stamped: &Value, observed: &DynamicObject) -> Option<String> {
     let want = stamped.pointer(&format!(
         "/metadata/annotations/{}",
         DESIRED_HASH_ANNOTATION.replace('/', "~1")
     ));
     let have = observed.annotations().get(DESIRED_HASH_ANNOTATION);
     if want.and_then(Value::as_str) != have.map(String::as_str) {
-        return false;
+        return Some("desired state changed".into());
     }
     let observed = serde_json::to_value(observed).expect("objects serialise");
-    is_subset(stamped, &observed)
+    first_difference(stamped, &observed, &mut String::new())
 }
 
 /// `want` is contained in `have`: every field of `want` is present in `have`
 /// with the same value; lists must have the same length and match item by
 /// item. Extra fields in `have` (server defaults, other managers) are fine.
 pub fn is_subset(want: &Value, have: &Value) -> bool {
+    first_difference(want, have, &mut String::new()).is_none()
+}
+
+fn first_difference(want: &Value, have: &Value, path: &mut String) -> Option<String> {
     match (want, have) {
-        (Value::Object(w), Value::Object(h)) => {
-            w.iter().all(|(k, wv)| match h.get(k) {
-                Some(hv) => is_subset(wv, hv),
-                // An empty map or list the guest sets may be omitted by the server.
-                None => {
-                    wv.is_null()
-                        || wv.as_object().is_some_and(Map::is_empty)
-                        || wv.as_array().is_some_and(Vec::is_empty)
-                }
+        (Value::Object(w), Value::Object(h)) => w.iter().find_map(|(k, wv)| {
+            let len = path.len();
+            path.push('/');
+            path.push_str(k);
+            let found = match h.get(k) {
+                Some(hv) => first_difference(wv, hv, path),
+                // An empty or null value the guest sets may be omitted by the server.
+                None if is_empty(wv) => None,
+                None => Some(format!("{path} is missing")),
+            };
+            path.truncate(len);
+            found
+        }),
+        (Value::Array(w), Value::Array(h)) if w.len() == h.len() => {
+            w.iter().zip(h).enumerate().find_map(|(i, (a, b))| {
+                let len = path.len();
+                path.push_str(&format!("/{i}"));
+                let found = first_difference(a, b, path);
+                path.truncate(len);
+                found
             })
         }
-        (Value::Array(w), Value::Array(h)) => {
-            w.len() == h.len() && w.iter().zip(h).all(|(a, b)| is_subset(a, b))
-        }
-        (Value::Number(a), Value::Number(b)) => a.as_f64() == b.as_f64(),
-        _ => want == have,
+        (Value::Number(a), Value::Number(b)) if a.as_f64() == b.as_f64() => None,
+        _ if want == have => None,
+        // The server drops empty maps and lists it was given.
+        _ if is_empty(want) && have.is_null() => None,
+        _ => Some(format!("{path} differs")),
     }
+}
+
+fn is_empty(v: &Value) -> bool {
+    v.is_null()
+        || v.as_object().is_some_and(Map::is_empty)
+        || v.as_array().is_some_and(Vec::is_empty)
 }
 
 /// Server-side apply of one stamped child with the guest's field manager.
@@ -241,6 +272,20 @@ mod tests {
         let h = |v: &Value| v["metadata"]["annotations"][DESIRED_HASH_ANNOTATION].clone();
         assert_eq!(h(&a), h(&b));
         assert_ne!(h(&a), h(&c));
+    }
+
+    #[test]
+    fn a_re_emitted_observed_child_hashes_like_the_original_wish() {
+        let wish =
+            child(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "demo"}}));
+        let first = stamp(&wish, OWNER, "cache");
+        let mut again = first.clone();
+        again["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("ownerReferences");
+        let second = stamp(&child(again), OWNER, "cache");
+        assert_eq!(first, second);
     }
 
     #[test]

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use futures::{Stream, StreamExt};
+use futures::{FutureExt, Stream, StreamExt};
 use kube::api::{Api, DynamicObject};
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -97,6 +97,10 @@ pub struct Context {
     slot: GuestSlot,
     kinds: ResolvedKinds,
     children: Vec<Store<DynamicObject>>,
+    /// Resolves once every child cache has its initial list. Shared, because
+    /// `Store::wait_until_ready` wakes only one of several concurrent
+    /// waiters (its oneshot keeps a single waker), which stalled reconciles.
+    children_ready: futures::future::Shared<futures::future::BoxFuture<'static, bool>>,
     events: Events,
     backoff: Backoff<ObjectRef<DynamicObject>>,
     metrics: Arc<Metrics>,
@@ -121,7 +125,10 @@ impl Context {
                     .iter()
                     .any(|o| o.controller == Some(true) && o.uid == uid);
                 if owned {
-                    found.push((index, child));
+                    found.push((
+                        index,
+                        with_types(child, &self.kinds.children[index].resource),
+                    ));
                 }
             }
         }
@@ -129,6 +136,23 @@ impl Context {
         found.sort_by(|a, b| (a.0, a.1.name_any()).cmp(&(b.0, b.1.name_any())));
         found
     }
+}
+
+/// Objects that arrived in a LIST response carry no apiVersion and kind;
+/// fill them in so guests and the drift check see complete objects.
+pub(crate) fn with_types(
+    object: Arc<DynamicObject>,
+    ar: &kube::core::ApiResource,
+) -> Arc<DynamicObject> {
+    if object.types.is_some() {
+        return object;
+    }
+    let mut filled = (*object).clone();
+    filled.types = Some(kube::core::TypeMeta {
+        api_version: ar.api_version.clone(),
+        kind: ar.kind.clone(),
+    });
+    Arc::new(filled)
 }
 
 /// The field manager the host applies a guest's children and status with.
@@ -278,7 +302,21 @@ async fn run_scope(
         child_streams.push((stream, kind.resource.clone()));
     }
 
+    let children_ready = {
+        let stores = child_stores.clone();
+        async move {
+            for store in stores {
+                if store.wait_until_ready().await.is_err() {
+                    return false;
+                }
+            }
+            true
+        }
+        .boxed()
+        .shared()
+    };
     let ctx = Arc::new(Context {
+        children_ready,
         field_manager: field_manager(&guest_name),
         host_manager: format!("wasmop-host-{guest_name}"),
         events: Events::new(client.clone(), &guest_name),

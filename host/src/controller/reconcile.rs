@@ -42,6 +42,9 @@ pub enum ReconcileError {
         #[source]
         source: kube::Error,
     },
+    /// The child caches were dropped (the controller is stopping).
+    #[error("child caches are gone; the controller is stopping")]
+    CachesGone,
     /// The blocking guest task did not finish.
     #[error("guest task failed: {0}")]
     Join(#[from] tokio::task::JoinError),
@@ -55,6 +58,7 @@ impl ReconcileError {
             Self::Invalid(_) => "InvalidGuestResponse",
             Self::Api { .. } => "ApplyFailed",
             Self::Join(_) => "GuestTaskFailed",
+            Self::CachesGone => "ControllerStopping",
         }
     }
 
@@ -79,6 +83,7 @@ pub async fn reconcile(
     ctx: Arc<Context>,
 ) -> Result<Action, ReconcileError> {
     let key = ObjectRef::from_obj_with(&*parent, ctx.kinds.primary.resource.clone());
+    let parent = super::with_types(parent, &ctx.kinds.primary.resource);
     match reconcile_inner(&parent, &ctx).await {
         Ok(action) => {
             tracing::debug!(guest = %ctx.guest_name, object = %key, "reconciled");
@@ -131,6 +136,11 @@ async fn reconcile_inner(parent: &DynamicObject, ctx: &Context) -> Result<Action
         _ => {}
     }
 
+    // Never decide on half-filled caches: a child that is merely not listed
+    // yet would look missing (and be re-created) or unwanted.
+    if !ctx.children_ready.clone().await {
+        return Err(ReconcileError::CachesGone);
+    }
     let observed = ctx.observed_children(parent);
     let request = Request {
         parent: without_managed_fields(serde_json::to_value(parent).expect("objects serialise")),
@@ -199,8 +209,11 @@ async fn write_children(
             .position(|(k, o)| *k == kind_index && o.name_any() == child.name);
         if let Some(i) = current {
             kept[i] = true;
-            if apply::in_sync(&stamped, &observed[i].1) {
-                continue;
+            match apply::drift(&stamped, &observed[i].1) {
+                None => continue,
+                Some(why) => {
+                    tracing::debug!(guest = %ctx.guest_name, kind = %child.kind, name = %child.name, "re-applying: {why}")
+                }
             }
         }
         let ar = &ctx.kinds.children[kind_index].resource;
