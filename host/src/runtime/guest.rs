@@ -261,9 +261,17 @@ fn classify(
                 None => format!("{error:#}"),
             };
             tracing::debug!(elapsed = ?started.elapsed(), "guest call failed: {error:?}");
+            // One line per failure in logs and events: the panic message
+            // without Rust's backtrace hint.
+            let detail = stderr
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with("note: run with `RUST_BACKTRACE"))
+                .collect::<Vec<_>>()
+                .join(" | ");
             CallError::Trap {
                 reason,
-                detail: (!stderr.is_empty()).then_some(stderr),
+                detail: (!detail.is_empty()).then_some(detail),
             }
         }
     }
