@@ -35,6 +35,21 @@ pub enum Error {
     Join(#[from] tokio::task::JoinError),
 }
 
+impl Error {
+    /// The Event reason for this failure.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Load(
+                crate::runtime::Error::Compile(_) | crate::runtime::Error::WrongWorld(_),
+            ) => "InvalidModule",
+            Self::Load(crate::runtime::Error::Describe(_)) => "DescribeFailed",
+            Self::Load(_) | Self::Join(_) => "GuestLoadFailed",
+            Self::Discovery(_) => "KindsNotServed",
+            Self::KindTaken { .. } => "KindTaken",
+        }
+    }
+}
+
 /// One guest as the host should run it.
 #[derive(Clone, Debug)]
 pub struct GuestSpec {
@@ -155,7 +170,7 @@ impl Host {
                 &spec.settings,
                 key,
             );
-            tracing::info!(guest = %spec.name, digest = %short(&outcome.digest), "guest kinds or settings changed; its controller restarted");
+            tracing::info!(guest = %spec.name, to = %short(&outcome.digest), cache = ?outcome.hit, elapsed_us = micros(&outcome), watches_restarted = true, "swapped guest module");
             return Ok(Change::Restarted(outcome));
         }
         self.start(

@@ -272,7 +272,7 @@ async fn bad_updates_leave_v1_running_and_record_a_warning(
         b"definitely not a component",
     )
     .await?;
-    let note = wait_for_event(&client, &ns, LIST, "GuestLoadFailed", LONG).await?;
+    let note = wait_for_event(&client, &ns, LIST, "InvalidModule", LONG).await?;
     ensure!(
         note.contains("not a valid WebAssembly component")
             && note.contains("previous version keeps running"),
@@ -302,7 +302,7 @@ async fn bad_updates_leave_v1_running_and_record_a_warning(
         let events = support::events_about(&client, &ns, LIST).await?;
         Ok(events
             .iter()
-            .any(|(_, r, n)| r == "GuestLoadFailed" && n.contains("digest mismatch"))
+            .any(|(_, r, n)| r == "DigestMismatch" && n.contains("digest mismatch"))
             .then_some(()))
     })
     .await

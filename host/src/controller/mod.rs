@@ -28,7 +28,6 @@ use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, predicates, watcher};
 use kube::{Client, ResourceExt};
-use tokio::sync::mpsc;
 
 pub use discovery::{ResolvedKind, ResolvedKinds};
 pub use slot::GuestSlot;
@@ -163,8 +162,8 @@ pub fn field_manager(guest: &str) -> String {
 /// A running controller for one guest; dropping it does not stop it, call
 /// [`RunningController::stop`].
 pub struct RunningController {
-    tasks: Vec<tokio::task::JoinHandle<()>>,
-    requeue_all: mpsc::UnboundedSender<()>,
+    requeue_all: tokio::sync::broadcast::Sender<()>,
+    shutdown: tokio::sync::watch::Sender<bool>,
     metrics: Arc<Metrics>,
 }
 
@@ -177,40 +176,31 @@ impl RunningController {
         settings: &ControllerSettings,
     ) -> Self {
         let metrics = Arc::new(Metrics::default());
-        let (tx, rx) = mpsc::unbounded_channel();
         let scopes: Vec<Option<String>> =
             if settings.namespaces.is_empty() || !kinds.primary.namespaced {
                 vec![None]
             } else {
                 settings.namespaces.iter().cloned().map(Some).collect()
             };
-        // One requeue-all signal fans out to every namespace's controller.
-        let (fan_tx, _) = tokio::sync::broadcast::channel::<()>(16);
-        let mut tasks = Vec::new();
-        {
-            let fan_tx = fan_tx.clone();
-            let mut rx = rx;
-            tasks.push(tokio::spawn(async move {
-                while rx.recv().await.is_some() {
-                    let _ = fan_tx.send(());
-                }
-            }));
-        }
+        // One requeue-all signal and one shutdown signal reach every
+        // namespace scope of the guest.
+        let (requeue_all, _) = tokio::sync::broadcast::channel::<()>(16);
+        let (shutdown, _) = tokio::sync::watch::channel(false);
         for namespace in scopes {
-            let fut = run_scope(
+            tokio::spawn(run_scope(
                 client.clone(),
                 slot.clone(),
                 kinds.clone(),
                 settings.clone(),
                 namespace,
-                fan_tx.subscribe(),
+                requeue_all.subscribe(),
+                shutdown.subscribe(),
                 metrics.clone(),
-            );
-            tasks.push(tokio::spawn(fut));
+            ));
         }
         Self {
-            tasks,
-            requeue_all: tx,
+            requeue_all,
+            shutdown,
             metrics,
         }
     }
@@ -225,11 +215,11 @@ impl RunningController {
         &self.metrics
     }
 
-    /// Stops the watches and the queue. Children are left untouched.
+    /// Stops the watches and the queue gracefully: no new reconciles start,
+    /// the ones running finish (on the module version they started with).
+    /// Children are left untouched.
     pub fn stop(self) {
-        for t in self.tasks {
-            t.abort();
-        }
+        let _ = self.shutdown.send(true);
     }
 }
 
@@ -269,6 +259,7 @@ async fn run_scope(
     settings: ControllerSettings,
     namespace: Option<String>,
     requeue: tokio::sync::broadcast::Receiver<()>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
     metrics: Arc<Metrics>,
 ) {
     let guest_name = slot.current().name().to_string();
@@ -352,6 +343,9 @@ async fn run_scope(
     tracing::info!(guest = %guest_name, kind = %kinds.primary.kind, namespace = ns.unwrap_or("<all>"), "controller started");
     controller
         .reconcile_all_on(triggers)
+        .graceful_shutdown_on(async move {
+            let _ = shutdown.wait_for(|stop| *stop).await;
+        })
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
         .for_each(|result| async move {
             if let Err(e) = result {

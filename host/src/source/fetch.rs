@@ -66,6 +66,16 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// The Event reason for this failure.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Digest { .. } => "DigestMismatch",
+            _ => "ModuleFetchFailed",
+        }
+    }
+}
+
 /// Fetches `entry`'s module. ConfigMap sources are read from `namespace`.
 pub async fn fetch(
     client: &kube::Client,

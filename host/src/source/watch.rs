@@ -142,6 +142,7 @@ impl Syncer {
                         &reference,
                         &entry.name,
                         input,
+                        e.reason(),
                         format!("guest {:?}: {e}", entry.name),
                     )
                     .await;
@@ -176,9 +177,10 @@ impl Syncer {
                             Change::Swapped(_) => {
                                 ("GuestSwapped", "swapped to a new module version")
                             }
-                            Change::Restarted(_) => {
-                                ("GuestRestarted", "restarted with new kinds or settings")
-                            }
+                            Change::Restarted(_) => (
+                                "GuestSwapped",
+                                "swapped to a new module version with new kinds or settings (its watches restarted)",
+                            ),
                             Change::Unchanged => unreachable!(),
                         };
                         let digest = host
@@ -205,6 +207,7 @@ impl Syncer {
                         &reference,
                         &entry.name,
                         input,
+                        e.reason(),
                         format!("guest {:?} not loaded: {e}{keeps}", entry.name),
                     )
                     .await;
@@ -225,6 +228,7 @@ impl Syncer {
         reference: &ObjectReference,
         guest: &str,
         input: String,
+        reason: &str,
         message: String,
     ) {
         if self
@@ -235,7 +239,7 @@ impl Syncer {
             return;
         }
         tracing::error!(guest, "{message}");
-        self.event(reference, EventType::Warning, "GuestLoadFailed", message)
+        self.event(reference, EventType::Warning, reason, message)
             .await;
         self.attempted.insert(guest.to_string(), (input, true));
     }
