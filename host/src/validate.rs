@@ -280,13 +280,13 @@ fn check_child(
     {
         return Err(Violation::OwnerReferences { kind, name });
     }
-    if let Some(value) = metadata.get("labels").and_then(|l| l.get(GUEST_LABEL)) {
-        if value.as_str() != Some(guest) {
-            let value = value
-                .as_str()
-                .map_or_else(|| value.to_string(), str::to_string);
-            return Err(Violation::ForeignGuestLabel { kind, name, value });
-        }
+    if let Some(value) = metadata.get("labels").and_then(|l| l.get(GUEST_LABEL))
+        && value.as_str() != Some(guest)
+    {
+        let value = value
+            .as_str()
+            .map_or_else(|| value.to_string(), str::to_string);
+        return Err(Violation::ForeignGuestLabel { kind, name, value });
     }
     let namespace = metadata
         .get("namespace")

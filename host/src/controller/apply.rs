@@ -43,10 +43,8 @@ pub fn stamp(child: &DesiredChild, owner: Owner<'_>, guest: &str) -> Value {
     let meta = metadata
         .as_object_mut()
         .expect("validated: metadata is an object");
-    if !child.cluster_scoped {
-        if let Some(ns) = owner.namespace {
-            meta.insert("namespace".into(), ns.into());
-        }
+    if let (false, Some(ns)) = (child.cluster_scoped, owner.namespace) {
+        meta.insert("namespace".into(), ns.into());
     }
     let labels = meta.entry("labels").or_insert_with(|| json!({}));
     if let Some(labels) = labels.as_object_mut() {

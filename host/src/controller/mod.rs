@@ -132,7 +132,7 @@ impl Context {
             }
         }
         // Stable order: the guest sees the same input for the same state.
-        found.sort_by(|a, b| (a.0, a.1.name_any()).cmp(&(b.0, b.1.name_any())));
+        found.sort_by_key(|(kind, child)| (*kind, child.name_any()));
         found
     }
 }
@@ -193,8 +193,10 @@ impl RunningController {
                 kinds.clone(),
                 settings.clone(),
                 namespace,
-                requeue_all.subscribe(),
-                shutdown.subscribe(),
+                Signals {
+                    requeue: requeue_all.subscribe(),
+                    shutdown: shutdown.subscribe(),
+                },
                 metrics.clone(),
             ));
         }
@@ -221,6 +223,12 @@ impl RunningController {
     pub fn stop(self) {
         let _ = self.shutdown.send(true);
     }
+}
+
+/// What the host tells a running scope: queue everything again, or stop.
+struct Signals {
+    requeue: tokio::sync::broadcast::Receiver<()>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
 }
 
 fn scoped_api(client: &Client, kind: &ResolvedKind, namespace: Option<&str>) -> Api<DynamicObject> {
@@ -258,10 +266,13 @@ async fn run_scope(
     kinds: ResolvedKinds,
     settings: ControllerSettings,
     namespace: Option<String>,
-    requeue: tokio::sync::broadcast::Receiver<()>,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
+    signals: Signals,
     metrics: Arc<Metrics>,
 ) {
+    let Signals {
+        requeue,
+        mut shutdown,
+    } = signals;
     let guest_name = slot.current().name().to_string();
     let ns = namespace.as_deref();
     let parent_writer =

@@ -96,10 +96,10 @@ impl ModuleCache {
             }
         }
         let component = Component::new(&self.engine, bytes).map_err(Error::Compile)?;
-        if let Some(path) = &path {
-            if let Err(e) = self.store_artifact(&component, path) {
-                tracing::warn!(path = %path.display(), "could not write compiled module cache: {e:#}");
-            }
+        if let Some(path) = &path
+            && let Err(e) = self.store_artifact(&component, path)
+        {
+            tracing::warn!(path = %path.display(), "could not write compiled module cache: {e:#}");
         }
         self.remember(&digest, &component);
         Ok((component, outcome(digest, CacheHit::Miss, started)))

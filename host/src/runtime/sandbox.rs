@@ -115,7 +115,7 @@ impl log::Host for GuestState {
                 cut -= 1;
             }
             message.truncate(cut);
-            message.push_str("…");
+            message.push('…');
         }
         let guest = &*self.guest;
         match level {

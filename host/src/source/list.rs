@@ -131,10 +131,10 @@ impl GuestList {
                     return Err(bad("a url module requires sha256".into()));
                 }
             }
-            if let Some(d) = &entry.sha256 {
-                if d.len() != 64 || !d.bytes().all(|b| b.is_ascii_hexdigit()) {
-                    return Err(bad("sha256 must be 64 hex digits".into()));
-                }
+            if let Some(d) = &entry.sha256
+                && (d.len() != 64 || !d.bytes().all(|b| b.is_ascii_hexdigit()))
+            {
+                return Err(bad("sha256 must be 64 hex digits".into()));
             }
             entry.limits().map_err(bad)?;
             entry.settings().map_err(bad)?;
