@@ -150,6 +150,74 @@ fn main() {
         "  wasm p50 target <= 50 us: {}",
         if us(w50) <= 50.0 { "met" } else { "NOT met" }
     );
+
+    hostile_neighbour(&runtime, &guest, &request, &description);
+}
+
+/// The well-behaved guest's latency with a hostile guest loaded and busy
+/// (an infinite loop cut by the 1 s deadline, over and over, on another
+/// thread) against its latency alone. Target: p99 ratio <= 1.5.
+fn hostile_neighbour(
+    runtime: &Runtime,
+    guest: &wasmop_host::runtime::Guest,
+    request: &Request,
+    description: &wasmop_host::model::Description,
+) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let dir = guest_path().parent().expect("dir").to_path_buf();
+    let hostile_bytes = std::fs::read(dir.join("hostile.wasm"))
+        .expect("hostile.wasm; run cargo xtask build-guests");
+    let (hostile, _) = runtime
+        .load("hostile", &hostile_bytes, Limits::default())
+        .expect("hostile loads");
+    let limits = Limits::default();
+    let scope = ParentScope {
+        namespace: Some("default"),
+    };
+    let run = || {
+        let raw = guest.reconcile(black_box(request)).expect("reconcile");
+        black_box(validate("cache-operator", description, &limits, scope, raw).expect("valid"));
+    };
+    let alone = measure(run);
+    let stop = Arc::new(AtomicBool::new(false));
+    let attacker = {
+        let stop = stop.clone();
+        let spin = Request {
+            parent: json!({"apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
+                "metadata": {"name": "spin", "namespace": "default", "uid": "u"}, "spec": {"attack": "loop"}}),
+            observed: vec![],
+            deleting: false,
+        };
+        std::thread::spawn(move || {
+            let mut calls = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                let _ = hostile.reconcile(&spin);
+                calls += 1;
+            }
+            calls
+        })
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    let busy = measure(run);
+    stop.store(true, Ordering::Relaxed);
+    let interrupted = attacker.join().expect("attacker thread");
+    let ratio = pct(&busy, 0.99).as_secs_f64() / pct(&alone, 0.99).as_secs_f64();
+    println!(
+        "well-behaved guest next to a hostile one (endless loop cut at 1 s, {interrupted} calls interrupted)"
+    );
+    println!(
+        "  alone        p50 {:>8.1} us   p99 {:>8.1} us",
+        us(pct(&alone, 0.5)),
+        us(pct(&alone, 0.99))
+    );
+    println!(
+        "  hostile busy p50 {:>8.1} us   p99 {:>8.1} us",
+        us(pct(&busy, 0.5)),
+        us(pct(&busy, 0.99))
+    );
+    println!("  p99 ratio busy/alone: {ratio:.2}  (target <= 1.5)");
 }
 
 fn us(d: Duration) -> f64 {

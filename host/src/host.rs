@@ -150,29 +150,29 @@ impl Host {
         }
         let kinds = discovery::resolve(&self.client, guest.description()).await?;
         let key = settings_key(&spec.settings);
-        if let Some(running) = self.guests.get_mut(&spec.name) {
-            let same_shape = running.slot.current().description() == guest.description()
-                && running.settings_key == key;
-            if same_shape {
+        let restarted = match self.guests.get_mut(&spec.name) {
+            Some(running)
+                if running.slot.current().description() == guest.description()
+                    && running.settings_key == key =>
+            {
                 let old = running.slot.swap(guest);
                 running.limits = spec.limits;
                 running.controller.requeue_all();
                 tracing::info!(guest = %spec.name, from = %short(old.digest()), to = %short(&outcome.digest), cache = ?outcome.hit, elapsed_us = micros(&outcome), "swapped guest module");
                 return Ok(Change::Swapped(outcome));
             }
-            let running = self.guests.remove(&spec.name).expect("present");
-            running.controller.stop();
-            self.start(
-                spec.name.clone(),
-                guest,
-                kinds,
-                spec.limits,
-                &spec.settings,
-                key,
-            );
-            tracing::info!(guest = %spec.name, to = %short(&outcome.digest), cache = ?outcome.hit, elapsed_us = micros(&outcome), watches_restarted = true, "swapped guest module");
-            return Ok(Change::Restarted(outcome));
-        }
+            // The kinds or namespaces changed: only this guest's watches
+            // restart, gracefully (running reconciles finish on the old version).
+            Some(_) => {
+                self.guests
+                    .remove(&spec.name)
+                    .expect("present")
+                    .controller
+                    .stop();
+                true
+            }
+            None => false,
+        };
         self.start(
             spec.name.clone(),
             guest,
@@ -181,8 +181,13 @@ impl Host {
             &spec.settings,
             key,
         );
-        tracing::info!(guest = %spec.name, digest = %short(&outcome.digest), cache = ?outcome.hit, elapsed_us = micros(&outcome), "started guest");
-        Ok(Change::Started(outcome))
+        if restarted {
+            tracing::info!(guest = %spec.name, to = %short(&outcome.digest), cache = ?outcome.hit, elapsed_us = micros(&outcome), watches_restarted = true, "swapped guest module");
+            Ok(Change::Restarted(outcome))
+        } else {
+            tracing::info!(guest = %spec.name, digest = %short(&outcome.digest), cache = ?outcome.hit, elapsed_us = micros(&outcome), "started guest");
+            Ok(Change::Started(outcome))
+        }
     }
 
     fn start(

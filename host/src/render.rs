@@ -15,10 +15,10 @@ use crate::validate::{self, ParentScope, Violation};
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The guest call failed.
-    #[error("reconcile failed: {0}")]
+    #[error("reconcile failed")]
     Call(#[from] CallError),
     /// The answer broke a rule.
-    #[error("invalid guest response: {0}")]
+    #[error("invalid guest response")]
     Invalid(#[from] Violation),
     /// The parent is not an object with metadata.
     #[error("the parent must be a Kubernetes object with metadata.name")]

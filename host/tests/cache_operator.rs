@@ -15,7 +15,7 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 use support::{HostProcess, at, caches, guest_module, install_yaml, wait_for, workspace};
 use wasmop_testenv::TestEnv;
-use wasmop_testenv::harness::{Test, run};
+use wasmop_testenv::harness::run;
 
 const GUEST: &str = "cache-operator";
 const LONG: Duration = Duration::from_secs(90);
@@ -451,35 +451,51 @@ async fn the_crd_rejects_what_its_cel_rule_and_schema_forbid(
     Ok(())
 }
 
+async fn the_seeds_null_comparison_rule_is_refused_and_our_has_form_compiles(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let client = env.client();
+    let text = std::fs::read_to_string(workspace().join("deploy/crds/cache.yaml"))?;
+    let ours = "!has(self.spec.replicas) || self.spec.replicas >= 1";
+    ensure!(
+        text.contains(ours),
+        "deploy/crds/cache.yaml no longer carries the rule this test is about"
+    );
+    // The same CRD under another group, with the seed's rule instead of ours.
+    let seed = text
+        .replace(
+            ours,
+            "self.spec.replicas == null || self.spec.replicas >= 1",
+        )
+        .replace("caches.apps.example.com", "caches.seed.example.com")
+        .replace("group: apps.example.com", "group: seed.example.com");
+    let crd: CustomResourceDefinition = serde_saphyr::from_str(&seed)?;
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let err = api
+        .create(&PostParams::default(), &crd)
+        .await
+        .err()
+        .context("the API server accepted the seed's `== null` rule")?;
+    let msg = err.to_string();
+    ensure!(
+        msg.contains("compil") || msg.contains("no matching overload"),
+        "unexpected refusal: {msg}"
+    );
+    // Ours is accepted (installed by the other tests) and fires on its own.
+    install_yaml(&client, &workspace().join("deploy/crds/cache.yaml")).await?;
+    Ok(())
+}
+
 fn main() -> std::process::ExitCode {
-    run(vec![
-        Test::new(
-            "a_new_cache_gets_owned_labelled_children_and_becomes_ready",
-            a_new_cache_gets_owned_labelled_children_and_becomes_ready,
-        ),
-        Test::new(
-            "spec_changes_reach_the_deployment_and_config_changes_roll_the_pods",
-            spec_changes_reach_the_deployment_and_config_changes_roll_the_pods,
-        ),
-        Test::new(
-            "deleted_and_hand_edited_children_are_restored",
-            deleted_and_hand_edited_children_are_restored,
-        ),
-        Test::new(
-            "a_paused_cache_is_left_alone_and_says_so",
-            a_paused_cache_is_left_alone_and_says_so,
-        ),
-        Test::new(
-            "deleting_a_cache_runs_the_finalizer_then_children_are_collected",
-            deleting_a_cache_runs_the_finalizer_then_children_are_collected,
-        ),
-        Test::new(
-            "a_restarted_host_makes_zero_writes_over_converged_objects",
-            a_restarted_host_makes_zero_writes_over_converged_objects,
-        ),
-        Test::new(
-            "the_crd_rejects_what_its_cel_rule_and_schema_forbid",
-            the_crd_rejects_what_its_cel_rule_and_schema_forbid,
-        ),
+    run(wasmop_testenv::tests![
+        a_new_cache_gets_owned_labelled_children_and_becomes_ready,
+        spec_changes_reach_the_deployment_and_config_changes_roll_the_pods,
+        deleted_and_hand_edited_children_are_restored,
+        a_paused_cache_is_left_alone_and_says_so,
+        deleting_a_cache_runs_the_finalizer_then_children_are_collected,
+        a_restarted_host_makes_zero_writes_over_converged_objects,
+        the_crd_rejects_what_its_cel_rule_and_schema_forbid,
+        the_seeds_null_comparison_rule_is_refused_and_our_has_form_compiles
     ])
 }

@@ -47,9 +47,12 @@ pub fn test(test_args: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// `cargo bench -p wasmop-host`, with `args` passed on.
+/// `cargo bench -p wasmop-host`, with `args` passed on, after building the
+/// guests and the control-plane binaries the benches use.
 pub fn bench(args: &[String]) -> Result<()> {
+    let binaries = wasmop_testenv::ensure_binaries()?;
+    crate::guests::build_all()?;
     let mut command = cargo(&["bench", "-p", "wasmop-host"]);
-    command.args(args);
+    command.args(args).envs(binaries.env_vars());
     run(&mut command)
 }

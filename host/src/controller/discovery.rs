@@ -40,7 +40,6 @@ pub enum Error {
         /// The kind.
         kind: KindRef,
         /// The discovery error.
-        #[source]
         source: kube::Error,
     },
     /// Declared scope disagrees with discovery.

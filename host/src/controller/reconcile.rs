@@ -39,7 +39,6 @@ pub enum ReconcileError {
         /// What the host was doing.
         action: String,
         /// The API error.
-        #[source]
         source: kube::Error,
     },
     /// The child caches were dropped (the controller is stopping).

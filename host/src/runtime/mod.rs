@@ -36,19 +36,19 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 pub enum Error {
     /// The wasmtime engine could not be configured.
     #[error("failed to configure the wasm engine: {0:#}")]
-    Engine(#[source] wasmtime::Error),
+    Engine(wasmtime::Error),
     /// The bytes are not a valid component (or not wasm at all).
     #[error("not a valid WebAssembly component: {0:#}")]
-    Compile(#[source] wasmtime::Error),
+    Compile(wasmtime::Error),
     /// The component does not implement the `wasmop:operator/operator-guest` world.
     #[error("component does not implement the wasmop:operator@0.1.0 operator-guest world: {0:#}")]
-    WrongWorld(#[source] wasmtime::Error),
+    WrongWorld(wasmtime::Error),
     /// The guest's `describe` call failed or trapped.
     #[error("the guest's describe call failed: {0}")]
-    Describe(#[source] CallError),
+    Describe(CallError),
     /// The on-disk cache could not be used.
     #[error("compiled module cache: {0}")]
-    Cache(#[source] std::io::Error),
+    Cache(std::io::Error),
 }
 
 /// Result type of this module.

@@ -26,7 +26,6 @@ pub enum Error {
         /// Name.
         name: String,
         /// API error.
-        #[source]
         source: kube::Error,
     },
     /// The ConfigMap exists but lacks the key.
@@ -45,7 +44,6 @@ pub enum Error {
         /// Path.
         path: String,
         /// IO error.
-        #[source]
         source: std::io::Error,
     },
     /// The URL cannot be fetched.

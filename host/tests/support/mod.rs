@@ -237,24 +237,8 @@ pub async fn put_module(
     key: &str,
     module: &[u8],
 ) -> anyhow::Result<()> {
-    use k8s_openapi::ByteString;
-    use k8s_openapi::api::core::v1::ConfigMap;
-    let cm = ConfigMap {
-        metadata: kube::api::ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        binary_data: Some([(key.to_string(), ByteString(module.to_vec()))].into()),
-        ..Default::default()
-    };
-    Api::<ConfigMap>::namespaced(client.clone(), ns)
-        .patch(
-            name,
-            &PatchParams::apply("wasmop-tests").force(),
-            &Patch::Apply(&cm),
-        )
-        .await?;
-    Ok(())
+    let binary = [(key.to_string(), k8s_openapi::ByteString(module.to_vec()))].into();
+    put_configmap(client, ns, name, None, Some(binary)).await
 }
 
 /// Creates or replaces the guest list ConfigMap `name` with `guests_yaml`.
@@ -264,13 +248,25 @@ pub async fn put_guest_list(
     name: &str,
     guests_yaml: &str,
 ) -> anyhow::Result<()> {
+    let data = [("guests.yaml".to_string(), guests_yaml.to_string())].into();
+    put_configmap(client, ns, name, Some(data), None).await
+}
+
+async fn put_configmap(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    data: Option<std::collections::BTreeMap<String, String>>,
+    binary_data: Option<std::collections::BTreeMap<String, k8s_openapi::ByteString>>,
+) -> anyhow::Result<()> {
     use k8s_openapi::api::core::v1::ConfigMap;
     let cm = ConfigMap {
         metadata: kube::api::ObjectMeta {
             name: Some(name.into()),
             ..Default::default()
         },
-        data: Some([("guests.yaml".to_string(), guests_yaml.to_string())].into()),
+        data,
+        binary_data,
         ..Default::default()
     };
     Api::<ConfigMap>::namespaced(client.clone(), ns)

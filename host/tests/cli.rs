@@ -1,0 +1,214 @@
+//! The `wasmop` command line without a cluster: `render` and `rbac`
+//! (interface contracts), with the same sandbox and validation as `run`.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn guest(name: &str) -> PathBuf {
+    let path = workspace().join(format!("target/guests/{name}.wasm"));
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo xtask build-guests` (cargo xtask test does)",
+        path.display()
+    );
+    path
+}
+
+fn wasmop(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wasmop"))
+        .args(args)
+        .output()
+        .expect("wasmop runs")
+}
+
+fn write(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("wasmop-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn render_prints_one_json_object_with_the_contract_keys() {
+    let sample = workspace().join("deploy/samples/cache.yaml");
+    let out = wasmop(&[
+        "render",
+        "--guest",
+        guest("cache-operator").to_str().unwrap(),
+        "--parent",
+        sample.to_str().unwrap(),
+        "-o",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON object on stdout");
+    let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    for key in [
+        "children",
+        "status",
+        "requeueAfterSeconds",
+        "finalized",
+        "events",
+    ] {
+        assert!(keys.contains(&key), "missing {key} in {keys:?}");
+    }
+    let kinds: Vec<&str> = v["children"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds.len(), 3, "{kinds:?}");
+    for kind in ["Deployment", "Service", "ConfigMap"] {
+        assert!(kinds.contains(&kind), "{kind} missing from {kinds:?}");
+    }
+    assert_eq!(v["status"]["phase"], "Pending");
+}
+
+#[test]
+fn render_takes_observed_children_and_prints_yaml() {
+    let sample = workspace().join("deploy/samples/cache.yaml");
+    let first = wasmop(&[
+        "render",
+        "--guest",
+        guest("cache-operator").to_str().unwrap(),
+        "--parent",
+        sample.to_str().unwrap(),
+        "-o",
+        "json",
+    ]);
+    let v: Value = serde_json::from_slice(&first.stdout).unwrap();
+    let mut observed = String::new();
+    for child in v["children"].as_array().unwrap() {
+        let mut child = child.clone();
+        if child["kind"] == "Deployment" {
+            child["status"] = serde_json::json!({"replicas": 2, "readyReplicas": 2, "updatedReplicas": 2, "availableReplicas": 2, "observedGeneration": 1});
+        }
+        observed.push_str("---\n");
+        observed.push_str(&serde_json::to_string(&child).unwrap());
+        observed.push('\n');
+    }
+    let observed = write("observed.yaml", &observed);
+    let out = wasmop(&[
+        "render",
+        "--guest",
+        guest("cache-operator").to_str().unwrap(),
+        "--parent",
+        sample.to_str().unwrap(),
+        "--observed",
+        observed.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("phase: Ready"), "{text}");
+}
+
+#[test]
+fn render_of_an_endless_guest_fails_within_about_the_deadline() {
+    let parent = write(
+        "loop.yaml",
+        "apiVersion: test.wasmop.dev/v1alpha1\nkind: Hostile\nmetadata: {name: spin, namespace: default}\nspec: {attack: loop}\n",
+    );
+    let started = Instant::now();
+    let out = wasmop(&[
+        "render",
+        "--guest",
+        guest("hostile").to_str().unwrap(),
+        "--parent",
+        parent.to_str().unwrap(),
+        "--timeout",
+        "500ms",
+    ]);
+    let elapsed = started.elapsed();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("deadline exceeded"), "{err}");
+    // Compilation happens first; the call itself is cut at the deadline.
+    assert!(elapsed < Duration::from_secs(30), "took {elapsed:?}");
+}
+
+#[test]
+fn render_applies_the_same_validation_as_the_host() {
+    for (attack, needle) in [
+        ("other-namespace", "namespace"),
+        ("undeclared-kind", "undeclared kind"),
+        ("spoofed-owner", "ownerReferences"),
+        ("panic", "panic"),
+    ] {
+        let parent = write(
+            &format!("{attack}.yaml"),
+            &format!(
+                "apiVersion: test.wasmop.dev/v1alpha1\nkind: Hostile\nmetadata: {{name: h, namespace: default}}\nspec: {{attack: {attack}}}\n"
+            ),
+        );
+        let out = wasmop(&[
+            "render",
+            "--guest",
+            guest("hostile").to_str().unwrap(),
+            "--parent",
+            parent.to_str().unwrap(),
+        ]);
+        assert!(!out.status.success(), "{attack} rendered");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{attack}: {err}");
+    }
+}
+
+#[test]
+fn rbac_output_matches_the_committed_cluster_role() {
+    let out = wasmop(&[
+        "rbac",
+        "--guest",
+        guest("cache-operator").to_str().unwrap(),
+        "--guest",
+        guest("cache-operator-v2").to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let generated = String::from_utf8(out.stdout).unwrap();
+    let committed =
+        std::fs::read_to_string(workspace().join("deploy/rbac/clusterrole.yaml")).unwrap();
+    let committed: String = committed
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(
+        committed, generated,
+        "deploy/rbac/clusterrole.yaml is stale: regenerate it with the command in its header"
+    );
+}
+
+#[test]
+fn a_file_that_is_not_a_component_is_refused_with_a_clear_error() {
+    let bogus = write("bogus.wasm", "not wasm");
+    let sample = workspace().join("deploy/samples/cache.yaml");
+    let out = wasmop(&[
+        "render",
+        "--guest",
+        bogus.to_str().unwrap(),
+        "--parent",
+        sample.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a valid WebAssembly component"));
+}
