@@ -114,6 +114,23 @@ fn main() {
         black_box(validate("cache-operator", &description, &limits, scope, raw).expect("valid"));
     });
 
+    let native_once = || {
+        let parent_text = black_box(&request.parent).to_string();
+        let observed_text: Vec<String> = request.observed.iter().map(ToString::to_string).collect();
+        let req =
+            wasmop_guest::Request::from_json(&parent_text, &observed_text, false).expect("parse");
+        black_box(
+            CacheOperator::reconcile(req)
+                .and_then(wasmop_guest::Response::into_wire)
+                .expect("reconcile"),
+        );
+    };
+    if std::env::var_os("WASMOP_BENCH_PROFILE_NATIVE").is_some() {
+        for _ in 0..20_000 {
+            native_once();
+        }
+        return;
+    }
     let native = measure(|| {
         let parent_text = black_box(&request.parent).to_string();
         let observed_text: Vec<String> = request.observed.iter().map(ToString::to_string).collect();

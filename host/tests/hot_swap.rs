@@ -337,6 +337,92 @@ async fn bad_updates_leave_v1_running_and_record_a_warning(
     Ok(())
 }
 
+/// Serves `body` over plain HTTP on 127.0.0.1 for every request, forever.
+async fn serve(body: Vec<u8>) -> anyhow::Result<std::net::SocketAddr> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let body = Arc::new(body);
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let body = body.clone();
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = socket.read(&mut buf).await;
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\ncontent-type: application/wasm\r\nconnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = socket.write_all(head.as_bytes()).await;
+                let _ = socket.write_all(&body).await;
+                let _ = socket.shutdown().await;
+            });
+        }
+    });
+    Ok(addr)
+}
+
+async fn a_url_module_with_its_digest_is_loaded_and_an_unreachable_url_keeps_the_old_version(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    let (client, ns, mut host) = setup(&env, "url").await?;
+    let v2 = std::fs::read(guest_module("cache-operator-v2")?)?;
+    let digest = wasmop_host::runtime::cache::digest(&v2);
+    let addr = serve(v2).await?;
+    let url_entry = |url: &str| {
+        format!(
+            "  - name: cache-operator\n    module:\n      url: {url}\n    sha256: {digest}\n    namespaces: [{ns}]\n"
+        )
+    };
+    put_guest_list(
+        &client,
+        &ns,
+        LIST,
+        &format!(
+            "guests:\n{}",
+            url_entry(&format!("http://{addr}/cache-operator-v2.wasm"))
+        ),
+    )
+    .await?;
+    host.wait_for_log("swapped guest module", LONG).await?;
+    create_cache(&client, &ns, "from-url").await?;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let d = wait_for(LONG, || async {
+        Ok(deployments.get_opt("from-url").await?)
+    })
+    .await?;
+    ensure!(
+        has_v2_label(d.metadata.labels.as_ref()),
+        "the module from the URL is not the one running"
+    );
+
+    // Nothing listens on this port any more: the fetch fails, v2 keeps running.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    put_guest_list(
+        &client,
+        &ns,
+        LIST,
+        &format!(
+            "guests:\n{}",
+            url_entry(&format!("http://{closed}/gone.wasm"))
+        ),
+    )
+    .await?;
+    let note = wait_for_event(&client, &ns, LIST, "ModuleFetchFailed", LONG).await?;
+    ensure!(note.contains(&closed.to_string()), "event note: {note}");
+    create_cache(&client, &ns, "after-outage").await?;
+    let d = wait_for(LONG, || async {
+        Ok(deployments.get_opt("after-outage").await?)
+    })
+    .await?;
+    ensure!(
+        has_v2_label(d.metadata.labels.as_ref()),
+        "the running version changed after a failed fetch"
+    );
+    ensure!(host.is_running(), "host died");
+    Ok(())
+}
+
 /// `elapsed_us=N` of the first log line containing `needle` after `from`.
 fn elapsed_after(log: &str, from: usize, needle: &str) -> Option<(u64, usize)> {
     let idx = log[from..].find(needle)? + from;
@@ -406,6 +492,10 @@ fn main() -> std::process::ExitCode {
             bad_updates_leave_v1_running_and_record_a_warning,
         )
         .with_timeout(Duration::from_secs(300)),
+        Test::new(
+            "a_url_module_with_its_digest_is_loaded_and_an_unreachable_url_keeps_the_old_version",
+            a_url_module_with_its_digest_is_loaded_and_an_unreachable_url_keeps_the_old_version,
+        ),
         Test::new(
             "swapping_back_to_a_known_version_hits_the_compiled_cache",
             swapping_back_to_a_known_version_hits_the_compiled_cache,
