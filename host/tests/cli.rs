@@ -36,18 +36,24 @@ fn write(name: &str, text: &str) -> PathBuf {
     path
 }
 
-#[test]
-fn render_prints_one_json_object_with_the_contract_keys() {
+/// `wasmop render` of the sample Cache with `-o json`.
+fn render_sample_json() -> Output {
     let sample = workspace().join("deploy/samples/cache.yaml");
-    let out = wasmop(&[
+    let guest = guest("cache-operator");
+    wasmop(&[
         "render",
         "--guest",
-        guest("cache-operator").to_str().unwrap(),
+        guest.to_str().unwrap(),
         "--parent",
         sample.to_str().unwrap(),
         "-o",
         "json",
-    ]);
+    ])
+}
+
+#[test]
+fn render_prints_one_json_object_with_the_contract_keys() {
+    let out = render_sample_json();
     assert!(
         out.status.success(),
         "{}",
@@ -80,15 +86,7 @@ fn render_prints_one_json_object_with_the_contract_keys() {
 #[test]
 fn render_takes_observed_children_and_prints_yaml() {
     let sample = workspace().join("deploy/samples/cache.yaml");
-    let first = wasmop(&[
-        "render",
-        "--guest",
-        guest("cache-operator").to_str().unwrap(),
-        "--parent",
-        sample.to_str().unwrap(),
-        "-o",
-        "json",
-    ]);
+    let first = render_sample_json();
     let v: Value = serde_json::from_slice(&first.stdout).unwrap();
     let mut observed = String::new();
     for child in v["children"].as_array().unwrap() {

@@ -374,49 +374,36 @@ async fn a_url_module_with_its_digest_is_loaded_and_an_unreachable_url_keeps_the
             "  - name: cache-operator\n    module:\n      url: {url}\n    sha256: {digest}\n    namespaces: [{ns}]\n"
         )
     };
-    put_guest_list(
-        &client,
-        &ns,
-        LIST,
-        &format!(
-            "guests:\n{}",
-            url_entry(&format!("http://{addr}/cache-operator-v2.wasm"))
-        ),
-    )
-    .await?;
-    host.wait_for_log("swapped guest module", LONG).await?;
-    create_cache(&client, &ns, "from-url").await?;
+    let use_url = |url: String| {
+        let list = format!("guests:\n{}", url_entry(&url));
+        let client = client.clone();
+        let ns = ns.clone();
+        async move { put_guest_list(&client, &ns, LIST, &list).await }
+    };
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
-    let d = wait_for(LONG, || async {
-        Ok(deployments.get_opt("from-url").await?)
-    })
-    .await?;
+    // A new Cache shows which version runs: v2 children carry the v2 label.
+    let runs_v2 = |name: &'static str| {
+        let (client, ns, deployments) = (client.clone(), ns.clone(), deployments.clone());
+        async move {
+            create_cache(&client, &ns, name).await?;
+            let d = wait_for(LONG, || async { Ok(deployments.get_opt(name).await?) }).await?;
+            anyhow::Ok(has_v2_label(d.metadata.labels.as_ref()))
+        }
+    };
+    use_url(format!("http://{addr}/cache-operator-v2.wasm")).await?;
+    host.wait_for_log("swapped guest module", LONG).await?;
     ensure!(
-        has_v2_label(d.metadata.labels.as_ref()),
+        runs_v2("from-url").await?,
         "the module from the URL is not the one running"
     );
 
     // Nothing listens on this port any more: the fetch fails, v2 keeps running.
     let closed = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
-    put_guest_list(
-        &client,
-        &ns,
-        LIST,
-        &format!(
-            "guests:\n{}",
-            url_entry(&format!("http://{closed}/gone.wasm"))
-        ),
-    )
-    .await?;
+    use_url(format!("http://{closed}/gone.wasm")).await?;
     let note = wait_for_event(&client, &ns, LIST, "ModuleFetchFailed", LONG).await?;
     ensure!(note.contains(&closed.to_string()), "event note: {note}");
-    create_cache(&client, &ns, "after-outage").await?;
-    let d = wait_for(LONG, || async {
-        Ok(deployments.get_opt("after-outage").await?)
-    })
-    .await?;
     ensure!(
-        has_v2_label(d.metadata.labels.as_ref()),
+        runs_v2("after-outage").await?,
         "the running version changed after a failed fetch"
     );
     ensure!(host.is_running(), "host died");
