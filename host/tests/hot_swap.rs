@@ -278,15 +278,9 @@ async fn bad_updates_leave_v1_running_and_record_a_warning(
             && note.contains("previous version keeps running"),
         "event note: {note}"
     );
-    // A digest mismatch.
-    put_module(
-        &client,
-        &ns,
-        "cache-module",
-        "module.wasm",
-        &std::fs::read(guest_module("cache-operator-v2")?)?,
-    )
-    .await?;
+    // A digest mismatch: first pin a digest nothing matches, then put a
+    // valid module in place (in this order, so the module is never loadable
+    // without the pin).
     let wrong = "0".repeat(64);
     put_guest_list(
         &client,
@@ -296,6 +290,14 @@ async fn bad_updates_leave_v1_running_and_record_a_warning(
             "guests:\n{}",
             cache_entry(&ns, &format!("    sha256: {wrong}\n"))
         ),
+    )
+    .await?;
+    put_module(
+        &client,
+        &ns,
+        "cache-module",
+        "module.wasm",
+        &std::fs::read(guest_module("cache-operator-v2")?)?,
     )
     .await?;
     wait_for(LONG, || async {
