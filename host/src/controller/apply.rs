@@ -104,13 +104,10 @@ pub fn drift(stamped: &Value, observed: &DynamicObject) -> Option<String> {
     first_difference(stamped, &observed, &mut String::new())
 }
 
-/// `want` is contained in `have`: every field of `want` is present in `have`
-/// with the same value; lists must have the same length and match item by
-/// item. Extra fields in `have` (server defaults, other managers) are fine.
-pub fn is_subset(want: &Value, have: &Value) -> bool {
-    first_difference(want, have, &mut String::new()).is_none()
-}
-
+/// The first place where `want` is not contained in `have`: every field of
+/// `want` must be present in `have` with the same value; lists must have the
+/// same length and match item by item. Extra fields in `have` (server
+/// defaults, other managers) are fine.
 fn first_difference(want: &Value, have: &Value, path: &mut String) -> Option<String> {
     match (want, have) {
         (Value::Object(w), Value::Object(h)) => w.iter().find_map(|(k, wv)| {
@@ -284,6 +281,10 @@ mod tests {
             .remove("ownerReferences");
         let second = stamp(&child(again), OWNER, "cache");
         assert_eq!(first, second);
+    }
+
+    fn is_subset(want: &Value, have: &Value) -> bool {
+        first_difference(want, have, &mut String::new()).is_none()
     }
 
     #[test]

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use futures::{FutureExt, Stream, StreamExt};
+use futures::{FutureExt, Stream, StreamExt, TryStreamExt};
 use kube::api::{Api, DynamicObject};
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -124,10 +124,7 @@ impl Context {
                     .iter()
                     .any(|o| o.controller == Some(true) && o.uid == uid);
                 if owned {
-                    found.push((
-                        index,
-                        with_types(child, &self.kinds.children[index].resource),
-                    ));
+                    found.push((index, child));
                 }
             }
         }
@@ -137,21 +134,20 @@ impl Context {
     }
 }
 
-/// Objects that arrived in a LIST response carry no apiVersion and kind;
-/// fill them in so guests and the drift check see complete objects.
-pub(crate) fn with_types(
-    object: Arc<DynamicObject>,
-    ar: &kube::core::ApiResource,
-) -> Arc<DynamicObject> {
-    if object.types.is_some() {
-        return object;
+/// Objects that arrive in a LIST response carry no apiVersion and kind.
+/// Filling them in once, as they enter the cache, means guests and the
+/// drift check always see complete objects.
+fn typed_events(
+    ar: kube::core::ApiResource,
+) -> impl FnMut(watcher::Event<DynamicObject>) -> watcher::Event<DynamicObject> {
+    move |event| {
+        event.modify(|object| {
+            object.types.get_or_insert_with(|| kube::core::TypeMeta {
+                api_version: ar.api_version.clone(),
+                kind: ar.kind.clone(),
+            });
+        })
     }
-    let mut filled = (*object).clone();
-    filled.types = Some(kube::core::TypeMeta {
-        api_version: ar.api_version.clone(),
-        kind: ar.kind.clone(),
-    });
-    Arc::new(filled)
 }
 
 /// The field manager the host applies a guest's children and status with.
@@ -282,6 +278,7 @@ async fn run_scope(
         scoped_api(&client, &kinds.primary, ns),
         watcher::Config::default(),
     )
+    .map_ok(typed_events(kinds.primary.resource.clone()))
     .default_backoff()
     .reflect(parent_writer)
     .applied_objects()
@@ -297,6 +294,7 @@ async fn run_scope(
             scoped_api(&client, kind, ns),
             watcher::Config::default().labels(&selector),
         )
+        .map_ok(typed_events(kind.resource.clone()))
         .default_backoff()
         .reflect(writer)
         .touched_objects();

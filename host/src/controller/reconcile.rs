@@ -82,7 +82,6 @@ pub async fn reconcile(
     ctx: Arc<Context>,
 ) -> Result<Action, ReconcileError> {
     let key = ObjectRef::from_obj_with(&*parent, ctx.kinds.primary.resource.clone());
-    let parent = super::with_types(parent, &ctx.kinds.primary.resource);
     match reconcile_inner(&parent, &ctx).await {
         Ok(action) => {
             tracing::debug!(guest = %ctx.guest_name, object = %key, "reconciled");
