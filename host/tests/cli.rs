@@ -1,7 +1,7 @@
 //! The `wasmop` command line without a cluster: `render` and `rbac`
 //! (interface contracts), with the same sandbox and validation as `run`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
@@ -36,19 +36,24 @@ fn write(name: &str, text: &str) -> PathBuf {
     path
 }
 
-/// `wasmop render` of the sample Cache with `-o json`.
-fn render_sample_json() -> Output {
-    let sample = workspace().join("deploy/samples/cache.yaml");
-    let guest = guest("cache-operator");
-    wasmop(&[
+/// `wasmop render --guest <guest> --parent <parent> <extra…>`.
+fn render(guest: &Path, parent: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
         "render",
         "--guest",
         guest.to_str().unwrap(),
         "--parent",
-        sample.to_str().unwrap(),
-        "-o",
-        "json",
-    ])
+        parent.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    wasmop(&args)
+}
+
+/// `wasmop render` of the sample Cache with `-o json`.
+fn render_sample_json() -> Output {
+    let sample = workspace().join("deploy/samples/cache.yaml");
+    let guest = guest("cache-operator");
+    render(&guest, &sample, &["-o", "json"])
 }
 
 #[test]
@@ -99,15 +104,11 @@ fn render_takes_observed_children_and_prints_yaml() {
         observed.push('\n');
     }
     let observed = write("observed.yaml", &observed);
-    let out = wasmop(&[
-        "render",
-        "--guest",
-        guest("cache-operator").to_str().unwrap(),
-        "--parent",
-        sample.to_str().unwrap(),
-        "--observed",
-        observed.to_str().unwrap(),
-    ]);
+    let out = render(
+        &guest("cache-operator"),
+        &sample,
+        &["--observed", observed.to_str().unwrap()],
+    );
     assert!(
         out.status.success(),
         "{}",
@@ -124,15 +125,7 @@ fn render_of_an_endless_guest_fails_within_about_the_deadline() {
         "apiVersion: test.wasmop.dev/v1alpha1\nkind: Hostile\nmetadata: {name: spin, namespace: default}\nspec: {attack: loop}\n",
     );
     let started = Instant::now();
-    let out = wasmop(&[
-        "render",
-        "--guest",
-        guest("hostile").to_str().unwrap(),
-        "--parent",
-        parent.to_str().unwrap(),
-        "--timeout",
-        "500ms",
-    ]);
+    let out = render(&guest("hostile"), &parent, &["--timeout", "500ms"]);
     let elapsed = started.elapsed();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
@@ -155,13 +148,7 @@ fn render_applies_the_same_validation_as_the_host() {
                 "apiVersion: test.wasmop.dev/v1alpha1\nkind: Hostile\nmetadata: {{name: h, namespace: default}}\nspec: {{attack: {attack}}}\n"
             ),
         );
-        let out = wasmop(&[
-            "render",
-            "--guest",
-            guest("hostile").to_str().unwrap(),
-            "--parent",
-            parent.to_str().unwrap(),
-        ]);
+        let out = render(&guest("hostile"), &parent, &[]);
         assert!(!out.status.success(), "{attack} rendered");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(needle), "{attack}: {err}");
@@ -200,13 +187,7 @@ fn rbac_output_matches_the_committed_cluster_role() {
 fn a_file_that_is_not_a_component_is_refused_with_a_clear_error() {
     let bogus = write("bogus.wasm", "not wasm");
     let sample = workspace().join("deploy/samples/cache.yaml");
-    let out = wasmop(&[
-        "render",
-        "--guest",
-        bogus.to_str().unwrap(),
-        "--parent",
-        sample.to_str().unwrap(),
-    ]);
+    let out = render(&bogus, &sample, &[]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a valid WebAssembly component"));
 }

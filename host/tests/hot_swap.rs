@@ -24,6 +24,13 @@ use wasmop_testenv::harness::{Test, run};
 const LONG: Duration = Duration::from_secs(120);
 const LIST: &str = "wasmop-guests";
 
+/// Puts the built guest `flavor` (`cache-operator` or `cache-operator-v2`)
+/// into the module ConfigMap the guest list names.
+async fn use_version(client: &Client, ns: &str, flavor: &str) -> anyhow::Result<()> {
+    let module = std::fs::read(guest_module(flavor)?)?;
+    put_module(client, ns, "cache-module", "module.wasm", &module).await
+}
+
 fn cache_entry(ns: &str, extra: &str) -> String {
     format!(
         "  - name: cache-operator\n    module:\n      configMap: {{name: cache-module, key: module.wasm}}\n    namespaces: [{ns}]\n    concurrency: 8\n{extra}"
@@ -36,14 +43,7 @@ async fn setup(env: &TestEnv, prefix: &str) -> anyhow::Result<(Client, String, H
     let client = env.client();
     install_yaml(&client, &workspace().join("deploy/crds/cache.yaml")).await?;
     let ns = env.create_namespace(prefix).await?;
-    put_module(
-        &client,
-        &ns,
-        "cache-module",
-        "module.wasm",
-        &std::fs::read(guest_module("cache-operator")?)?,
-    )
-    .await?;
+    use_version(&client, &ns, "cache-operator").await?;
     put_guest_list(
         &client,
         &ns,
@@ -126,14 +126,7 @@ async fn a_v1_to_v2_swap_under_load_converges_fifty_caches_without_a_restart(
             }
         })
     };
-    put_module(
-        &client,
-        &ns,
-        "cache-module",
-        "module.wasm",
-        &std::fs::read(guest_module("cache-operator-v2")?)?,
-    )
-    .await?;
+    use_version(&client, &ns, "cache-operator-v2").await?;
     updater.await?;
 
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
@@ -292,14 +285,7 @@ async fn bad_updates_leave_v1_running_and_record_a_warning(
         ),
     )
     .await?;
-    put_module(
-        &client,
-        &ns,
-        "cache-module",
-        "module.wasm",
-        &std::fs::read(guest_module("cache-operator-v2")?)?,
-    )
-    .await?;
+    use_version(&client, &ns, "cache-operator-v2").await?;
     wait_for(LONG, || async {
         let events = support::events_about(&client, &ns, LIST).await?;
         Ok(events
@@ -428,18 +414,10 @@ async fn swapping_back_to_a_known_version_hits_the_compiled_cache(
     env: Arc<TestEnv>,
 ) -> anyhow::Result<()> {
     let (client, ns, mut host) = setup(&env, "back").await?;
-    let v1 = std::fs::read(guest_module("cache-operator")?)?;
-    put_module(
-        &client,
-        &ns,
-        "cache-module",
-        "module.wasm",
-        &std::fs::read(guest_module("cache-operator-v2")?)?,
-    )
-    .await?;
+    use_version(&client, &ns, "cache-operator-v2").await?;
     host.wait_for_log("swapped guest module", LONG).await?;
     let first_swap = host.log().find("swapped guest module").context("swap")?;
-    put_module(&client, &ns, "cache-module", "module.wasm", &v1).await?;
+    use_version(&client, &ns, "cache-operator").await?;
     wait_for(LONG, || async {
         Ok((host.log().matches("swapped guest module").count() >= 2).then_some(()))
     })
