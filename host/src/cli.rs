@@ -81,6 +81,11 @@ pub struct RunArgs {
     /// Directory for compiled modules, so restarts skip compilation.
     #[arg(long, env = "WASMOP_CACHE_DIR")]
     pub cache_dir: Option<PathBuf>,
+    /// Guest calls that may run at once across all guests: the size of the
+    /// pool their instances and memories come from. Keep it above the sum
+    /// of every guest's concurrency; a call beyond it fails and is retried.
+    #[arg(long, env = "WASMOP_INSTANCE_POOL", default_value_t = crate::runtime::DEFAULT_INSTANCE_POOL)]
+    pub instance_pool: u32,
     /// Reconciles per guest at once (for --guest files).
     #[arg(long, default_value_t = ControllerSettings::default().concurrency)]
     pub concurrency: u16,
@@ -186,6 +191,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let client = client(args.kubeconfig.as_ref()).await?;
     let runtime = Runtime::new(RuntimeConfig {
         cache_dir: args.cache_dir.clone(),
+        instance_pool: args.instance_pool,
     })?;
     let mut host = Host::new(client.clone(), runtime);
     let settings = ControllerSettings {

@@ -27,14 +27,14 @@ pub const POLL_SECONDS: u32 = 2;
 pub fn reconcile_deletion(request: &Request, name: &str, flavor: Flavor) -> Result<Response> {
     let deployment = request.observed_raw_named::<Deployment>(name);
     let mut response = Response::new();
-    for child in kept_children(&request.observed, flavor) {
+    for child in kept_children(request.observed(), flavor) {
         let mut kept = as_observed(child);
         if deployment.is_some_and(|d| std::ptr::eq(d, child))
             && let Some(spec) = kept.get_mut("spec").and_then(Value::as_object_mut)
         {
             spec.insert("replicas".to_owned(), Value::from(0));
         }
-        response.push_child_value(kept);
+        response.push_child_value(&kept);
     }
 
     let Some(deployment) = deployment else {

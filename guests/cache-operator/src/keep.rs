@@ -18,9 +18,12 @@ const FOREIGN_ANNOTATIONS: &[&str] = &["deployment.kubernetes.io/revision"];
 /// desired. A child of a kind the flavor does not declare (a v2
 /// PodDisruptionBudget seen by v1 during a swap) is left out: the host would
 /// refuse the whole answer for it.
-pub fn kept_children(observed: &[Value], flavor: Flavor) -> impl Iterator<Item = &Value> {
+pub fn kept_children<'a>(
+    observed: impl Iterator<Item = &'a Value>,
+    flavor: Flavor,
+) -> impl Iterator<Item = &'a Value> {
     let declared = crate::describe(flavor).children;
-    observed.iter().filter(move |child| {
+    observed.filter(move |child| {
         let api_version = child.get("apiVersion").and_then(Value::as_str);
         let kind = child.get("kind").and_then(Value::as_str);
         declared.iter().any(|d| {
@@ -79,12 +82,12 @@ mod tests {
 
     #[test]
     fn kept_children_leaves_out_kinds_the_flavor_does_not_declare() {
-        let observed = vec![
+        let observed = [
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}),
             json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "a"}}),
         ];
-        assert_eq!(kept_children(&observed, Flavor::V1).count(), 1);
-        assert_eq!(kept_children(&observed, Flavor::V2).count(), 2);
+        assert_eq!(kept_children(observed.iter(), Flavor::V1).count(), 1);
+        assert_eq!(kept_children(observed.iter(), Flavor::V2).count(), 2);
     }
 
     #[test]

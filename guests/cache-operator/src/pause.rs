@@ -22,12 +22,12 @@ pub fn reconcile_paused(
     flavor: Flavor,
 ) -> Result<Response> {
     let mut response = Response::new();
-    for child in kept_children(&request.observed, flavor) {
-        response.push_child_value(as_observed(child));
+    for child in kept_children(request.observed(), flavor) {
+        response.push_child_value(&as_observed(child));
     }
     let ready = request
-        .observed_raw_named::<Deployment>(cache.name())
-        .map_or(0, |d| ObservedDeployment::new(d).ready_replicas());
+        .observed_named_as::<Deployment, ObservedDeployment>(cache.name())
+        .map_or(0, |d| d.ready_replicas());
     let previous = cache.status.as_ref();
     let new_status = status::status(
         previous,

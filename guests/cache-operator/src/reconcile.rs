@@ -36,11 +36,10 @@ pub fn reconcile(request: &Request, now: &Time, flavor: Flavor) -> Result<Respon
 
     let desired = Children::desired(name, &cache.spec, flavor);
     let wanted = desired.fingerprint(&cache.spec);
-    let observed = request
-        .observed_raw_named::<Deployment>(name)
-        .map(ObservedDeployment::new);
+    let observed = request.observed_named_as::<Deployment, ObservedDeployment>(name);
+    let observed = observed.as_ref();
     let phase = status::phase(observed, &wanted);
-    let ready = observed.map_or(0, |d| d.ready_replicas());
+    let ready = observed.map_or(0, ObservedDeployment::ready_replicas);
     let previous = cache.status.as_ref();
     let new_status = status::status(
         previous,
@@ -72,7 +71,7 @@ pub fn reconcile(request: &Request, now: &Time, flavor: Flavor) -> Result<Respon
 /// scaled, new image, new config. Nothing when it already matches.
 fn change_events(
     name: &str,
-    observed: Option<ObservedDeployment<'_>>,
+    observed: Option<&ObservedDeployment>,
     will: &Fingerprint<'_>,
 ) -> Vec<Event> {
     let Some(observed) = observed else {

@@ -53,7 +53,7 @@ impl Operator for HostileGuest {
         let name = request.parent_name().to_owned();
         let spec = |field: &str| {
             request
-                .parent
+                .parent()
                 .pointer(&format!("/spec/{field}"))
                 .and_then(Value::as_str)
         };

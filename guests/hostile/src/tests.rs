@@ -37,7 +37,7 @@ fn describe_declares_hostile_with_config_maps_only_and_no_finalizer() {
 fn none_is_well_behaved() {
     let response = run("none");
     assert_eq!(
-        response.children,
+        response.child_values(),
         vec![json!({
             "apiVersion": "v1",
             "kind": "ConfigMap",
@@ -45,7 +45,7 @@ fn none_is_well_behaved() {
             "data": {"ok": "true"}
         })]
     );
-    assert_eq!(response.status, Some(json!({"ok": true})));
+    assert_eq!(response.status_value(), Some(json!({"ok": true})));
 }
 
 #[test]
@@ -56,7 +56,7 @@ fn a_missing_attack_means_none() {
         false,
     ))
     .unwrap();
-    assert_eq!(response.status, Some(json!({"ok": true})));
+    assert_eq!(response.status_value(), Some(json!({"ok": true})));
 }
 
 #[test]
@@ -95,7 +95,7 @@ fn invalid_json_is_not_json() {
 fn other_namespace_targets_kube_system() {
     let response = run("other-namespace");
     assert_eq!(
-        response.children[0]["metadata"]["namespace"],
+        response.child_values()[0]["metadata"]["namespace"],
         FOREIGN_NAMESPACE
     );
 }
@@ -103,7 +103,7 @@ fn other_namespace_targets_kube_system() {
 #[test]
 fn undeclared_kind_binds_cluster_admin() {
     let response = run("undeclared-kind");
-    let binding = &response.children[0];
+    let binding = &response.child_values()[0];
     assert_eq!(binding["apiVersion"], "rbac.authorization.k8s.io/v1");
     assert_eq!(binding["kind"], "ClusterRoleBinding");
     assert_eq!(binding["roleRef"]["name"], "cluster-admin");
@@ -112,7 +112,8 @@ fn undeclared_kind_binds_cluster_admin() {
 #[test]
 fn spoofed_owner_sets_a_foreign_controller() {
     let response = run("spoofed-owner");
-    let owners = response.children[0]["metadata"]["ownerReferences"]
+    let children = response.child_values();
+    let owners = children[0]["metadata"]["ownerReferences"]
         .as_array()
         .unwrap();
     assert_eq!(owners[0]["controller"], true);
@@ -123,14 +124,14 @@ fn spoofed_owner_sets_a_foreign_controller() {
 fn spoofed_label_claims_another_guest() {
     let response = run("spoofed-label");
     assert_eq!(
-        response.children[0]["metadata"]["labels"]["wasmop.dev/guest"],
+        response.child_values()[0]["metadata"]["labels"]["wasmop.dev/guest"],
         "someone-else"
     );
 }
 
 #[test]
 fn read_file_reports_the_outcome() {
-    let status = run("read-file").status.unwrap();
+    let status = run("read-file").status_value().unwrap();
     let outcome = status["readFile"].as_str().unwrap();
     assert!(
         outcome.starts_with("ok: ") || outcome.starts_with("error: "),
@@ -142,14 +143,14 @@ fn read_file_reports_the_outcome() {
 fn open_socket_reports_the_outcome() {
     // Port 1 on loopback is closed on any sane machine: natively this is
     // "connection refused"; inside the sandbox it must fail too.
-    let status = run("open-socket").status.unwrap();
+    let status = run("open-socket").status_value().unwrap();
     let outcome = status["socket"].as_str().unwrap();
     assert!(outcome.starts_with("error: "), "{outcome}");
 }
 
 #[test]
 fn env_reports_counts() {
-    let status = run("env").status.unwrap();
+    let status = run("env").status_value().unwrap();
     assert!(status["envVars"].is_u64());
     assert!(
         status["args"].as_u64().unwrap() >= 1,

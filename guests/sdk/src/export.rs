@@ -45,7 +45,7 @@ pub fn describe<O: Operator>() -> wit::Description {
 pub fn reconcile<O: Operator>(
     request: wit::ReconcileRequest,
 ) -> Result<wit::ReconcileResponse, wit::ReconcileError> {
-    let answer = Request::from_json(&request.parent, &request.observed, request.deleting)
+    let answer = Request::from_text(request.parent, request.observed, request.deleting)
         .and_then(O::reconcile)
         .and_then(crate::Response::into_wire);
     match answer {

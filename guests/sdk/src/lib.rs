@@ -37,7 +37,7 @@
 //! // Natively the logic is plain Rust:
 //! let request = Request::new(serde_json::json!({"metadata": {"name": "hi"}}), vec![], false);
 //! let response = Greeter::reconcile(request).unwrap();
-//! assert_eq!(response.children[0]["metadata"]["name"], "hi-greeting");
+//! assert_eq!(response.child_values()[0]["metadata"]["name"], "hi-greeting");
 //! ```
 //!
 //! What the host stamps, a guest never sets: the namespace, the controller

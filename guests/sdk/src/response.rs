@@ -46,18 +46,20 @@ impl Event {
     }
 }
 
-/// One reconcile's answer. Mirrors the WIT `reconcile-response` with JSON
-/// values instead of JSON text.
+/// One reconcile's answer. Mirrors the WIT `reconcile-response`.
 ///
+/// Children and status are serialized to JSON text as they are added, the
+/// form the host receives, so a typed child goes to text in one step.
 /// Children carry no namespace, ownerReferences or `wasmop.dev/guest` label:
 /// the host stamps those, and refuses children that set ownerReferences.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Response {
     /// The children that should exist, each a complete object with
-    /// apiVersion, kind and metadata.name.
-    pub children: Vec<Value>,
-    /// The desired `.status` of the parent, or `None` to leave it alone.
-    pub status: Option<Value>,
+    /// apiVersion, kind and metadata.name, as JSON text.
+    children: Vec<String>,
+    /// The desired `.status` of the parent as JSON text, or `None` to leave
+    /// it alone.
+    status: Option<String>,
     /// Ask to be called again after this many seconds even if nothing changes.
     pub requeue_after_seconds: Option<u32>,
     /// Deletion path only: cleanup is complete and the host may remove the
@@ -65,8 +67,6 @@ pub struct Response {
     pub finalized: bool,
     /// Events to record on the parent.
     pub events: Vec<Event>,
-    /// Children given as raw text, see [`Response::raw_child`].
-    raw_children: Vec<String>,
 }
 
 impl Response {
@@ -87,7 +87,14 @@ impl Response {
     /// lacks them (a hand-written type implementing [`Resource`]); an object
     /// that names another kind than `K` is an error.
     pub fn push_child<K: Resource + Serialize>(&mut self, child: &K) -> Result<()> {
-        let mut value = serde_json::to_value(child)
+        let text = serde_json::to_string(child)
+            .map_err(|e| Error::permanent(format!("cannot serialize a {}: {e}", K::KIND)))?;
+        // k8s-openapi objects write their type first: then the text is final.
+        if starts_with_type(&text, K::API_VERSION, K::KIND) {
+            self.children.push(text);
+            return Ok(());
+        }
+        let mut value: Value = serde_json::from_str(&text)
             .map_err(|e| Error::permanent(format!("cannot serialize a {}: {e}", K::KIND)))?;
         let Value::Object(object) = &mut value else {
             return Err(Error::permanent(format!(
@@ -109,14 +116,14 @@ impl Response {
                 }
             }
         }
-        self.children.push(value);
+        self.push_child_value(&value);
         Ok(())
     }
 
     /// Adds a desired child given as untyped JSON; it must already carry
     /// apiVersion, kind and metadata.name (the host checks).
-    pub fn push_child_value(&mut self, child: Value) {
-        self.children.push(child);
+    pub fn push_child_value(&mut self, child: &Value) {
+        self.children.push(child.to_string());
     }
 
     /// Adds a child as raw text that the SDK passes to the host unchanged.
@@ -124,16 +131,37 @@ impl Response {
     /// This is an escape hatch for the hostile test guest, which must be able
     /// to send text that is not JSON at all to prove the host refuses it. A
     /// real guest has no reason to use it: [`Response::child`] always
-    /// produces valid JSON. Raw children come after the JSON children.
+    /// produces valid JSON.
     #[must_use]
     pub fn raw_child(mut self, text: impl Into<String>) -> Self {
-        self.raw_children.push(text.into());
+        self.children.push(text.into());
         self
     }
 
-    /// The children added with [`Response::raw_child`].
-    pub fn raw_children(&self) -> &[String] {
-        &self.raw_children
+    /// The desired children as JSON text, in the order they were added.
+    pub fn children(&self) -> &[String] {
+        &self.children
+    }
+
+    /// The desired children parsed back into JSON values, for tests; a raw
+    /// child that is not JSON becomes `null`.
+    pub fn child_values(&self) -> Vec<Value> {
+        self.children
+            .iter()
+            .map(|text| serde_json::from_str(text).unwrap_or(Value::Null))
+            .collect()
+    }
+
+    /// The desired status as JSON text, if set.
+    pub fn status_json(&self) -> Option<&str> {
+        self.status.as_deref()
+    }
+
+    /// The desired status parsed back into a JSON value, for tests.
+    pub fn status_value(&self) -> Option<Value> {
+        self.status
+            .as_deref()
+            .map(|text| serde_json::from_str(text).unwrap_or(Value::Null))
     }
 
     /// Sets the desired status; see [`Response::set_status`].
@@ -145,9 +173,9 @@ impl Response {
     /// Sets the desired status from any serializable value (it must serialize
     /// to a JSON object, which the host checks).
     pub fn set_status(&mut self, status: &impl Serialize) -> Result<()> {
-        let value = serde_json::to_value(status)
+        let text = serde_json::to_string(status)
             .map_err(|e| Error::permanent(format!("cannot serialize the status: {e}")))?;
-        self.status = Some(value);
+        self.status = Some(text);
         Ok(())
     }
 
@@ -172,34 +200,29 @@ impl Response {
         self
     }
 
-    /// Serializes the answer into the text form the WIT interface carries.
+    /// The answer in the text form the WIT interface carries.
     ///
-    /// Serialization is deterministic: `serde_json` maps are sorted, so the
-    /// same answer always gives the same bytes and a converged parent
-    /// produces nothing for the host to write.
+    /// Serialization is deterministic (struct fields in declaration order,
+    /// maps sorted), so the same answer always gives the same bytes and a
+    /// converged parent produces nothing for the host to write.
     pub fn into_wire(self) -> Result<WireResponse> {
-        let mut children = Vec::with_capacity(self.children.len() + self.raw_children.len());
-        for child in &self.children {
-            children.push(
-                serde_json::to_string(child)
-                    .map_err(|e| Error::permanent(format!("cannot serialize a child: {e}")))?,
-            );
-        }
-        children.extend(self.raw_children);
-        let status = self
-            .status
-            .as_ref()
-            .map(serde_json::to_string)
-            .transpose()
-            .map_err(|e| Error::permanent(format!("cannot serialize the status: {e}")))?;
         Ok(WireResponse {
-            children,
-            status,
+            children: self.children,
+            status: self.status,
             requeue_after_seconds: self.requeue_after_seconds,
             finalized: self.finalized,
             events: self.events,
         })
     }
+}
+
+/// True when `text` opens with exactly `{"apiVersion":"<api_version>","kind":"<kind>"`.
+fn starts_with_type(text: &str, api_version: &str, kind: &str) -> bool {
+    text.strip_prefix(r#"{"apiVersion":""#)
+        .and_then(|rest| rest.strip_prefix(api_version))
+        .and_then(|rest| rest.strip_prefix(r#"","kind":""#))
+        .and_then(|rest| rest.strip_prefix(kind))
+        .is_some_and(|rest| rest.starts_with("\",") || rest.starts_with("\"}"))
 }
 
 /// A [`Response`] serialized to JSON text, field for field the WIT
@@ -256,7 +279,7 @@ mod tests {
     fn child_keeps_the_type_meta_of_k8s_openapi_objects() {
         let response = Response::new().child(&config_map("a")).unwrap();
         assert_eq!(
-            response.children,
+            response.child_values(),
             vec![json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}})]
         );
     }
@@ -270,8 +293,9 @@ mod tests {
             },
         };
         let response = Response::new().child(&bare).unwrap();
-        assert_eq!(response.children[0]["apiVersion"], "example.com/v1");
-        assert_eq!(response.children[0]["kind"], "Bare");
+        let children = response.child_values();
+        assert_eq!(children[0]["apiVersion"], "example.com/v1");
+        assert_eq!(children[0]["kind"], "Bare");
     }
 
     #[test]
@@ -293,7 +317,7 @@ mod tests {
     }
 
     #[test]
-    fn into_wire_serializes_children_status_and_keeps_raw_children_last() {
+    fn into_wire_carries_children_in_order_and_the_status_as_text() {
         let wire = Response::new()
             .child(&config_map("a"))
             .unwrap()

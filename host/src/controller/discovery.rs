@@ -56,10 +56,19 @@ pub enum Error {
 
 /// Resolves every kind of `description`.
 pub async fn resolve(client: &Client, description: &Description) -> Result<ResolvedKinds, Error> {
-    let primary = resolve_one(client, &description.primary).await?;
+    // One discovery request per kind, all at once: a swap waits for the
+    // slowest, not for the sum.
+    let (primary, resolved) = futures::try_join!(
+        resolve_one(client, &description.primary),
+        futures::future::try_join_all(
+            description
+                .children
+                .iter()
+                .map(|child| resolve_one(client, &child.kind))
+        ),
+    )?;
     let mut children = Vec::with_capacity(description.children.len());
-    for child in &description.children {
-        let resolved = resolve_one(client, &child.kind).await?;
+    for (child, resolved) in description.children.iter().zip(resolved) {
         if resolved.namespaced == child.cluster_scoped {
             return Err(Error::ScopeMismatch {
                 kind: child.kind.clone(),

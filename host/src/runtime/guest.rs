@@ -44,6 +44,12 @@ pub enum CallError {
         /// The limit.
         limit: usize,
     },
+    /// Every slot of the instance pool is in use: more calls run at once
+    /// than `--instance-pool` allows. Retried with backoff.
+    #[error(
+        "no free instance slot: {0}; raise --instance-pool above the sum of the guests' concurrency"
+    )]
+    PoolExhausted(String),
     /// The guest returned its own `reconcile-error`.
     #[error(transparent)]
     Guest(#[from] GuestError),
@@ -57,6 +63,7 @@ impl CallError {
             Self::MemoryLimit(_) => "GuestMemoryLimit",
             Self::Trap { .. } => "GuestTrap",
             Self::ResponseTooLarge { .. } => "GuestResponseTooLarge",
+            Self::PoolExhausted(_) => "GuestPoolExhausted",
             Self::Guest(e) if e.kind == ErrorKind::Permanent => "ReconcileFailedPermanently",
             Self::Guest(_) => "ReconcileFailed",
         }
@@ -247,6 +254,9 @@ fn classify(
 ) -> CallError {
     if store.data().memory.exceeded {
         return CallError::MemoryLimit(limits.memory_bytes);
+    }
+    if let Some(full) = error.downcast_ref::<wasmtime::PoolConcurrencyLimitError>() {
+        return CallError::PoolExhausted(full.to_string());
     }
     match error.downcast_ref::<Trap>() {
         Some(Trap::Interrupt) => CallError::Timeout(limits.timeout),

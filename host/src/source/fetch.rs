@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::Api;
+use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::list::{GuestEntry, ModuleSource};
 use crate::runtime::cache::digest;
@@ -18,15 +18,13 @@ const URL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Why a module could not be fetched.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The ConfigMap does not exist or cannot be read.
-    #[error("cannot read ConfigMap {namespace}/{name}: {source}")]
+    /// The ConfigMap does not exist.
+    #[error("ConfigMap {namespace}/{name} does not exist")]
     ConfigMap {
         /// Namespace.
         namespace: String,
         /// Name.
         name: String,
-        /// API error.
-        source: kube::Error,
     },
     /// The ConfigMap exists but lacks the key.
     #[error("ConfigMap {namespace}/{name} has no binaryData key {key:?}")]
@@ -74,23 +72,25 @@ impl Error {
     }
 }
 
-/// Fetches `entry`'s module. ConfigMap sources are read from `namespace`.
+/// Fetches `entry`'s module. ConfigMap sources are read from `configmaps`,
+/// the watched ConfigMaps of `namespace`.
 pub async fn fetch(
-    client: &kube::Client,
+    configmaps: &Store<ConfigMap>,
     namespace: &str,
     entry: &GuestEntry,
 ) -> Result<Vec<u8>, Error> {
     let bytes = match &entry.module {
         ModuleSource::ConfigMap { name, key } => {
-            let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-            let cm = api.get(name).await.map_err(|source| Error::ConfigMap {
-                namespace: namespace.into(),
-                name: name.clone(),
-                source,
-            })?;
+            let cm = configmaps
+                .get(&ObjectRef::new(name).within(namespace))
+                .ok_or_else(|| Error::ConfigMap {
+                    namespace: namespace.into(),
+                    name: name.clone(),
+                })?;
             cm.binary_data
-                .and_then(|mut d| d.remove(key))
-                .map(|b| b.0)
+                .as_ref()
+                .and_then(|d| d.get(key))
+                .map(|b| b.0.clone())
                 .ok_or_else(|| Error::MissingKey {
                     namespace: namespace.into(),
                     name: name.clone(),

@@ -1,8 +1,10 @@
 //! Keeping the running guests in step with the guest list ConfigMap.
 //!
 //! The host watches the ConfigMaps of the list's namespace (the list and
-//! the module ConfigMaps it references live there). Whenever one of them
-//! changes, the list is read again and every entry is brought up to date:
+//! the module ConfigMaps it references live there) into a local store.
+//! Whenever one of them changes, the list is read again from the store (no
+//! API round trip, no second download of a module) and every entry is
+//! brought up to date:
 //! new entries start, removed ones stop, changed modules are fetched,
 //! verified, compiled, described and swapped in. A failure — broken YAML,
 //! missing key, digest mismatch, not a component, a trapping describe —
@@ -15,6 +17,7 @@ use std::collections::HashMap;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
 use kube::api::Api;
+use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
 
@@ -38,8 +41,9 @@ pub fn parse_list_ref(text: &str) -> Option<(String, String)> {
 pub async fn follow(client: Client, host: &mut Host, namespace: &str, name: &str) {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
     let events = Events::new(client.clone(), "guest-list");
+    let (store, writer) = reflector::store();
     let mut syncer = Syncer {
-        client,
+        store,
         namespace: namespace.to_string(),
         name: name.to_string(),
         events,
@@ -49,12 +53,18 @@ pub async fn follow(client: Client, host: &mut Host, namespace: &str, name: &str
     };
     let mut stream = watcher(api, watcher::Config::default())
         .default_backoff()
-        .touched_objects()
+        .reflect(writer)
         .boxed();
-    syncer.sync(host).await;
-    while let Some(item) = stream.next().await {
-        match item {
-            Ok(cm) if syncer.is_relevant(&cm) => syncer.sync(host).await,
+    while let Some(event) = stream.next().await {
+        match event {
+            // The store holds every ConfigMap of the namespace: bring the
+            // guests in step with it (at start and after every re-list).
+            Ok(watcher::Event::InitDone) => syncer.sync(host).await,
+            Ok(watcher::Event::Apply(cm) | watcher::Event::Delete(cm))
+                if syncer.is_relevant(&cm) =>
+            {
+                syncer.sync(host).await;
+            }
             Ok(_) => {}
             Err(e) => tracing::warn!("watching the guest list failed, retrying: {e}"),
         }
@@ -62,7 +72,8 @@ pub async fn follow(client: Client, host: &mut Host, namespace: &str, name: &str
 }
 
 struct Syncer {
-    client: Client,
+    /// Every ConfigMap of the list's namespace, as last seen by the watch.
+    store: Store<ConfigMap>,
     namespace: String,
     name: String,
     events: Events,
@@ -81,24 +92,17 @@ impl Syncer {
     }
 
     async fn sync(&mut self, host: &mut Host) {
-        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.namespace);
-        let list_cm = match api.get_opt(&self.name).await {
-            Ok(Some(cm)) => cm,
-            Ok(None) => {
-                self.list_error(
-                    None,
-                    format!(
-                        "guest list ConfigMap {}/{} does not exist yet",
-                        self.namespace, self.name
-                    ),
-                )
-                .await;
-                return;
-            }
-            Err(e) => {
-                tracing::warn!("cannot read the guest list: {e}");
-                return;
-            }
+        let key = reflector::ObjectRef::new(&self.name).within(&self.namespace);
+        let Some(list_cm) = self.store.get(&key) else {
+            self.list_error(
+                None,
+                format!(
+                    "guest list ConfigMap {}/{} does not exist yet",
+                    self.namespace, self.name
+                ),
+            )
+            .await;
+            return;
         };
         let text = list_cm.data.as_ref().and_then(|d| d.get(LIST_KEY)).cloned();
         let list = match text.as_deref().map(GuestList::parse) {
@@ -134,7 +138,7 @@ impl Syncer {
         for entry in &list.guests {
             let limits = entry.limits().expect("checked by parse");
             let settings = entry.settings().expect("checked by parse");
-            let module = match fetch::fetch(&self.client, &self.namespace, entry).await {
+            let module = match fetch::fetch(&self.store, &self.namespace, entry).await {
                 Ok(m) => m,
                 Err(e) => {
                     let input = format!("fetch-error:{e}");

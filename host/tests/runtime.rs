@@ -1,0 +1,56 @@
+//! The wasm runtime on its own, no cluster: what happens when more guest
+//! calls run at once than the instance pool holds.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::json;
+use wasmop_host::model::Request;
+use wasmop_host::runtime::{CallError, Limits, Runtime, RuntimeConfig};
+
+fn load(runtime: &Runtime, name: &str) -> wasmop_host::runtime::Guest {
+    let bytes = std::fs::read(support::guest_module(name).unwrap()).unwrap();
+    runtime.load(name, &bytes, Limits::default()).unwrap().0
+}
+
+fn hostile(attack: &str) -> Request {
+    Request {
+        parent: json!({"apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
+            "metadata": {"name": attack, "namespace": "default", "uid": "u"},
+            "spec": {"attack": attack}}),
+        observed: vec![],
+        deleting: false,
+    }
+}
+
+#[test]
+fn a_full_instance_pool_fails_a_call_clearly_and_retryably_then_recovers() {
+    let runtime = Runtime::new(RuntimeConfig {
+        instance_pool: 1,
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    let guest = load(&runtime, "hostile");
+    let limits = Limits {
+        timeout: Duration::from_millis(600),
+        ..Limits::default()
+    };
+    let bytes = std::fs::read(support::guest_module("hostile").unwrap()).unwrap();
+    let (spinner, _) = runtime.load("spinner", &bytes, limits).unwrap();
+
+    // The spinner holds the only slot until its deadline cuts it off.
+    let busy = std::thread::spawn(move || spinner.reconcile(&hostile("loop")));
+    std::thread::sleep(Duration::from_millis(200));
+    let err = guest.reconcile(&hostile("none")).unwrap_err();
+    assert!(matches!(err, CallError::PoolExhausted(_)), "{err}");
+    assert_eq!(err.reason(), "GuestPoolExhausted");
+    assert!(err.is_retryable());
+    assert!(err.to_string().contains("--instance-pool"), "{err}");
+
+    let spun = busy.join().unwrap().unwrap_err();
+    assert_eq!(spun.reason(), "GuestTimeout", "{spun}");
+    // The slot is back: the same call now succeeds.
+    let answer = guest.reconcile(&hostile("none")).unwrap();
+    assert_eq!(answer.children.len(), 1);
+}
