@@ -54,3 +54,47 @@ fn a_full_instance_pool_fails_a_call_clearly_and_retryably_then_recovers() {
     let answer = guest.reconcile(&hostile("none")).unwrap();
     assert_eq!(answer.children.len(), 1);
 }
+
+#[test]
+fn an_oversized_instance_pool_is_capped_and_the_runtime_still_serves() {
+    let runtime = Runtime::new(RuntimeConfig {
+        instance_pool: u32::MAX,
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    assert!(runtime.is_pooled());
+    let guest = load(&runtime, "hostile");
+    let answer = guest.reconcile(&hostile("none")).unwrap();
+    assert_eq!(answer.children.len(), 1);
+}
+
+/// Set in the child process of the next test.
+const LIMITED: &str = "WASMOP_TEST_ADDRESS_SPACE_LIMITED";
+
+#[test]
+fn without_address_space_for_the_pool_instances_are_allocated_on_demand() {
+    if std::env::var_os(LIMITED).is_some() {
+        // 16 GB of address space: not enough for 256 slots of 4 GiB memories.
+        let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
+        assert!(!runtime.is_pooled());
+        let guest = load(&runtime, "hostile");
+        let answer = guest.reconcile(&hostile("none")).unwrap();
+        assert_eq!(answer.children.len(), 1);
+        return;
+    }
+    // Run this very test again in a child process under `ulimit -v`.
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(r#"ulimit -v 16000000 && exec "$0" --exact "$1" --test-threads 1"#)
+        .arg(std::env::current_exe().unwrap())
+        .arg("without_address_space_for_the_pool_instances_are_allocated_on_demand")
+        .env(LIMITED, "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "child under ulimit -v failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

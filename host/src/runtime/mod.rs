@@ -70,6 +70,10 @@ pub struct RuntimeConfig {
 /// any realistic host, and only address space until used.
 pub const DEFAULT_INSTANCE_POOL: u32 = 256;
 
+/// Largest instance pool: each slot reserves two linear memories of 4 GiB
+/// address space plus guards, and x86-64 user space is 128 TiB.
+pub const MAX_INSTANCE_POOL: u32 = 4096;
+
 impl Default for RuntimeConfig {
     fn default() -> Self {
         Self {
@@ -117,6 +121,7 @@ pub struct Runtime {
 
 struct Inner {
     engine: Engine,
+    pooled: bool,
     linker: Linker<GuestState>,
     cache: ModuleCache,
     ticker_stop: Arc<AtomicBool>,
@@ -141,15 +146,26 @@ impl Runtime {
         // A guest that recurses without bound must trap, not take the host
         // thread's stack: 1 MiB of wasm stack is plenty for reconcile logic.
         wasm.max_wasm_stack(1 << 20);
-        wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling(
-            config.instance_pool.max(1),
-        )));
+        let slots = config.instance_pool.clamp(1, MAX_INSTANCE_POOL);
+        wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling(slots)));
         // `WASMOP_PERFMAP=1` writes /tmp/perf-<pid>.map so that `perf`
         // names guest functions (wasm[0]::function[N]) in profiles.
         if std::env::var_os("WASMOP_PERFMAP").is_some() {
             wasm.profiler(wasmtime::ProfilingStrategy::PerfMap);
         }
-        let engine = Engine::new(&wasm).map_err(Error::Engine)?;
+        let (engine, pooled) = match Engine::new(&wasm) {
+            Ok(engine) => (engine, true),
+            // The pool is reserved address space; a process limited in it
+            // (`ulimit -v`) still runs, with slower per-call allocation.
+            Err(e) => {
+                tracing::warn!(
+                    slots,
+                    "cannot reserve the instance pool ({e:#}); allocating each guest instance on demand instead, which is slower"
+                );
+                wasm.allocation_strategy(InstanceAllocationStrategy::OnDemand);
+                (Engine::new(&wasm).map_err(Error::Engine)?, false)
+            }
+        };
 
         let mut linker = Linker::<GuestState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(Error::Engine)?;
@@ -174,6 +190,7 @@ impl Runtime {
         Ok(Self {
             inner: Arc::new(Inner {
                 engine,
+                pooled,
                 linker,
                 cache,
                 ticker_stop,
@@ -185,6 +202,12 @@ impl Runtime {
     /// The wasmtime engine.
     pub fn engine(&self) -> &Engine {
         &self.inner.engine
+    }
+
+    /// Whether guest instances come from the instance pool (false only when
+    /// its address space could not be reserved).
+    pub fn is_pooled(&self) -> bool {
+        self.inner.pooled
     }
 
     /// The compiled-module cache.
