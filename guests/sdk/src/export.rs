@@ -47,7 +47,7 @@ pub fn reconcile<O: Operator>(
 ) -> Result<wit::ReconcileResponse, wit::ReconcileError> {
     let answer = Request::from_text(request.parent, request.observed, request.deleting)
         .and_then(O::reconcile)
-        .and_then(crate::Response::into_wire);
+        .map(crate::Response::into_wire);
     match answer {
         Ok(wire) => Ok(wit::ReconcileResponse {
             children: wire.children,

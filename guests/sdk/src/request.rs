@@ -78,12 +78,13 @@ impl Object {
     }
 
     fn from_value(value: Value) -> Self {
-        let mut object = Self::parse(value.to_string()).unwrap_or_default();
-        if object.text.is_empty() {
-            // Not an object (a test passing a bare value): keep the text so
-            // decoding reports what it is.
-            object.text = value.to_string();
-        }
+        let text = value.to_string();
+        // Not an object (a test passing a bare value): keep just the text, so
+        // decoding reports what it is.
+        let mut object = Self::parse(text.clone()).unwrap_or_else(|_| Self {
+            text,
+            ..Self::default()
+        });
         object.value = OnceCell::from(value);
         object
     }

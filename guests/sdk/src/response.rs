@@ -204,15 +204,16 @@ impl Response {
     ///
     /// Serialization is deterministic (struct fields in declaration order,
     /// maps sorted), so the same answer always gives the same bytes and a
-    /// converged parent produces nothing for the host to write.
-    pub fn into_wire(self) -> Result<WireResponse> {
-        Ok(WireResponse {
+    /// converged parent produces nothing for the host to write. Children
+    /// and status are already text, so this cannot fail.
+    pub fn into_wire(self) -> WireResponse {
+        WireResponse {
             children: self.children,
             status: self.status,
             requeue_after_seconds: self.requeue_after_seconds,
             finalized: self.finalized,
             events: self.events,
-        })
+        }
     }
 }
 
@@ -327,8 +328,7 @@ mod tests {
             .requeue_after(5)
             .finalize()
             .event(Event::normal("Done", "all done"))
-            .into_wire()
-            .unwrap();
+            .into_wire();
         assert_eq!(
             wire.children,
             vec![
@@ -344,7 +344,7 @@ mod tests {
 
     #[test]
     fn an_empty_response_leaves_the_status_alone() {
-        let wire = Response::new().into_wire().unwrap();
+        let wire = Response::new().into_wire();
         assert!(wire.children.is_empty());
         assert_eq!(wire.status, None);
         assert!(!wire.finalized);

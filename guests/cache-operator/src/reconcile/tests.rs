@@ -105,7 +105,7 @@ fn rendered(response: Response) -> Rendered {
         events: response.events.clone(),
         finalized: response.finalized,
         requeue_after_seconds: response.requeue_after_seconds,
-        wire: response.into_wire().unwrap(),
+        wire: response.into_wire(),
     }
 }
 
