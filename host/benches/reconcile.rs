@@ -12,13 +12,15 @@
 
 use std::hint::black_box;
 use std::path::PathBuf;
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use cache_operator::CacheOperator;
 use serde_json::{Value, json};
 use wasmop_guest::Operator;
-use wasmop_host::model::{GuestEvent, RawResponse, Request};
-use wasmop_host::runtime::{Limits, Runtime, RuntimeConfig};
+use wasmop_guest::WireResponse;
+use wasmop_host::model::{EventType, GuestEvent, RawResponse, Request};
+use wasmop_host::runtime::{Guest, Limits, Runtime, RuntimeConfig};
 use wasmop_host::validate::{ParentScope, validate};
 
 const WARMUP: usize = 200;
@@ -28,11 +30,61 @@ const SAMPLES: usize = 3000;
 const NEIGHBOUR_ROUNDS: usize = 6;
 const NEIGHBOUR_WINDOW: Duration = Duration::from_millis(800);
 
-fn guest_path() -> PathBuf {
-    let dir = std::env::var_os("WASMOP_GUESTS_DIR")
+/// Compiles and describes `target/guests/<stem>.wasm` (or the one in
+/// `WASMOP_GUESTS_DIR`), printing its size and load time.
+fn load(runtime: &Runtime, stem: &str) -> Guest {
+    let path = std::env::var_os("WASMOP_GUESTS_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/guests"));
-    dir.join("cache-operator.wasm")
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/guests"))
+        .join(format!("{stem}.wasm"));
+    let module = std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; build the guests first: cargo xtask build-guests",
+            path.display()
+        )
+    });
+    let started = Instant::now();
+    let (guest, _) = runtime
+        .load(stem, &module, Limits::default())
+        .expect("guest loads");
+    println!(
+        "{stem}.wasm: {} KiB, compiled and described in {:.0} ms",
+        module.len() / 1024,
+        started.elapsed().as_secs_f64() * 1e3
+    );
+    guest
+}
+
+/// A request to the hostile guest that runs `attack`.
+fn hostile_request(attack: &str) -> Request {
+    Request {
+        parent: json!({"apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
+            "metadata": {"name": attack, "namespace": "default", "uid": "u"}, "spec": {"attack": attack}}),
+        observed: vec![],
+        deleting: false,
+    }
+}
+
+/// The native answer in the host's form, as lifting the wasm one gives.
+fn raw(wire: WireResponse) -> RawResponse {
+    RawResponse {
+        children: wire.children,
+        status: wire.status,
+        requeue_after_seconds: wire.requeue_after_seconds,
+        finalized: wire.finalized,
+        events: wire
+            .events
+            .into_iter()
+            .map(|e| GuestEvent {
+                event_type: match e.event_type {
+                    wasmop_guest::EventType::Normal => EventType::Normal,
+                    wasmop_guest::EventType::Warning => EventType::Warning,
+                },
+                reason: e.reason,
+                message: e.message,
+            })
+            .collect(),
+    }
 }
 
 /// A converged Cache with the Deployment, Service and ConfigMap the API
@@ -48,7 +100,7 @@ fn fixture() -> (Value, Vec<Value>) {
                  "config": {"maxmemory": "256mb", "maxmemory-policy": "allkeys-lru"}},
     });
     let first = CacheOperator::reconcile(wasmop_guest::Request::new(parent.clone(), vec![], false))
-        .and_then(wasmop_guest::Response::into_wire)
+        .map(wasmop_guest::Response::into_wire)
         .expect("fixture renders");
     let observed = first
         .children
@@ -77,13 +129,7 @@ fn measure(mut f: impl FnMut()) -> Vec<Duration> {
     for _ in 0..WARMUP {
         f();
     }
-    let mut samples: Vec<Duration> = (0..SAMPLES)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed()
-        })
-        .collect();
+    let mut samples: Vec<Duration> = (0..SAMPLES).map(|_| time(&mut f)).collect();
     samples.sort();
     samples
 }
@@ -96,12 +142,8 @@ fn measure_pair(mut a: impl FnMut(), mut b: impl FnMut()) -> (Vec<Duration>, Vec
     }
     let mut times = (Vec::with_capacity(SAMPLES), Vec::with_capacity(SAMPLES));
     for _ in 0..SAMPLES {
-        let t = Instant::now();
-        a();
-        times.0.push(t.elapsed());
-        let t = Instant::now();
-        b();
-        times.1.push(t.elapsed());
+        times.0.push(time(&mut a));
+        times.1.push(time(&mut b));
     }
     times.0.sort();
     times.1.sort();
@@ -116,11 +158,24 @@ fn measure_for(window: Duration, mut f: impl FnMut()) -> Vec<Duration> {
     let end = Instant::now() + window;
     let mut samples = Vec::new();
     while Instant::now() < end {
-        let t = Instant::now();
-        f();
-        samples.push(t.elapsed());
+        samples.push(time(&mut f));
     }
     samples
+}
+
+fn time(mut f: impl FnMut()) -> Duration {
+    let t = Instant::now();
+    f();
+    t.elapsed()
+}
+
+/// Prints the p50 and p99 of sorted `samples`.
+fn report(label: &str, samples: &[Duration]) {
+    println!(
+        "  {label:<12} p50 {:>8.1} us   p99 {:>8.1} us",
+        us(pct(samples, 0.5)),
+        us(pct(samples, 0.99))
+    );
 }
 
 fn pct(samples: &[Duration], p: f64) -> Duration {
@@ -128,23 +183,9 @@ fn pct(samples: &[Duration], p: f64) -> Duration {
 }
 
 fn main() {
-    let path = guest_path();
-    let module = std::fs::read(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e}; build the guests first: cargo xtask build-guests",
-            path.display()
-        )
-    });
     let runtime = Runtime::new(RuntimeConfig::default()).expect("runtime");
-    let started = Instant::now();
-    let (guest, _) = runtime
-        .load("cache-operator", &module, Limits::default())
-        .expect("guest loads");
-    println!(
-        "cache-operator.wasm: {} KiB, compiled and described in {:.0} ms",
-        module.len() / 1024,
-        started.elapsed().as_secs_f64() * 1e3
-    );
+    let guest = load(&runtime, "cache-operator");
+    let hostile = load(&runtime, "hostile");
     let (parent, observed) = fixture();
     let request = Request {
         parent: parent.clone(),
@@ -167,16 +208,11 @@ fn main() {
         let req =
             wasmop_guest::Request::from_json(&parent_text, &observed_text, false).expect("parse");
         let wire = CacheOperator::reconcile(req)
-            .and_then(wasmop_guest::Response::into_wire)
+            .map(wasmop_guest::Response::into_wire)
             .expect("reconcile");
-        let raw = RawResponse {
-            children: wire.children,
-            status: wire.status,
-            requeue_after_seconds: wire.requeue_after_seconds,
-            finalized: wire.finalized,
-            events: Vec::<GuestEvent>::new(),
-        };
-        black_box(validate("cache-operator", &description, &limits, scope, raw).expect("valid"));
+        black_box(
+            validate("cache-operator", &description, &limits, scope, raw(wire)).expect("valid"),
+        );
     };
     profile_hook("wasm", wasm_once);
     profile_hook("native", native_whole);
@@ -188,42 +224,24 @@ fn main() {
     let (w50, n50) = (pct(&wasm, 0.5), pct(&native, 0.5));
     let ratio = w50.as_secs_f64() / n50.as_secs_f64();
     println!("cache-operator reconcile, host-side cost ({SAMPLES} samples each)");
-    println!(
-        "  wasm   p50 {:>8.1} us   p99 {:>8.1} us",
-        us(w50),
-        us(pct(&wasm, 0.99))
-    );
-    println!(
-        "  native p50 {:>8.1} us   p99 {:>8.1} us",
-        us(n50),
-        us(pct(&native, 0.99))
-    );
+    report("wasm", &wasm);
+    report("native", &native);
     println!("  ratio wasm/native (p50): {ratio:.2}  (target <= 1.5)");
     println!(
         "  wasm p50 target <= 50 us: {}",
         if us(w50) <= 50.0 { "met" } else { "NOT met" }
     );
 
-    breakdown(&request, &description);
-    floor(&runtime);
-    hostile_neighbour(&runtime, &guest, &request, &description);
+    breakdown(&request, &description, &limits, scope);
+    floor(&hostile);
+    hostile_neighbour(hostile, wasm_once);
 }
 
 /// The fixed cost of one guest call: fresh store and instance, a trivial
 /// request in, a one-ConfigMap response out (the hostile guest, attack
 /// `none`).
-fn floor(runtime: &Runtime) {
-    let dir = guest_path().parent().expect("dir").to_path_buf();
-    let bytes = std::fs::read(dir.join("hostile.wasm")).expect("hostile.wasm");
-    let (hostile, _) = runtime
-        .load("hostile", &bytes, Limits::default())
-        .expect("hostile loads");
-    let none = Request {
-        parent: json!({"apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
-            "metadata": {"name": "calm", "namespace": "default", "uid": "u"}, "spec": {"attack": "none"}}),
-        observed: vec![],
-        deleting: false,
-    };
+fn floor(hostile: &Guest) {
+    let none = hostile_request("none");
     let call = || {
         black_box(hostile.reconcile(black_box(&none)).expect("reconcile"));
     };
@@ -236,16 +254,17 @@ fn floor(runtime: &Runtime) {
 }
 
 /// Where the native time goes, stage by stage (p50 of each stage alone).
-fn breakdown(request: &Request, description: &wasmop_host::model::Description) {
-    let limits = Limits::default();
-    let scope = ParentScope {
-        namespace: Some("default"),
-    };
+fn breakdown(
+    request: &Request,
+    description: &wasmop_host::model::Description,
+    limits: &Limits,
+    scope: ParentScope<'_>,
+) {
     let parent_text = request.parent.to_string();
     let observed_text: Vec<String> = request.observed.iter().map(ToString::to_string).collect();
     let parsed = wasmop_guest::Request::from_json(&parent_text, &observed_text, false).unwrap();
     let wire = CacheOperator::reconcile(parsed.clone())
-        .and_then(wasmop_guest::Response::into_wire)
+        .map(wasmop_guest::Response::into_wire)
         .unwrap();
     println!(
         "native breakdown (p50 per stage; request {} bytes, response {} bytes)",
@@ -273,14 +292,8 @@ fn breakdown(request: &Request, description: &wasmop_host::model::Description) {
         black_box(CacheOperator::reconcile(black_box(parsed.clone())).unwrap());
     });
     stage("host: validate", || {
-        let raw = RawResponse {
-            children: wire.children.clone(),
-            status: wire.status.clone(),
-            requeue_after_seconds: None,
-            finalized: false,
-            events: vec![],
-        };
-        black_box(validate("cache-operator", description, &limits, scope, raw).unwrap());
+        let raw = raw(wire.clone());
+        black_box(validate("cache-operator", description, limits, scope, raw).unwrap());
     });
 }
 
@@ -303,42 +316,15 @@ fn profile_hook(which: &str, mut f: impl FnMut()) {
 /// The well-behaved guest's latency with a hostile guest loaded and busy
 /// (an infinite loop cut by the 1 s deadline, over and over, on another
 /// thread) against its latency alone. Target: p99 ratio <= 1.5.
-fn hostile_neighbour(
-    runtime: &Runtime,
-    guest: &wasmop_host::runtime::Guest,
-    request: &Request,
-    description: &wasmop_host::model::Description,
-) {
-    use std::sync::mpsc;
-
-    let dir = guest_path().parent().expect("dir").to_path_buf();
-    let hostile_bytes = std::fs::read(dir.join("hostile.wasm"))
-        .expect("hostile.wasm; run cargo xtask build-guests");
-    let (hostile, _) = runtime
-        .load("hostile", &hostile_bytes, Limits::default())
-        .expect("hostile loads");
-    let limits = Limits::default();
-    let scope = ParentScope {
-        namespace: Some("default"),
-    };
-    let run = || {
-        let raw = guest.reconcile(black_box(request)).expect("reconcile");
-        black_box(validate("cache-operator", description, &limits, scope, raw).expect("valid"));
-    };
+fn hostile_neighbour(hostile: Guest, run: impl Fn() + Copy) {
     // Rounds of "alone" and "busy" windows, so that machine drift hits both
     // alike: each busy window runs while the hostile guest spins through one
     // whole 1 s deadline on another thread.
-    let (go, started) = (mpsc::channel::<()>(), mpsc::channel::<()>());
-    let (done_tx, done) = mpsc::channel::<()>();
-    let (go_tx, go_rx) = go;
-    let (started_tx, started_rx) = started;
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let (started_tx, started_rx) = mpsc::channel::<()>();
+    let (done_tx, done_rx) = mpsc::channel::<()>();
     let attacker = std::thread::spawn(move || {
-        let spin = Request {
-            parent: json!({"apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
-                "metadata": {"name": "spin", "namespace": "default", "uid": "u"}, "spec": {"attack": "loop"}}),
-            observed: vec![],
-            deleting: false,
-        };
+        let spin = hostile_request("loop");
         let mut interrupted = 0u32;
         while go_rx.recv().is_ok() {
             started_tx.send(()).expect("bench alive");
@@ -356,7 +342,7 @@ fn hostile_neighbour(
         go_tx.send(()).expect("attacker alive");
         started_rx.recv().expect("attacker alive");
         busy.extend(measure_for(NEIGHBOUR_WINDOW, run));
-        done.recv().expect("attacker alive");
+        done_rx.recv().expect("attacker alive");
     }
     drop(go_tx);
     let interrupted = attacker.join().expect("attacker thread");
@@ -370,16 +356,8 @@ fn hostile_neighbour(
         alone.len(),
         busy.len()
     );
-    println!(
-        "  alone        p50 {:>8.1} us   p99 {:>8.1} us",
-        us(pct(&alone, 0.5)),
-        us(pct(&alone, 0.99))
-    );
-    println!(
-        "  hostile busy p50 {:>8.1} us   p99 {:>8.1} us",
-        us(pct(&busy, 0.5)),
-        us(pct(&busy, 0.99))
-    );
+    report("alone", &alone);
+    report("hostile busy", &busy);
     println!("  p99 ratio busy/alone: {ratio:.2}  (target <= 1.5)");
 }
 

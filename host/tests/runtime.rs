@@ -9,9 +9,10 @@ use serde_json::json;
 use wasmop_host::model::Request;
 use wasmop_host::runtime::{CallError, Limits, Runtime, RuntimeConfig};
 
-fn load(runtime: &Runtime, name: &str) -> wasmop_host::runtime::Guest {
-    let bytes = std::fs::read(support::guest_module(name).unwrap()).unwrap();
-    runtime.load(name, &bytes, Limits::default()).unwrap().0
+/// Loads the built guest `stem` under `limits`.
+fn load(runtime: &Runtime, stem: &str, limits: Limits) -> wasmop_host::runtime::Guest {
+    let bytes = std::fs::read(support::guest_module(stem).unwrap()).unwrap();
+    runtime.load(stem, &bytes, limits).unwrap().0
 }
 
 fn hostile(attack: &str) -> Request {
@@ -31,13 +32,15 @@ fn a_full_instance_pool_fails_a_call_clearly_and_retryably_then_recovers() {
         ..RuntimeConfig::default()
     })
     .unwrap();
-    let guest = load(&runtime, "hostile");
-    let limits = Limits {
-        timeout: Duration::from_millis(600),
-        ..Limits::default()
-    };
-    let bytes = std::fs::read(support::guest_module("hostile").unwrap()).unwrap();
-    let (spinner, _) = runtime.load("spinner", &bytes, limits).unwrap();
+    let guest = load(&runtime, "hostile", Limits::default());
+    let spinner = load(
+        &runtime,
+        "hostile",
+        Limits {
+            timeout: Duration::from_millis(600),
+            ..Limits::default()
+        },
+    );
 
     // The spinner holds the only slot until its deadline cuts it off.
     let busy = std::thread::spawn(move || spinner.reconcile(&hostile("loop")));
@@ -63,7 +66,7 @@ fn an_oversized_instance_pool_is_capped_and_the_runtime_still_serves() {
     })
     .unwrap();
     assert!(runtime.is_pooled());
-    let guest = load(&runtime, "hostile");
+    let guest = load(&runtime, "hostile", Limits::default());
     let answer = guest.reconcile(&hostile("none")).unwrap();
     assert_eq!(answer.children.len(), 1);
 }
@@ -77,7 +80,7 @@ fn without_address_space_for_the_pool_instances_are_allocated_on_demand() {
         // 16 GB of address space: not enough for 256 slots of 4 GiB memories.
         let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
         assert!(!runtime.is_pooled());
-        let guest = load(&runtime, "hostile");
+        let guest = load(&runtime, "hostile", Limits::default());
         let answer = guest.reconcile(&hostile("none")).unwrap();
         assert_eq!(answer.children.len(), 1);
         return;
