@@ -88,6 +88,23 @@ pub struct Request {
     pub deleting: bool,
 }
 
+impl Request {
+    /// The parent and the observed children as the JSON text a guest gets.
+    pub fn to_texts(&self) -> (String, Vec<String>) {
+        (
+            json_text(&self.parent),
+            self.observed.iter().map(json_text).collect(),
+        )
+    }
+}
+
+/// `value` as compact JSON text. `serde_json::to_string` writes straight
+/// into a byte buffer; `Value`'s `Display` goes through `fmt` and takes
+/// half as long again.
+fn json_text(value: &Value) -> String {
+    serde_json::to_string(value).expect("a JSON value always serialises")
+}
+
 /// Severity of a guest event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum EventType {

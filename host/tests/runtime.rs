@@ -1,9 +1,10 @@
 //! The wasm runtime on its own, no cluster: what happens when more guest
-//! calls run at once than the instance pool holds.
+//! calls run at once than the instance pool holds, what a guest component
+//! imports, the time a reconcile runs at, and how a panic is reported.
 
 mod support;
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::json;
 use wasmop_host::model::Request;
@@ -99,5 +100,73 @@ fn without_address_space_for_the_pool_instances_are_allocated_on_demand() {
         out.status.success() && stdout.contains("1 passed"),
         "child under ulimit -v failed:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn the_cache_operator_component_imports_nothing_but_the_log() {
+    let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
+    let bytes = std::fs::read(support::guest_module("cache-operator").unwrap()).unwrap();
+    let component = wasmtime::component::Component::new(runtime.engine(), &bytes).unwrap();
+    let mut imports: Vec<String> = component
+        .component_type()
+        .imports(runtime.engine())
+        .map(|(name, _)| name.to_owned())
+        .collect();
+    imports.sort();
+    // Plus the shared `types` interface, which has no functions.
+    assert_eq!(
+        imports,
+        ["wasmop:operator/log@0.1.0", "wasmop:operator/types@0.1.0"],
+        "no WASI: no clock, filesystem, environment or sockets of its own"
+    );
+}
+
+#[test]
+fn a_reconcile_runs_at_the_hosts_time() {
+    let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
+    let guest = load(&runtime, "cache-operator", Limits::default());
+    let request = Request {
+        parent: json!({"apiVersion": "apps.example.com/v1alpha1", "kind": "Cache",
+            "metadata": {"name": "clock", "namespace": "default", "uid": "u", "generation": 1},
+            "spec": {"image": "redis:7.2", "replicas": 1, "port": 6379}}),
+        observed: vec![],
+        deleting: false,
+    };
+    let seconds = |at: SystemTime| at.duration_since(UNIX_EPOCH).unwrap().as_secs();
+    let before = seconds(SystemTime::now());
+    let answer = guest.reconcile(&request).unwrap();
+    let after = seconds(SystemTime::now());
+    let status: serde_json::Value =
+        serde_json::from_str(answer.status.as_deref().unwrap()).unwrap();
+    let stamped = status["conditions"][0]["lastTransitionTime"]
+        .as_str()
+        .unwrap();
+    let stamped = stamped
+        .parse::<k8s_openapi::jiff::Timestamp>()
+        .unwrap()
+        .as_second()
+        .unsigned_abs();
+    assert!(
+        (before..=after).contains(&stamped),
+        "transition stamped {stamped}, call ran from {before} to {after}"
+    );
+}
+
+#[test]
+fn a_guest_panic_is_reported_with_its_message() {
+    let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
+    let guest = load(&runtime, "hostile", Limits::default());
+    let err = guest.reconcile(&hostile("panic")).unwrap_err();
+    assert_eq!(err.reason(), "GuestTrap");
+    let CallError::Trap { reason, detail } = &err else {
+        panic!("expected a trap, got {err}")
+    };
+    assert_eq!(reason, "panic");
+    assert!(
+        detail
+            .as_deref()
+            .is_some_and(|d| d.contains("hostile guest panics on purpose")),
+        "{err}"
     );
 }

@@ -49,7 +49,7 @@ async fn demo(keep: bool) -> Result<()> {
 
     step(
         1,
-        "build the operator guests (Rust compiled to wasm32-wasip2 components) and the wasmop host",
+        "build the operator guests (Rust compiled to wasm components) and the wasmop host",
     );
     guests::build_all()?;
     crate::process::run(&mut crate::process::cargo(&[

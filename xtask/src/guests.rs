@@ -1,9 +1,14 @@
 //! `cargo xtask build-guests`: build every guest component and put it where
 //! the host, the tests and the demo look for it.
 //!
-//! Each guest is built with `cargo build --profile guest --target
-//! wasm32-wasip2` (the `guest` profile in the root `Cargo.toml` optimises for
-//! size) and copied to `target/guests/<guest-name>.wasm`. The names are an
+//! Each guest is built with `cargo build --profile guest --target <its
+//! target>` (the `guest` profile in the root `Cargo.toml` optimises for
+//! speed) and copied to `target/guests/<guest-name>.wasm`. The
+//! cache-operator targets `wasm32-unknown-unknown`, linked into a component
+//! by the toolchain's `wasm-component-ld` (see `.cargo/config.toml`): its
+//! only import is the WIT `log`. The hostile guest targets `wasm32-wasip2`
+//! because its attacks call WASI (files, sockets, environment) to prove the
+//! host grants none of it. The names are an
 //! interface contract: `cache-operator.wasm`, `cache-operator-v2.wasm`,
 //! `hostile.wasm`.
 
@@ -14,9 +19,11 @@ use anyhow::{Context, Result};
 
 use crate::process::{cargo, run};
 
-/// The target guests are compiled for. `rust-toolchain.toml` lists it, so
-/// rustup installs it with the pinned toolchain.
-const TARGET: &str = "wasm32-wasip2";
+/// A guest that imports nothing but the WIT `log`. `rust-toolchain.toml`
+/// lists both targets, so rustup installs them with the pinned toolchain.
+const PURE: &str = "wasm32-unknown-unknown";
+/// A guest that imports WASI (which the host links, granting nothing).
+const WASI: &str = "wasm32-wasip2";
 /// The Cargo profile guests are built with (defined in the root manifest).
 const PROFILE: &str = "guest";
 
@@ -28,6 +35,8 @@ struct Guest {
     package: &'static str,
     /// Cargo features to enable.
     features: &'static [&'static str],
+    /// The Rust target: [`PURE`] or [`WASI`].
+    target: &'static str,
 }
 
 /// Every guest, in build order. The two cache-operator flavors share one
@@ -37,16 +46,19 @@ const GUESTS: &[Guest] = &[
         name: "cache-operator",
         package: "cache-operator",
         features: &[],
+        target: PURE,
     },
     Guest {
         name: "cache-operator-v2",
         package: "cache-operator",
         features: &["v2"],
+        target: PURE,
     },
     Guest {
         name: "hostile",
         package: "hostile-guest",
         features: &[],
+        target: WASI,
     },
 ];
 
@@ -96,6 +108,38 @@ pub fn build_all() -> Result<()> {
     Ok(())
 }
 
+/// Lints every guest as it is built: its own target and features, so the
+/// code only compiled for wasm (the export glue, the SDK's allocator) is
+/// checked too. `cargo clippy --workspace` sees only the native build.
+pub fn clippy_all() -> Result<()> {
+    for guest in GUESTS {
+        let mut command = cargo_for("clippy", guest);
+        command.args(["--", "-D", "warnings"]);
+        command.current_dir(workspace_root());
+        run(&mut command)
+            .with_context(|| format!("clippy found problems in guest {}", guest.name))?;
+    }
+    Ok(())
+}
+
+/// `cargo <subcommand>` for `guest`: its package, target, features and the
+/// guest profile.
+fn cargo_for(subcommand: &str, guest: &Guest) -> std::process::Command {
+    let mut command = cargo(&[
+        subcommand,
+        "--profile",
+        PROFILE,
+        "--target",
+        guest.target,
+        "-p",
+        guest.package,
+    ]);
+    if !guest.features.is_empty() {
+        command.args(["--features", &guest.features.join(",")]);
+    }
+    command
+}
+
 /// Where the guest components end up: `<target dir>/guests`.
 pub fn guest_dir() -> PathBuf {
     target_dir().join("guests")
@@ -103,27 +147,17 @@ pub fn guest_dir() -> PathBuf {
 
 /// Builds one guest and returns the path of the component Cargo produced.
 fn build(root: &Path, guest: &Guest) -> Result<PathBuf> {
-    let mut command = cargo(&[
-        "build",
-        "--profile",
-        PROFILE,
-        "--target",
-        TARGET,
-        "-p",
-        guest.package,
-    ]);
-    if !guest.features.is_empty() {
-        command.args(["--features", &guest.features.join(",")]);
-    }
+    let mut command = cargo_for("build", guest);
     command.current_dir(root);
     run(&mut command).with_context(|| {
         format!(
-            "building guest {} failed (is the {TARGET} target installed? `rustup target add {TARGET}`)",
-            guest.name
+            "building guest {} failed (is the {target} target installed? `rustup target add {target}`)",
+            guest.name,
+            target = guest.target
         )
     })?;
     let built = target_dir()
-        .join(TARGET)
+        .join(guest.target)
         .join(PROFILE)
         .join(format!("{}.wasm", guest.package.replace('-', "_")));
     anyhow::ensure!(

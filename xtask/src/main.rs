@@ -29,7 +29,7 @@ enum Task {
     /// line `export KUBECONFIG=<path>` on stdout; runs until SIGINT or
     /// SIGTERM, then removes everything it started.
     Testenv,
-    /// Build the guest components (wasm32-wasip2).
+    /// Build the guest components (wasm32-unknown-unknown and wasm32-wasip2).
     BuildGuests,
     /// Build what the tests need (control-plane binaries, guests), check
     /// formatting and lints, and run every test of the workspace. Arguments

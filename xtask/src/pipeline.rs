@@ -26,7 +26,7 @@ pub fn test(test_args: &[String]) -> Result<()> {
     )?;
     steps.run("guest components", crate::guests::build_all)?;
     steps.run(
-        "lints: cargo clippy --workspace --all-targets -- -D warnings",
+        "lints: cargo clippy --workspace --all-targets -- -D warnings, then each guest on its wasm target",
         || {
             run(&mut cargo(&[
                 "clippy",
@@ -35,7 +35,8 @@ pub fn test(test_args: &[String]) -> Result<()> {
                 "--",
                 "-D",
                 "warnings",
-            ]))
+            ]))?;
+            crate::guests::clippy_all()
         },
     )?;
     steps.run("tests: cargo test --workspace", || {

@@ -54,7 +54,7 @@ impl Operator for CacheOperator {
     }
 
     fn reconcile(request: Request) -> Result<Response> {
-        reconcile_at(&request, &wasmop_guest::time::now(), Flavor::CURRENT)
+        reconcile_at(&request, request.now(), Flavor::CURRENT)
     }
 }
 
@@ -83,6 +83,25 @@ wasmop_guest::export_operator!(CacheOperator);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reconcile_stamps_transitions_with_the_requests_time() {
+        let at = wasmop_guest::time::from_unix_seconds(1_714_564_800);
+        let request = Request::new(
+            serde_json::json!({"apiVersion": "apps.example.com/v1alpha1", "kind": "Cache",
+                "metadata": {"name": "c", "generation": 1}, "spec": {"image": "redis:7.2"}}),
+            vec![],
+            false,
+        )
+        .at(at);
+        let status = CacheOperator::reconcile(request)
+            .unwrap()
+            .status_value()
+            .unwrap();
+        for condition in status["conditions"].as_array().unwrap() {
+            assert_eq!(condition["lastTransitionTime"], "2024-05-01T12:00:00Z");
+        }
+    }
 
     #[test]
     fn describe_names_the_cache_kind_its_children_and_the_finalizer() {

@@ -20,8 +20,18 @@ pub mod bindings {
 pub use bindings::exports::wasmop::operator::operator::Guest;
 use bindings::wasmop::operator::types as wit;
 
+/// Sends a panic's message to the host's log at error level, where the host
+/// finds it to explain the trap that follows: a guest built for
+/// `wasm32-unknown-unknown` has no stderr, and one built for `wasm32-wasip2`
+/// reports the same way. Each call runs in a fresh instance, so every export
+/// installs it.
+fn report_panics() {
+    std::panic::set_hook(Box::new(|info| crate::log::error(&info.to_string())));
+}
+
 /// `describe` for the operator `O`, in WIT types.
 pub fn describe<O: Operator>() -> wit::Description {
+    report_panics();
     let Description {
         primary,
         children,
@@ -45,7 +55,9 @@ pub fn describe<O: Operator>() -> wit::Description {
 pub fn reconcile<O: Operator>(
     request: wit::ReconcileRequest,
 ) -> Result<wit::ReconcileResponse, wit::ReconcileError> {
-    let answer = Request::from_text(request.parent, request.observed, request.deleting)
+    report_panics();
+    let now = crate::time::from_unix_seconds(request.now);
+    let answer = Request::from_text(request.parent, request.observed, request.deleting, now)
         .and_then(O::reconcile)
         .map(crate::Response::into_wire);
     match answer {

@@ -54,10 +54,16 @@
 //! fields you read; add children with [`Response::push_child`], which
 //! serialises each object once. The untyped views ([`Request::parent`],
 //! [`Request::observed`]) parse on first use and cost several times more.
-//! Build guests with a few MiB of initial memory (this workspace's
-//! `.cargo/config.toml` shows how): the host runs every call in a fresh
-//! pooled instance, and a guest that never grows its memory costs less.
+//! Build guests for `wasm32-unknown-unknown`, linked by the toolchain's
+//! `wasm-component-ld`, with a few MiB of initial memory (this workspace's
+//! `.cargo/config.toml` shows how): the component then imports nothing but
+//! `log`, instantiates in a few microseconds, and with the SDK's allocator
+//! (feature `call-heap`) never grows its memory. The time comes with each
+//! request ([`Request::now`]); a panic's message reaches the host log. The
+//! SDK also builds for `wasm32-wasip2`, for guests that want WASI.
 
+#[cfg(all(feature = "call-heap", target_arch = "wasm32", target_os = "unknown"))]
+mod alloc;
 pub mod condition;
 mod description;
 mod error;

@@ -8,8 +8,9 @@ use crate::{Description, Request, Response, Result};
 ///
 /// Both functions must be deterministic: the same request must give the same
 /// response byte for byte, so a converged parent makes the host write
-/// nothing. Use [`time::now`](crate::time::now) only for things that change
-/// (a condition's transition).
+/// nothing. The request carries the host's time for the call
+/// ([`Request::now`](crate::Request::now)); use it only for things that
+/// change (a condition's transition).
 pub trait Operator {
     /// What the guest manages. Must be cheap and depend on nothing but the
     /// module itself; the host calls it once per loaded module version.

@@ -12,6 +12,7 @@ use std::borrow::Cow;
 use std::cell::OnceCell;
 
 use k8s_openapi::Resource;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -20,13 +21,14 @@ use crate::{Error, Result};
 
 /// One reconcile's input: the parent object and the children the host
 /// observes for it. Mirrors the WIT `reconcile-request`.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Request {
     parent: Object,
     observed: Vec<Object>,
     /// True once the parent has a deletionTimestamp; only sent to guests that
     /// declared a finalizer.
     pub deleting: bool,
+    now: Time,
 }
 
 /// One object as JSON text, its identifying fields, and its `Value` once
@@ -104,16 +106,19 @@ impl Object {
 }
 
 impl Request {
-    /// A request from already parsed values (tests, native benchmarks).
+    /// A request from already parsed values, at the system clock's time
+    /// (natively: tests, benchmarks; pin the time with [`Request::at`]).
     pub fn new(parent: Value, observed: Vec<Value>, deleting: bool) -> Self {
         Self {
             parent: Object::from_value(parent),
             observed: observed.into_iter().map(Object::from_value).collect(),
             deleting,
+            now: crate::time::now(),
         }
     }
 
-    /// Parses a request from the JSON text the host sends.
+    /// Parses a request from the JSON text the host sends, at the system
+    /// clock's time (natively; the export glue uses [`Request::from_text`]).
     ///
     /// Text that is not a JSON object is a [permanent](Error::permanent)
     /// error: the same text will never parse.
@@ -122,12 +127,18 @@ impl Request {
             parent.to_owned(),
             observed.iter().map(|t| t.as_ref().to_owned()).collect(),
             deleting,
+            crate::time::now(),
         )
     }
 
-    /// [`Request::from_json`] taking ownership of the text, as the export
-    /// glue receives it: nothing is copied.
-    pub fn from_text(parent: String, observed: Vec<String>, deleting: bool) -> Result<Self> {
+    /// [`Request::from_json`] taking ownership of the text and the host's
+    /// time, as the export glue receives them: nothing is copied.
+    pub fn from_text(
+        parent: String,
+        observed: Vec<String>,
+        deleting: bool,
+        now: Time,
+    ) -> Result<Self> {
         let parent = Object::parse(parent)
             .map_err(|e| Error::permanent(format!("parent is not a valid JSON object: {e}")))?;
         let observed = observed
@@ -145,7 +156,22 @@ impl Request {
             parent,
             observed,
             deleting,
+            now,
         })
+    }
+
+    /// The same request at another time (tests pin the clock with it).
+    #[must_use]
+    pub fn at(mut self, now: Time) -> Self {
+        self.now = now;
+        self
+    }
+
+    /// The host's time for this call, to the second. A guest has no clock
+    /// of its own: stamp condition transitions with this, so that the same
+    /// request always gives the same answer.
+    pub fn now(&self) -> &Time {
+        &self.now
     }
 
     /// The parent as JSON text, exactly as the host sent it.
@@ -271,6 +297,15 @@ mod tests {
             ],
             false,
         )
+    }
+
+    #[test]
+    fn the_time_is_the_hosts_and_can_be_pinned() {
+        let at = crate::time::from_unix_seconds(1_714_564_800);
+        let request = Request::from_text("{}".into(), vec![], false, at.clone()).unwrap();
+        assert_eq!(request.now(), &at);
+        let later = crate::time::from_unix_seconds(1_714_564_860);
+        assert_eq!(request.at(later.clone()).now(), &later);
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Wall-clock time for conditions and status, to the second.
 //!
-//! WASI grants clocks, so `SystemTime` works inside the sandbox too. Times are
+//! Inside a guest the time comes from the host with each request
+//! ([`Request::now`](crate::Request::now)): a guest has no clock of its own.
+//! [`now`] reads the system clock for native tests and tools. Times are
 //! truncated to whole seconds because that is what Kubernetes stores
 //! (`metav1.Time` is RFC 3339 with second precision): a finer time would never
 //! compare equal to what the API server returns and would cause a write on
@@ -11,9 +13,19 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-/// The current time as a `metav1.Time`, to the second.
+/// The system clock as a `metav1.Time`, to the second. Natively only: a
+/// guest built for `wasm32-unknown-unknown` has no clock (calling this there
+/// traps); use [`Request::now`](crate::Request::now) in reconcile logic.
 pub fn now() -> Time {
     time_at(SystemTime::now())
+}
+
+/// Whole seconds since the Unix epoch (the WIT `now`) as a `metav1.Time`.
+/// A time past year 9999 (a broken clock) becomes the epoch, as in
+/// [`time_at`].
+pub fn from_unix_seconds(seconds: u64) -> Time {
+    let seconds = i64::try_from(seconds).unwrap_or(i64::MAX);
+    Time(Timestamp::from_second(seconds).unwrap_or(Timestamp::UNIX_EPOCH))
 }
 
 /// `at` as a `metav1.Time`, truncated to the second. Times before the Unix
@@ -56,6 +68,15 @@ mod tests {
             serde_json::to_string(&at).unwrap(),
             "\"2024-05-01T12:00:00Z\""
         );
+    }
+
+    #[test]
+    fn unix_seconds_from_the_host_become_times() {
+        assert_eq!(
+            serde_json::to_string(&from_unix_seconds(1_714_564_800)).unwrap(),
+            "\"2024-05-01T12:00:00Z\""
+        );
+        assert_eq!(from_unix_seconds(u64::MAX).0, Timestamp::UNIX_EPOCH);
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! poisons a store that is thrown away anyway.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use wasmtime::component::Component;
 use wasmtime::{Store, Trap};
@@ -169,10 +169,12 @@ impl Guest {
     /// that may block (`spawn_blocking`).
     pub fn reconcile(&self, request: &Request) -> Result<RawResponse, CallError> {
         let inner = &*self.inner;
+        let (parent, observed) = request.to_texts();
         let wire = guest_api::ReconcileRequest {
-            parent: request.parent.to_string(),
-            observed: request.observed.iter().map(ToString::to_string).collect(),
+            parent,
+            observed,
             deleting: request.deleting,
+            now: unix_seconds(SystemTime::now()),
         };
         let mut store = new_store(&inner.runtime, &inner.name, &inner.limits);
         let started = Instant::now();
@@ -261,7 +263,7 @@ fn classify(
     match error.downcast_ref::<Trap>() {
         Some(Trap::Interrupt) => CallError::Timeout(limits.timeout),
         trap => {
-            let stderr = store.data().stderr_text();
+            let stderr = store.data().failure_text();
             let reason = match trap {
                 Some(Trap::StackOverflow) => "stack overflow".to_string(),
                 Some(Trap::UnreachableCodeReached) if stderr.contains("panicked") => {
@@ -285,6 +287,12 @@ fn classify(
             }
         }
     }
+}
+
+/// Whole seconds since the Unix epoch; a clock set before it reads as 0.
+fn unix_seconds(at: SystemTime) -> u64 {
+    at.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs())
 }
 
 fn kind_ref(k: types::KindRef) -> KindRef {

@@ -28,18 +28,29 @@ const MAX_LOG_LINE: usize = 4 << 10;
 
 /// Store data of one guest call.
 pub(crate) struct GuestState {
-    wasi: WasiCtx,
-    table: ResourceTable,
+    /// Built on the guest's first WASI call: a guest that imports nothing
+    /// but `log` (what the SDK builds) never pays for it.
+    wasi: Option<Wasi>,
     pub(crate) memory: MemoryCap,
     guest: Arc<str>,
-    stdout: MemoryOutputPipe,
-    stderr: MemoryOutputPipe,
     log_lines: usize,
+    /// The last line logged at error level: where an SDK guest's panic
+    /// message goes before the trap.
+    last_error: Option<String>,
 }
 
-impl GuestState {
-    /// A fresh, locked-down state for one call of `guest`.
-    pub(crate) fn new(guest: Arc<str>, memory_bytes: usize) -> Self {
+/// The WASI side of a call: the context, its resources and the pipes that
+/// catch stdout and stderr.
+struct Wasi {
+    ctx: WasiCtx,
+    table: ResourceTable,
+    stdout: MemoryOutputPipe,
+    stderr: MemoryOutputPipe,
+}
+
+impl Wasi {
+    /// A context that grants nothing but clocks and randomness.
+    fn locked_down() -> Self {
         let stdout = MemoryOutputPipe::new(OUTPUT_CAPACITY);
         let stderr = MemoryOutputPipe::new(OUTPUT_CAPACITY);
         let mut builder = WasiCtx::builder();
@@ -53,22 +64,33 @@ impl GuestState {
             .allow_ip_name_lookup(false)
             .socket_addr_check(|_, _| Box::pin(async { false }));
         Self {
-            wasi: builder.build(),
+            ctx: builder.build(),
             table: ResourceTable::new(),
+            stdout,
+            stderr,
+        }
+    }
+}
+
+impl GuestState {
+    /// A fresh, locked-down state for one call of `guest`.
+    pub(crate) fn new(guest: Arc<str>, memory_bytes: usize) -> Self {
+        Self {
+            wasi: None,
             memory: MemoryCap {
                 limit: memory_bytes,
                 exceeded: false,
             },
             guest,
-            stdout,
-            stderr,
             log_lines: 0,
+            last_error: None,
         }
     }
 
     /// Writes what the guest printed on stdout and stderr to the host log.
     pub(crate) fn flush_output(&self) {
-        for (stream, pipe) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
+        let Some(wasi) = &self.wasi else { return };
+        for (stream, pipe) in [("stdout", &wasi.stdout), ("stderr", &wasi.stderr)] {
             let bytes = pipe.contents();
             if bytes.is_empty() {
                 continue;
@@ -82,19 +104,29 @@ impl GuestState {
         }
     }
 
-    /// The guest's stderr so far, to explain a trap (a Rust panic message).
-    pub(crate) fn stderr_text(&self) -> String {
-        String::from_utf8_lossy(&self.stderr.contents())
-            .trim()
-            .to_string()
+    /// What explains a trap: the guest's stderr (where Rust's default panic
+    /// hook writes), else its last error log line (where the SDK's hook
+    /// sends a panic message).
+    pub(crate) fn failure_text(&self) -> String {
+        let stderr = self.wasi.as_ref().map_or_else(String::new, |wasi| {
+            String::from_utf8_lossy(&wasi.stderr.contents())
+                .trim()
+                .to_string()
+        });
+        if stderr.is_empty() {
+            self.last_error.clone().unwrap_or_default()
+        } else {
+            stderr
+        }
     }
 }
 
 impl WasiView for GuestState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
+        let wasi = self.wasi.get_or_insert_with(Wasi::locked_down);
         WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
+            ctx: &mut wasi.ctx,
+            table: &mut wasi.table,
         }
     }
 }
@@ -116,6 +148,9 @@ impl log::Host for GuestState {
             }
             message.truncate(cut);
             message.push('…');
+        }
+        if matches!(level, Level::Error) {
+            self.last_error = Some(message.clone());
         }
         let guest = &*self.guest;
         match level {
