@@ -80,7 +80,7 @@ impl Object {
     }
 
     fn from_value(value: Value) -> Self {
-        let text = value.to_string();
+        let text = crate::json_text(&value);
         // Not an object (a test passing a bare value): keep just the text, so
         // decoding reports what it is.
         let mut object = Self::parse(text.clone()).unwrap_or_else(|_| Self {

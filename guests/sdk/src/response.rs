@@ -123,7 +123,7 @@ impl Response {
     /// Adds a desired child given as untyped JSON; it must already carry
     /// apiVersion, kind and metadata.name (the host checks).
     pub fn push_child_value(&mut self, child: &Value) {
-        self.children.push(child.to_string());
+        self.children.push(crate::json_text(child));
     }
 
     /// Adds a child as raw text that the SDK passes to the host unchanged.
