@@ -55,10 +55,15 @@
 //! serialises each object once. The untyped views ([`Request::parent`],
 //! [`Request::observed`]) parse on first use and cost several times more.
 //! Build guests for `wasm32-unknown-unknown`, linked by the toolchain's
-//! `wasm-component-ld`, with a few MiB of initial memory (this workspace's
-//! `.cargo/config.toml` shows how): the component then imports nothing but
-//! `log`, instantiates in a few microseconds, and with the SDK's allocator
-//! (feature `call-heap`) never grows its memory. The time comes with each
+//! `wasm-component-ld`, with a small shadow stack and enough initial memory
+//! for one reconcile (this workspace's `.cargo/config.toml` shows how: 128
+//! KiB and 512 KiB): the component then imports nothing but `log`,
+//! instantiates in a few microseconds, and with the SDK's allocator (feature
+//! `call-heap`) never grows its memory. A guest that does CPU-heavy work
+//! should know that it runs without SHA or SIMD instructions and with an
+//! epoch check at every function entry and loop header: hashing, for
+//! example, is far cheaper with a non-cryptographic hash where no security
+//! property is needed (the cache-operator's config hash is FNV-1a). The time comes with each
 //! request ([`Request::now`]); a panic's message reaches the host log. The
 //! SDK also builds for `wasm32-wasip2`, for guests that want WASI.
 

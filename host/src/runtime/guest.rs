@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use wasmtime::component::Component;
+use wasmtime::component::{Component, ComponentExportIndex};
 use wasmtime::{Store, Trap};
 
 use super::bindings::{OperatorGuest, OperatorGuestPre, guest_api, types};
@@ -18,6 +18,13 @@ use crate::model::{
     ChildKind, Description, ErrorKind, EventType, GuestError, GuestEvent, KindRef, RawResponse,
     Request,
 };
+
+/// The interface the guest exports, as named in its component.
+const OPERATOR_INTERFACE: &str = "wasmop:operator/operator@0.1.0";
+
+/// Parameters and results of the WIT `reconcile` function.
+type ReconcileParams<'a> = (&'a guest_api::ReconcileRequest,);
+type ReconcileResults = (Result<guest_api::ReconcileResponse, guest_api::ReconcileError>,);
 
 /// Why a guest call did not produce a response.
 #[derive(Debug, thiserror::Error)]
@@ -86,6 +93,10 @@ struct GuestInner {
     name: Arc<str>,
     runtime: Runtime,
     pre: OperatorGuestPre<GuestState>,
+    /// The `reconcile` export, found once: a reconcile looks up and
+    /// type-checks only the function it calls, not every export as the
+    /// generated `OperatorGuestPre::instantiate` does.
+    reconcile: ComponentExportIndex,
     description: Description,
     limits: Limits,
     digest: String,
@@ -104,6 +115,15 @@ impl Guest {
             .instantiate_pre(&component)
             .map_err(Error::WrongWorld)?;
         let pre = OperatorGuestPre::new(instance_pre).map_err(Error::WrongWorld)?;
+        // `OperatorGuestPre::new` has checked that both exports exist.
+        let reconcile = component
+            .get_export_index(None, OPERATOR_INTERFACE)
+            .and_then(|interface| component.get_export_index(Some(&interface), "reconcile"))
+            .ok_or_else(|| {
+                Error::WrongWorld(wasmtime::format_err!(
+                    "no export {OPERATOR_INTERFACE}#reconcile"
+                ))
+            })?;
         let name: Arc<str> = name.into();
         let description = Self::call_describe(&runtime, &pre, &name, &limits)?;
         Ok(Self {
@@ -111,6 +131,7 @@ impl Guest {
                 name,
                 runtime,
                 pre,
+                reconcile,
                 description,
                 limits,
                 digest,
@@ -178,10 +199,18 @@ impl Guest {
         };
         let mut store = new_store(&inner.runtime, &inner.name, &inner.limits);
         let started = Instant::now();
-        let result = inner.pre.instantiate(&mut store).and_then(|g| {
-            g.wasmop_operator_operator()
-                .call_reconcile(&mut store, &wire)
-        });
+        let result = inner
+            .pre
+            .instance_pre()
+            .instantiate(&mut store)
+            .and_then(|instance| {
+                let reconcile = instance.get_typed_func::<ReconcileParams<'_>, ReconcileResults>(
+                    &mut store,
+                    inner.reconcile,
+                )?;
+                let (result,) = reconcile.call(&mut store, (&wire,))?;
+                Ok(result)
+            });
         store.data().flush_output();
         let response = result
             .map_err(|e| classify(e, &store, &inner.limits, started))?
