@@ -87,10 +87,11 @@ fn raw(wire: WireResponse) -> RawResponse {
     }
 }
 
-/// A converged Cache with the Deployment, Service and ConfigMap the API
-/// server would hold for it (server fields included).
+/// A converged Cache, as a periodic resync finds it: the Deployment, Service
+/// and ConfigMap the API server holds for it (server fields included, the
+/// Deployment rolled out) and the status an earlier reconcile wrote.
 fn fixture() -> (Value, Vec<Value>) {
-    let parent = json!({
+    let mut parent = json!({
         "apiVersion": "apps.example.com/v1alpha1",
         "kind": "Cache",
         "metadata": {"name": "demo-cache", "namespace": "default", "uid": "7d3c1c2e-0000-4000-8000-000000000001",
@@ -99,10 +100,12 @@ fn fixture() -> (Value, Vec<Value>) {
         "spec": {"image": "redis:7.2", "replicas": 2, "port": 6379, "paused": false,
                  "config": {"maxmemory": "256mb", "maxmemory-policy": "allkeys-lru"}},
     });
-    let first = CacheOperator::reconcile(wasmop_guest::Request::new(parent.clone(), vec![], false))
-        .map(wasmop_guest::Response::into_wire)
-        .expect("fixture renders");
-    let observed = first
+    let render = |parent: &Value, observed: Vec<Value>| {
+        CacheOperator::reconcile(wasmop_guest::Request::new(parent.clone(), observed, false))
+            .map(wasmop_guest::Response::into_wire)
+            .expect("fixture renders")
+    };
+    let observed: Vec<Value> = render(&parent, vec![])
         .children
         .iter()
         .enumerate()
@@ -122,6 +125,18 @@ fn fixture() -> (Value, Vec<Value>) {
             child
         })
         .collect();
+    // The status the host wrote after the rollout, observedGeneration included.
+    let converged = render(&parent, observed.clone());
+    let mut status: Value =
+        serde_json::from_str(converged.status.as_deref().expect("a status")).unwrap();
+    status["observedGeneration"] = json!(3);
+    parent["status"] = status;
+    let resync = render(&parent, observed.clone());
+    assert!(
+        resync.events.is_empty(),
+        "the fixture is not converged: {:?}",
+        resync.events
+    );
     (parent, observed)
 }
 
