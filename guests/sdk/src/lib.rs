@@ -63,9 +63,10 @@
 //! should know that it runs without SHA or SIMD instructions and with an
 //! epoch check at every function entry and loop header: hashing, for
 //! example, is far cheaper with a non-cryptographic hash where no security
-//! property is needed (the cache-operator's config hash is FNV-1a). The time comes with each
-//! request ([`Request::now`]); a panic's message reaches the host log. The
-//! SDK also builds for `wasm32-wasip2`, for guests that want WASI.
+//! property is needed (the cache-operator's config hash is FNV-1a). The
+//! time comes with each request ([`Request::now`]); a panic's message
+//! reaches the host log. The SDK also builds for `wasm32-wasip2`, for guests
+//! that want WASI.
 
 #[cfg(all(feature = "call-heap", target_arch = "wasm32", target_os = "unknown"))]
 mod alloc;

@@ -31,10 +31,10 @@ pub fn from_unix_seconds(seconds: u64) -> Time {
 /// `at` as a `metav1.Time`, truncated to the second. Times before the Unix
 /// epoch (a broken clock) become the epoch.
 pub fn time_at(at: SystemTime) -> Time {
-    let seconds = at.duration_since(UNIX_EPOCH).map_or(0, |since| {
-        i64::try_from(since.as_secs()).unwrap_or(i64::MAX)
-    });
-    Time(Timestamp::from_second(seconds).unwrap_or(Timestamp::UNIX_EPOCH))
+    from_unix_seconds(
+        at.duration_since(UNIX_EPOCH)
+            .map_or(0, |since| since.as_secs()),
+    )
 }
 
 /// `at` formatted as RFC 3339 in UTC to the second, e.g.
