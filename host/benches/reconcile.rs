@@ -19,7 +19,7 @@ use cache_operator::CacheOperator;
 use serde_json::{Value, json};
 use wasmop_guest::Operator;
 use wasmop_guest::WireResponse;
-use wasmop_host::model::{EventType, GuestEvent, RawResponse, Request};
+use wasmop_host::model::{EventType, GuestEvent, ObservedText, RawResponse, Request};
 use wasmop_host::runtime::{Guest, Limits, Runtime, RuntimeConfig};
 use wasmop_host::validate::{ParentScope, validate};
 
@@ -63,6 +63,21 @@ fn hostile_request(attack: &str) -> Request {
         observed: vec![],
         deleting: false,
     }
+}
+
+/// The request in the SDK's form, as the export glue builds it from the
+/// lowered WIT record.
+fn wire_request(parent: String, observed: Vec<ObservedText>) -> wasmop_guest::Request {
+    let observed = observed
+        .into_iter()
+        .map(|child| wasmop_guest::WireObserved {
+            api_version: child.api_version,
+            kind: child.kind,
+            name: child.name,
+            object: child.object,
+        })
+        .collect();
+    wasmop_guest::Request::from_wire(parent, observed, false, wasmop_guest::time::now())
 }
 
 /// The native answer in the host's form, as lifting the wasm one gives.
@@ -231,8 +246,7 @@ fn main() {
     };
     let native_whole = || {
         let (parent_text, observed_text) = black_box(&request).to_texts();
-        let req =
-            wasmop_guest::Request::from_json(&parent_text, &observed_text, false).expect("parse");
+        let req = wire_request(parent_text, observed_text);
         let wire = CacheOperator::reconcile(req)
             .map(wasmop_guest::Response::into_wire)
             .expect("reconcile");
@@ -295,24 +309,24 @@ fn breakdown(
     scope: ParentScope<'_>,
 ) {
     let (parent_text, observed_text) = request.to_texts();
-    let parsed = wasmop_guest::Request::from_json(&parent_text, &observed_text, false).unwrap();
+    let parsed = wire_request(parent_text.clone(), observed_text.clone());
     let wire = CacheOperator::reconcile(parsed.clone())
         .map(wasmop_guest::Response::into_wire)
         .unwrap();
     println!(
         "native breakdown (p50 per stage; request {} bytes, response {} bytes)",
-        parent_text.len() + observed_text.iter().map(String::len).sum::<usize>(),
+        parent_text.len() + observed_text.iter().map(|c| c.object.len()).sum::<usize>(),
         wire.children.iter().map(String::len).sum::<usize>()
             + wire.status.as_ref().map_or(0, String::len)
     );
     stage("host: serialise request", || {
         black_box(black_box(request).to_texts());
     });
-    stage("guest: read request", || {
-        black_box(
-            wasmop_guest::Request::from_json(black_box(&parent_text), &observed_text, false)
-                .unwrap(),
-        );
+    stage("guest: take request", || {
+        black_box(wire_request(
+            black_box(&parent_text).clone(),
+            observed_text.clone(),
+        ));
     });
     stage("guest: logic, children to text", || {
         black_box(CacheOperator::reconcile(black_box(parsed.clone())).unwrap());

@@ -89,12 +89,40 @@ pub struct Request {
 }
 
 impl Request {
-    /// The parent and the observed children as the JSON text a guest gets.
-    pub fn to_texts(&self) -> (String, Vec<String>) {
+    /// The parent and the observed children as the JSON text a guest gets,
+    /// each child with the fields that identify it read out.
+    pub fn to_texts(&self) -> (String, Vec<ObservedText>) {
         (
             json_text(&self.parent),
-            self.observed.iter().map(json_text).collect(),
+            self.observed.iter().map(ObservedText::new).collect(),
         )
+    }
+}
+
+/// An observed child as a guest gets it (the WIT `observed-object`): its
+/// apiVersion, kind and name ("" where the object has none) and the whole
+/// object as JSON text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObservedText {
+    /// `apiVersion`.
+    pub api_version: String,
+    /// `kind`.
+    pub kind: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// The object.
+    pub object: String,
+}
+
+impl ObservedText {
+    fn new(child: &Value) -> Self {
+        let field = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or_default().to_owned();
+        Self {
+            api_version: field(child.get("apiVersion")),
+            kind: field(child.get("kind")),
+            name: field(child.get("metadata").and_then(|m| m.get("name"))),
+            object: json_text(child),
+        }
     }
 }
 

@@ -2,7 +2,7 @@
 //! between them and the SDK's plain Rust types. Only compiled for wasm32;
 //! guests reach it through [`export_operator!`](crate::export_operator).
 
-use crate::{Description, Error, ErrorKind, EventType, Operator, Request};
+use crate::{Description, Error, ErrorKind, EventType, Operator, Request, WireObserved};
 
 /// The bindings `wit-bindgen` generates from `wit/` for the `operator-guest`
 /// world. Not a stable API: use the SDK's types instead.
@@ -50,16 +50,26 @@ pub fn describe<O: Operator>() -> wit::Description {
     }
 }
 
-/// `reconcile` for the operator `O`, in WIT types: parse the JSON text,
-/// call the guest's logic, serialize its answer.
+/// `reconcile` for the operator `O`, in WIT types: wrap the request (nothing
+/// is parsed before the guest asks), call the guest's logic, serialize its
+/// answer.
 pub fn reconcile<O: Operator>(
     request: wit::ReconcileRequest,
 ) -> Result<wit::ReconcileResponse, wit::ReconcileError> {
     report_panics();
     let now = crate::time::from_unix_seconds(request.now);
-    let answer = Request::from_text(request.parent, request.observed, request.deleting, now)
-        .and_then(O::reconcile)
-        .map(crate::Response::into_wire);
+    let observed = request
+        .observed
+        .into_iter()
+        .map(|child| WireObserved {
+            api_version: child.api_version,
+            kind: child.kind,
+            name: child.name,
+            object: child.object,
+        })
+        .collect();
+    let request = Request::from_wire(request.parent, observed, request.deleting, now);
+    let answer = O::reconcile(request).map(crate::Response::into_wire);
     match answer {
         Ok(wire) => Ok(wit::ReconcileResponse {
             children: wire.children,

@@ -48,8 +48,9 @@
 //! unit-tested with `cargo test` and can be benchmarked natively against its
 //! wasm build.
 //!
-//! Speed: objects cross the WIT boundary as JSON text and the SDK keeps them
-//! as text. Decode the parent with [`Request::parent_as`] and an observed
+//! Speed: objects cross the WIT boundary as JSON text, each observed child
+//! with its apiVersion, kind and name beside it, and the SDK keeps them as
+//! text: finding a child reads no object. Decode the parent with [`Request::parent_as`] and an observed
 //! child with [`Request::observed_named_as`] into types that name only the
 //! fields you read; add children with [`Response::push_child`], which
 //! serialises each object once. The untyped views ([`Request::parent`],
@@ -86,7 +87,7 @@ pub mod time;
 pub use description::{ChildKind, Description, KindRef, ObjectScope};
 pub use error::{Error, ErrorKind, Result};
 pub use operator::Operator;
-pub use request::Request;
+pub use request::{Request, WireObserved};
 pub use response::{Event, EventType, Response, WireResponse};
 
 /// `value` as compact JSON text. `serde_json::to_string` writes straight

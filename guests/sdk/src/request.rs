@@ -3,10 +3,11 @@
 //! A reconcile usually needs the parent as one typed value and one or two
 //! fields of one observed child, so nothing is parsed into a generic
 //! `serde_json::Value` unless asked for: the parent is decoded straight from
-//! its text into the guest's type, observed children are found by their
-//! apiVersion, kind and name (read once, when the request arrives) and
-//! decoded straight into whatever view the guest asks for. Inside wasm this
-//! halves the cost of a reconcile compared with building `Value` trees.
+//! its text into the guest's type, observed children are found by the
+//! apiVersion, kind and name the host sends beside each of them (no text is
+//! scanned to find one) and decoded straight into whatever view the guest
+//! asks for. Inside wasm this halves the cost of a reconcile compared with
+//! building `Value` trees.
 
 use std::borrow::Cow;
 use std::cell::OnceCell;
@@ -23,28 +24,79 @@ use crate::{Error, Result};
 /// observes for it. Mirrors the WIT `reconcile-request`.
 #[derive(Debug, Clone)]
 pub struct Request {
-    parent: Object,
-    observed: Vec<Object>,
+    parent: Parent,
+    observed: Vec<Child>,
     /// True once the parent has a deletionTimestamp; only sent to guests that
     /// declared a finalizer.
     pub deleting: bool,
     now: Time,
 }
 
-/// One object as JSON text, its identifying fields, and its `Value` once
-/// someone asked for it.
+/// An observed child as the host sends it: the fields that identify it, read
+/// out by the host, and the whole object as JSON text. Mirrors the WIT
+/// `observed-object`; the export glue converts the generated type to it, and
+/// a native benchmark builds it to do the same work natively.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WireObserved {
+    /// `apiVersion`, e.g. "apps/v1".
+    pub api_version: String,
+    /// `kind`, e.g. "Deployment".
+    pub kind: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// The whole object as JSON text.
+    pub object: String,
+}
+
+impl WireObserved {
+    /// Reads the identity out of `object`, as the host does (natively:
+    /// tests). Text that is not a JSON object is an error.
+    pub fn from_json(object: String) -> std::result::Result<Self, serde_json::Error> {
+        let head: Head<'_> = serde_json::from_str(&object)?;
+        Ok(Self {
+            api_version: head.api_version.map(Cow::into_owned).unwrap_or_default(),
+            kind: head.kind.map(Cow::into_owned).unwrap_or_default(),
+            name: head
+                .metadata
+                .and_then(|m| m.name)
+                .map(Cow::into_owned)
+                .unwrap_or_default(),
+            object,
+        })
+    }
+}
+
+/// One object as JSON text, and its `Value` once someone asked for it.
 #[derive(Debug, Clone, Default)]
 struct Object {
     text: String,
-    api_version: Option<String>,
-    kind: Option<String>,
-    name: Option<String>,
-    generation: Option<i64>,
     value: OnceCell<Value>,
 }
 
-/// The fields of an object read when the request arrives; everything else
-/// is skipped without being decoded.
+/// The parent, and its name and generation once someone asked for them.
+#[derive(Debug, Clone, Default)]
+struct Parent {
+    object: Object,
+    head: OnceCell<ParentHead>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct ParentHead {
+    name: Option<String>,
+    generation: Option<i64>,
+}
+
+/// An observed child: its identity as the host sent it, and the object.
+#[derive(Debug, Clone)]
+struct Child {
+    api_version: String,
+    kind: String,
+    name: String,
+    object: Object,
+}
+
+/// The identifying fields of an object; everything else is skipped without
+/// being decoded.
 #[derive(Deserialize)]
 struct Head<'a> {
     #[serde(rename = "apiVersion", borrow, default)]
@@ -64,31 +116,18 @@ struct HeadMeta<'a> {
 }
 
 impl Object {
-    fn parse(text: String) -> std::result::Result<Self, serde_json::Error> {
-        let head: Head<'_> = serde_json::from_str(&text)?;
-        let (name, generation) = head.metadata.map_or((None, None), |m| {
-            (m.name.map(Cow::into_owned), m.generation)
-        });
-        Ok(Self {
-            api_version: head.api_version.map(Cow::into_owned),
-            kind: head.kind.map(Cow::into_owned),
-            name,
-            generation,
-            value: OnceCell::new(),
+    fn new(text: String) -> Self {
+        Self {
             text,
-        })
+            value: OnceCell::new(),
+        }
     }
 
     fn from_value(value: Value) -> Self {
-        let text = crate::json_text(&value);
-        // Not an object (a test passing a bare value): keep just the text, so
-        // decoding reports what it is.
-        let mut object = Self::parse(text.clone()).unwrap_or_else(|_| Self {
-            text,
-            ..Self::default()
-        });
-        object.value = OnceCell::from(value);
-        object
+        Self {
+            text: crate::json_text(&value),
+            value: OnceCell::from(value),
+        }
     }
 
     fn value(&self) -> &Value {
@@ -96,12 +135,59 @@ impl Object {
             .get_or_init(|| serde_json::from_str(&self.text).unwrap_or(Value::Null))
     }
 
-    fn is<K: Resource>(&self) -> bool {
-        self.api_version.as_deref() == Some(K::API_VERSION) && self.kind.as_deref() == Some(K::KIND)
-    }
-
     fn decode<T: DeserializeOwned>(&self) -> serde_json::Result<T> {
         serde_json::from_str(&self.text)
+    }
+}
+
+impl Parent {
+    fn new(object: Object) -> Self {
+        Self {
+            object,
+            head: OnceCell::new(),
+        }
+    }
+
+    /// Name and generation, read from the text on first use (the host sends
+    /// a JSON object; anything else reads as neither).
+    fn head(&self) -> &ParentHead {
+        self.head
+            .get_or_init(|| Self::read_head(&self.object.text).unwrap_or_default())
+    }
+
+    fn read_head(text: &str) -> std::result::Result<ParentHead, serde_json::Error> {
+        let head: Head<'_> = serde_json::from_str(text)?;
+        Ok(head
+            .metadata
+            .map_or_else(ParentHead::default, |m| ParentHead {
+                name: m.name.map(Cow::into_owned),
+                generation: m.generation,
+            }))
+    }
+}
+
+impl Child {
+    fn from_wire(wire: WireObserved) -> Self {
+        Self {
+            api_version: wire.api_version,
+            kind: wire.kind,
+            name: wire.name,
+            object: Object::new(wire.object),
+        }
+    }
+
+    fn from_value(value: Value) -> Self {
+        let field = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or_default().to_owned();
+        Self {
+            api_version: field(value.get("apiVersion")),
+            kind: field(value.get("kind")),
+            name: field(value.pointer("/metadata/name")),
+            object: Object::from_value(value),
+        }
+    }
+
+    fn is<K: Resource>(&self) -> bool {
+        self.api_version == K::API_VERSION && self.kind == K::KIND
     }
 }
 
@@ -110,54 +196,56 @@ impl Request {
     /// (natively: tests, benchmarks; pin the time with [`Request::at`]).
     pub fn new(parent: Value, observed: Vec<Value>, deleting: bool) -> Self {
         Self {
-            parent: Object::from_value(parent),
-            observed: observed.into_iter().map(Object::from_value).collect(),
+            parent: Parent::new(Object::from_value(parent)),
+            observed: observed.into_iter().map(Child::from_value).collect(),
             deleting,
             now: crate::time::now(),
         }
     }
 
-    /// Parses a request from the JSON text the host sends, at the system
-    /// clock's time (natively; the export glue uses [`Request::from_text`]).
+    /// Parses a request from JSON text, reading each observed child's
+    /// identity out of its text the way the host does, at the system clock's
+    /// time (natively: tests).
     ///
     /// Text that is not a JSON object is a [permanent](Error::permanent)
     /// error: the same text will never parse.
     pub fn from_json<S: AsRef<str>>(parent: &str, observed: &[S], deleting: bool) -> Result<Self> {
-        Self::from_text(
-            parent.to_owned(),
-            observed.iter().map(|t| t.as_ref().to_owned()).collect(),
-            deleting,
-            crate::time::now(),
-        )
-    }
-
-    /// [`Request::from_json`] taking ownership of the text and the host's
-    /// time, as the export glue receives them: nothing is copied.
-    pub fn from_text(
-        parent: String,
-        observed: Vec<String>,
-        deleting: bool,
-        now: Time,
-    ) -> Result<Self> {
-        let parent = Object::parse(parent)
+        Parent::read_head(parent)
             .map_err(|e| Error::permanent(format!("parent is not a valid JSON object: {e}")))?;
         let observed = observed
-            .into_iter()
+            .iter()
             .enumerate()
             .map(|(i, text)| {
-                Object::parse(text).map_err(|e| {
+                WireObserved::from_json(text.as_ref().to_owned()).map_err(|e| {
                     Error::permanent(format!(
                         "observed child {i} is not a valid JSON object: {e}"
                     ))
                 })
             })
             .collect::<Result<_>>()?;
-        Ok(Self {
-            parent,
+        Ok(Self::from_wire(
+            parent.to_owned(),
             observed,
             deleting,
+            crate::time::now(),
+        ))
+    }
+
+    /// A request as the export glue receives it, taking ownership of the
+    /// text and the host's time: nothing is copied or parsed until the
+    /// guest asks for it.
+    pub fn from_wire(
+        parent: String,
+        observed: Vec<WireObserved>,
+        deleting: bool,
+        now: Time,
+    ) -> Self {
+        Self {
+            parent: Parent::new(Object::new(parent)),
+            observed: observed.into_iter().map(Child::from_wire).collect(),
+            deleting,
             now,
-        })
+        }
     }
 
     /// The same request at another time (tests pin the clock with it).
@@ -176,12 +264,12 @@ impl Request {
 
     /// The parent as JSON text, exactly as the host sent it.
     pub fn parent_json(&self) -> &str {
-        &self.parent.text
+        &self.parent.object.text
     }
 
     /// The parent as an untyped JSON value (parsed on first use).
     pub fn parent(&self) -> &Value {
-        self.parent.value()
+        self.parent.object.value()
     }
 
     /// The parent as a typed value, e.g. the guest's own custom resource
@@ -190,18 +278,21 @@ impl Request {
     /// disagree.
     pub fn parent_as<T: DeserializeOwned>(&self) -> Result<T> {
         self.parent
+            .object
             .decode()
             .map_err(|e| Error::permanent(format!("cannot read the parent: {e}")))
     }
 
-    /// The parent's `metadata.name`, or "" if it has none.
+    /// The parent's `metadata.name`, or "" if it has none (read from the
+    /// text on first use).
     pub fn parent_name(&self) -> &str {
-        self.parent.name.as_deref().unwrap_or_default()
+        self.parent.head().name.as_deref().unwrap_or_default()
     }
 
-    /// The parent's `metadata.generation`, if set.
+    /// The parent's `metadata.generation`, if set (read from the text on
+    /// first use).
     pub fn parent_generation(&self) -> Option<i64> {
-        self.parent.generation
+        self.parent.head().generation
     }
 
     /// The parent's current `.status`, if it has one.
@@ -212,7 +303,7 @@ impl Request {
     /// Every observed child as an untyped JSON value (each parsed on first
     /// use), in the order the host sent them.
     pub fn observed(&self) -> impl ExactSizeIterator<Item = &Value> {
-        self.observed.iter().map(Object::value)
+        self.observed.iter().map(|child| child.object.value())
     }
 
     /// The observed children of kind `K`, as JSON, in the order the host sent
@@ -221,12 +312,12 @@ impl Request {
         self.observed
             .iter()
             .filter(|child| child.is::<K>())
-            .map(Object::value)
+            .map(|child| child.object.value())
     }
 
     /// The observed child of kind `K` named `name`, as JSON.
     pub fn observed_raw_named<K: Resource>(&self, name: &str) -> Option<&Value> {
-        self.find::<K>(name).map(Object::value)
+        self.find::<K>(name).map(|child| child.object.value())
     }
 
     /// The observed children of kind `K`, typed. A child that does not
@@ -253,15 +344,15 @@ impl Request {
         self.find::<K>(name).and_then(decode::<K, T>)
     }
 
-    fn find<K: Resource>(&self, name: &str) -> Option<&Object> {
+    fn find<K: Resource>(&self, name: &str) -> Option<&Child> {
         self.observed
             .iter()
-            .find(|child| child.is::<K>() && child.name.as_deref() == Some(name))
+            .find(|child| child.is::<K>() && child.name == name)
     }
 }
 
-fn decode<K: Resource, T: DeserializeOwned>(object: &Object) -> Option<T> {
-    match object.decode() {
+fn decode<K: Resource, T: DeserializeOwned>(child: &Child) -> Option<T> {
+    match child.object.decode() {
         Ok(typed) => Some(typed),
         Err(e) => {
             crate::log::warn(&format!(
@@ -302,7 +393,7 @@ mod tests {
     #[test]
     fn the_time_is_the_hosts_and_can_be_pinned() {
         let at = crate::time::from_unix_seconds(1_714_564_800);
-        let request = Request::from_text("{}".into(), vec![], false, at.clone()).unwrap();
+        let request = Request::from_wire("{}".into(), vec![], false, at.clone());
         assert_eq!(request.now(), &at);
         let later = crate::time::from_unix_seconds(1_714_564_860);
         assert_eq!(request.at(later.clone()).now(), &later);
@@ -325,6 +416,75 @@ mod tests {
         assert!(err.message.contains("observed child 0"));
         let err = Request::from_json("[1]", &[] as &[&str], false).unwrap_err();
         assert!(err.message.contains("parent is not a valid JSON object"));
+    }
+
+    #[test]
+    fn from_wire_finds_children_by_the_identity_the_host_sent() {
+        let child = |kind: &str, name: &str, object: &str| WireObserved {
+            api_version: "v1".into(),
+            kind: kind.into(),
+            name: name.into(),
+            object: object.into(),
+        };
+        let req = Request::from_wire(
+            r#"{"metadata":{"name":"demo","generation":2}}"#.into(),
+            vec![
+                child(
+                    "ConfigMap",
+                    "demo-config",
+                    r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"demo-config"},"data":{"a":"b"}}"#,
+                ),
+                child("Service", "demo", "not JSON"),
+            ],
+            false,
+            crate::time::from_unix_seconds(0),
+        );
+        assert_eq!(req.parent_name(), "demo");
+        assert_eq!(req.parent_generation(), Some(2));
+        let config = req.observed_named::<ConfigMap>("demo-config").unwrap();
+        assert_eq!(config.data.unwrap()["a"], "b");
+        // Found by the identity the host sent; its text only matters, and
+        // only fails, when the guest reads it.
+        assert_eq!(req.observed_raw_of::<Service>().count(), 1);
+        assert!(req.observed_named::<Service>("demo").is_none());
+    }
+
+    #[test]
+    fn a_parent_that_is_not_json_fails_only_when_read() {
+        let req = Request::from_wire(
+            "nope".into(),
+            vec![],
+            false,
+            crate::time::from_unix_seconds(0),
+        );
+        assert_eq!(req.parent_name(), "");
+        assert_eq!(req.parent_generation(), None);
+        let err = req.parent_as::<Value>().unwrap_err();
+        assert!(!err.is_retryable());
+        assert!(
+            err.message.contains("cannot read the parent"),
+            "{}",
+            err.message
+        );
+    }
+
+    #[test]
+    fn wire_observed_reads_the_identity_out_of_the_text() {
+        let wire = WireObserved::from_json(
+            r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"demo"},"spec":{}}"#
+                .into(),
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                wire.api_version.as_str(),
+                wire.kind.as_str(),
+                wire.name.as_str()
+            ),
+            ("apps/v1", "Deployment", "demo")
+        );
+        assert_eq!(WireObserved::from_json("{}".into()).unwrap().name, "");
+        assert!(WireObserved::from_json("nope".into()).is_err());
     }
 
     #[test]

@@ -193,7 +193,15 @@ impl Guest {
         let (parent, observed) = request.to_texts();
         let wire = guest_api::ReconcileRequest {
             parent,
-            observed,
+            observed: observed
+                .into_iter()
+                .map(|child| types::ObservedObject {
+                    api_version: child.api_version,
+                    kind: child.kind,
+                    name: child.name,
+                    object: child.object,
+                })
+                .collect(),
             deleting: request.deleting,
             now: unix_seconds(SystemTime::now()),
         };
