@@ -280,24 +280,40 @@ fn main() {
     );
 
     breakdown(&request, &description, &limits, scope);
-    floor(&hostile);
+    floor(&guest, &hostile);
     hostile_neighbour(hostile, wasm_once);
 }
 
-/// The fixed cost of one call to a WASI guest: fresh store and instance, a
-/// trivial request in, a one-ConfigMap response out (the hostile guest,
-/// attack `none`, built for `wasm32-wasip2` with 22 WASI imports). The
-/// cache-operator imports only `log` and instantiates faster.
-fn floor(hostile: &Guest) {
+/// The fixed cost of one call: fresh store and instance, a trivial request
+/// in, a short answer out. For the cache-operator (one import, `log`) the
+/// request is an empty parent, which it rejects at once with a permanent
+/// error; for a WASI guest it is the hostile guest's attack `none` (built
+/// for `wasm32-wasip2`, 22 WASI imports), which answers one ConfigMap.
+fn floor(guest: &Guest, hostile: &Guest) {
+    let empty = Request {
+        parent: json!({}),
+        observed: vec![],
+        deleting: false,
+    };
+    let rejected = || {
+        black_box(guest.reconcile(black_box(&empty)).expect_err("rejected"));
+    };
+    profile_hook("floor", rejected);
     let none = hostile_request("none");
-    let call = || {
+    let wasi = || {
         black_box(hostile.reconcile(black_box(&none)).expect("reconcile"));
     };
-    profile_hook("floor", call);
-    let samples = measure(call);
+    profile_hook("floor-wasi", wasi);
+    println!("per-call floor (fresh instance, trivial call):");
     println!(
-        "per-call floor of a WASI guest (fresh instance, trivial call): p50 {:>8.1} us",
-        us(pct(&samples, 0.5))
+        "  {:<32} p50 {:>8.1} us",
+        "cache-operator (imports log)",
+        us(pct(&measure(rejected), 0.5))
+    );
+    println!(
+        "  {:<32} p50 {:>8.1} us",
+        "WASI guest (22 imports)",
+        us(pct(&measure(wasi), 0.5))
     );
 }
 
@@ -342,7 +358,7 @@ fn stage(name: &str, f: impl FnMut()) {
 }
 
 /// `WASMOP_BENCH_PROFILE=<which>` turns the bench into a loop over one path
-/// (`wasm`, `native` or `floor`) to run under `perf record`; with
+/// (`wasm`, `native`, `floor` or `floor-wasi`) to run under `perf record`; with
 /// `WASMOP_PERFMAP=1` perf also names the guest's functions.
 fn profile_hook(which: &str, mut f: impl FnMut()) {
     if std::env::var("WASMOP_BENCH_PROFILE").is_ok_and(|v| v == which) {
