@@ -30,15 +30,13 @@ fn guests_dir() -> PathBuf {
 /// The same component with a custom section appended: a valid module with
 /// a digest nobody has compiled yet.
 fn unique(module: &[u8], n: usize) -> Vec<u8> {
-    let name = b"wasmop-bench";
-    let payload = n.to_le_bytes();
-    let mut section = vec![name.len() as u8];
-    section.extend_from_slice(name);
-    section.extend_from_slice(&payload);
+    use wasm_encoder::{ComponentSection, CustomSection};
     let mut out = module.to_vec();
-    out.push(0); // custom section id
-    out.push(section.len() as u8); // fits in one LEB128 byte
-    out.extend_from_slice(&section);
+    CustomSection {
+        name: "wasmop-bench".into(),
+        data: n.to_le_bytes().to_vec().into(),
+    }
+    .append_to_component(&mut out);
     out
 }
 

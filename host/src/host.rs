@@ -148,27 +148,27 @@ impl Host {
                 other: other.clone(),
             });
         }
-        let kinds = discovery::resolve(&self.client, guest.description()).await?;
         let key = settings_key(&spec.settings);
-        let restarted = match self.guests.get_mut(&spec.name) {
-            Some(running)
-                if running.slot.current().description() == guest.description()
-                    && running.settings_key == key =>
-            {
-                let old = running.slot.swap(guest);
-                running.limits = spec.limits;
-                running.controller.requeue_all();
-                tracing::info!(guest = %spec.name, from = %short(old.digest()), to = %short(&outcome.digest), cache = ?outcome.hit, elapsed_us = micros(&outcome), "swapped guest module");
-                return Ok(Change::Swapped(outcome));
-            }
-            // The kinds or namespaces changed: only this guest's watches
-            // restart, gracefully (running reconciles finish on the old version).
-            Some(_) => {
-                self.guests
-                    .remove(&spec.name)
-                    .expect("present")
-                    .controller
-                    .stop();
+        if let Some(running) = self.guests.get_mut(&spec.name)
+            && running.slot.current().description() == guest.description()
+            && running.settings_key == key
+        {
+            // Same kinds, same settings: the watches stay, only the module
+            // changes (the kinds were resolved when the watches started).
+            let old = running.slot.swap(guest);
+            running.limits = spec.limits;
+            running.controller.requeue_all();
+            tracing::info!(guest = %spec.name, from = %short(old.digest()), to = %short(&outcome.digest), cache = ?outcome.hit, elapsed_us = micros(&outcome), "swapped guest module");
+            return Ok(Change::Swapped(outcome));
+        }
+        // New kinds to watch: resolved before anything stops, so that a kind
+        // discovery refuses leaves the running version as it is.
+        let kinds = discovery::resolve(&self.client, guest.description()).await?;
+        // The kinds or namespaces changed: only this guest's watches restart,
+        // gracefully (running reconciles finish on the old version).
+        let restarted = match self.guests.remove(&spec.name) {
+            Some(running) => {
+                running.controller.stop();
                 true
             }
             None => false,

@@ -443,6 +443,62 @@ async fn swapping_back_to_a_known_version_hits_the_compiled_cache(
     Ok(())
 }
 
+/// A new build of the cache-operator that changes nothing the host can see
+/// (same kinds, same settings) is swapped in place: the watches keep
+/// running, the new version serves the next reconciles.
+async fn a_rebuild_with_the_same_kinds_swaps_in_place_keeping_the_watches(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    let (client, ns, mut host) = setup(&env, "inplace").await?;
+    let pid = host.pid();
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    create_cache(&client, &ns, "before").await?;
+    wait_for(LONG, || async { Ok(deployments.get_opt("before").await?) }).await?;
+    let watches_before = host.log().matches("controller started").count();
+
+    // The same component under a new digest, as a rebuild gives.
+    let mut rebuilt = std::fs::read(guest_module("cache-operator")?)?;
+    wasm_encoder::ComponentSection::append_to_component(
+        &wasm_encoder::CustomSection {
+            name: "wasmop-test-rebuild".into(),
+            data: b"1".into(),
+        },
+        &mut rebuilt,
+    );
+    let digest = wasmop_host::runtime::cache::digest(&rebuilt);
+    put_module(&client, &ns, "cache-module", "module.wasm", &rebuilt).await?;
+    host.wait_for_log("swapped guest module", LONG).await?;
+    let log = host.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("swapped guest module"))
+        .context("swap line")?;
+    ensure!(
+        line.contains(&format!("to={}", &digest[..12])) && !line.contains("watches_restarted"),
+        "not an in-place swap to the rebuilt module: {line}"
+    );
+    let note = wait_for_event(&client, &ns, LIST, "GuestSwapped", LONG).await?;
+    ensure!(
+        note.contains("swapped to a new module version") && !note.contains("restarted"),
+        "unexpected event: {note}"
+    );
+
+    // The watches that were running serve the new version.
+    create_cache(&client, &ns, "after").await?;
+    wait_for(LONG, || async { Ok(deployments.get_opt("after").await?) }).await?;
+    let log = host.log();
+    ensure!(
+        log.matches("controller started").count() == watches_before,
+        "the watches restarted:\n{}",
+        support::tail(&log, 40)
+    );
+    ensure!(
+        host.is_running() && host.pid() == pid,
+        "the host process restarted"
+    );
+    Ok(())
+}
+
 fn main() -> std::process::ExitCode {
     run(vec![
         Test::new(
@@ -466,6 +522,10 @@ fn main() -> std::process::ExitCode {
         Test::new(
             "swapping_back_to_a_known_version_hits_the_compiled_cache",
             swapping_back_to_a_known_version_hits_the_compiled_cache,
+        ),
+        Test::new(
+            "a_rebuild_with_the_same_kinds_swaps_in_place_keeping_the_watches",
+            a_rebuild_with_the_same_kinds_swaps_in_place_keeping_the_watches,
         ),
     ])
 }
