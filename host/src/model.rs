@@ -201,3 +201,40 @@ pub struct GuestError {
     /// The guest's message.
     pub message: String,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn observed_children_go_out_with_their_identity_read_out() {
+        let request = Request {
+            parent: json!({"metadata": {"name": "demo"}}),
+            observed: vec![
+                json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "demo"}}),
+                json!({"kind": "ConfigMap"}),
+            ],
+            deleting: false,
+        };
+        let (parent, observed) = request.to_texts();
+        assert_eq!(parent, r#"{"metadata":{"name":"demo"}}"#);
+        assert_eq!(
+            observed[0],
+            ObservedText {
+                api_version: "apps/v1".into(),
+                kind: "Deployment".into(),
+                name: "demo".into(),
+                object:
+                    r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"demo"}}"#
+                        .into(),
+            }
+        );
+        // A field the object lacks goes out empty; the text stays whole.
+        assert_eq!(
+            (observed[1].api_version.as_str(), observed[1].name.as_str()),
+            ("", "")
+        );
+        assert_eq!(observed[1].object, r#"{"kind":"ConfigMap"}"#);
+    }
+}
