@@ -2,8 +2,9 @@
 //!
 //! [`Host`] is the one place that starts, swaps and stops guests, whether
 //! they come from `--guest` files or from the guest list ConfigMap. Loading a
-//! module version (compile, link, describe, discovery) happens before the
-//! running version is touched, so a bad update leaves the old one serving.
+//! module version (compile, link, describe, and discovery when it needs new
+//! watches) happens before the running version is touched, so a bad update
+//! leaves the old one serving.
 
 use std::collections::HashMap;
 

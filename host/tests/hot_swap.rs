@@ -444,8 +444,8 @@ async fn swapping_back_to_a_known_version_hits_the_compiled_cache(
 }
 
 /// A new build of the cache-operator that changes nothing the host can see
-/// (same kinds, same settings) is swapped in place: the watches keep
-/// running, the new version serves the next reconciles.
+/// (same kinds, same settings) is swapped in place: the host reports the new
+/// digest, and the watches that were running keep serving.
 async fn a_rebuild_with_the_same_kinds_swaps_in_place_keeping_the_watches(
     env: Arc<TestEnv>,
 ) -> anyhow::Result<()> {
@@ -479,7 +479,9 @@ async fn a_rebuild_with_the_same_kinds_swaps_in_place_keeping_the_watches(
     );
     let note = wait_for_event(&client, &ns, LIST, "GuestSwapped", LONG).await?;
     ensure!(
-        note.contains("swapped to a new module version") && !note.contains("restarted"),
+        note.contains("swapped to a new module version")
+            && note.contains(&digest[..12])
+            && !note.contains("restarted"),
         "unexpected event: {note}"
     );
 

@@ -61,12 +61,7 @@ pub fn reconcile<O: Operator>(
     let observed = request
         .observed
         .into_iter()
-        .map(|child| WireObserved {
-            api_version: child.api_version,
-            kind: child.kind,
-            name: child.name,
-            object: child.object,
-        })
+        .map(WireObserved::from)
         .collect();
     let request = Request::from_wire(request.parent, observed, request.deleting, now);
     let answer = O::reconcile(request).map(crate::Response::into_wire);
@@ -96,6 +91,17 @@ pub fn reconcile<O: Operator>(
             },
             message,
         }),
+    }
+}
+
+impl From<wit::ObservedObject> for WireObserved {
+    fn from(child: wit::ObservedObject) -> Self {
+        Self {
+            api_version: child.api_version,
+            kind: child.kind,
+            name: child.name,
+            object: child.object,
+        }
     }
 }
 

@@ -50,10 +50,11 @@
 //!
 //! Speed: objects cross the WIT boundary as JSON text, each observed child
 //! with its apiVersion, kind and name beside it, and the SDK keeps them as
-//! text: finding a child reads no object. Decode the parent with [`Request::parent_as`] and an observed
-//! child with [`Request::observed_named_as`] into types that name only the
-//! fields you read; add children with [`Response::push_child`], which
-//! serialises each object once. The untyped views ([`Request::parent`],
+//! text: finding a child reads no object. Decode the parent with
+//! [`Request::parent_as`] and an observed child with
+//! [`Request::observed_named_as`] into types that name only the fields you
+//! read; add children with [`Response::push_child`], which serialises each
+//! object once. The untyped views ([`Request::parent`],
 //! [`Request::observed`]) parse on first use and cost several times more.
 //! Build guests for `wasm32-unknown-unknown`, linked by the toolchain's
 //! `wasm-component-ld`, with a small shadow stack and enough initial memory

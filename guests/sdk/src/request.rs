@@ -49,8 +49,9 @@ pub struct WireObserved {
 }
 
 impl WireObserved {
-    /// Reads the identity out of `object`, as the host does (natively:
-    /// tests). Text that is not a JSON object is an error.
+    /// Reads the identity out of `object` (natively: tests; the host sends
+    /// it read out already). Text that is not a JSON object, or an identity
+    /// field that is not a string, is an error.
     pub fn from_json(object: String) -> std::result::Result<Self, serde_json::Error> {
         let head: Head<'_> = serde_json::from_str(&object)?;
         Ok(Self {
@@ -148,6 +149,14 @@ impl Parent {
         }
     }
 
+    /// A parent whose head has already been read.
+    fn with_head(text: String, head: ParentHead) -> Self {
+        Self {
+            object: Object::new(text),
+            head: OnceCell::from(head),
+        }
+    }
+
     /// Name and generation, read from the text on first use (the host sends
     /// a JSON object; anything else reads as neither).
     fn head(&self) -> &ParentHead {
@@ -210,30 +219,35 @@ impl Request {
     /// Text that is not a JSON object is a [permanent](Error::permanent)
     /// error: the same text will never parse.
     pub fn from_json<S: AsRef<str>>(parent: &str, observed: &[S], deleting: bool) -> Result<Self> {
-        Parent::read_head(parent)
+        let head = Parent::read_head(parent)
             .map_err(|e| Error::permanent(format!("parent is not a valid JSON object: {e}")))?;
         let observed = observed
             .iter()
             .enumerate()
             .map(|(i, text)| {
-                WireObserved::from_json(text.as_ref().to_owned()).map_err(|e| {
-                    Error::permanent(format!(
-                        "observed child {i} is not a valid JSON object: {e}"
-                    ))
-                })
+                WireObserved::from_json(text.as_ref().to_owned())
+                    .map(Child::from_wire)
+                    .map_err(|e| {
+                        Error::permanent(format!(
+                            "observed child {i} is not a valid JSON object: {e}"
+                        ))
+                    })
             })
             .collect::<Result<_>>()?;
-        Ok(Self::from_wire(
-            parent.to_owned(),
+        Ok(Self {
+            parent: Parent::with_head(parent.to_owned(), head),
             observed,
             deleting,
-            crate::time::now(),
-        ))
+            now: crate::time::now(),
+        })
     }
 
     /// A request as the export glue receives it, taking ownership of the
     /// text and the host's time: nothing is copied or parsed until the
-    /// guest asks for it.
+    /// guest asks for it. The texts are trusted to be JSON objects (the host
+    /// serialises them); one that is not fails only when the guest reads it:
+    /// [`Request::parent_as`] with a permanent error, a typed lookup of a
+    /// child by skipping it with a warning.
     pub fn from_wire(
         parent: String,
         observed: Vec<WireObserved>,
@@ -344,7 +358,12 @@ impl Request {
         self.find::<K>(name).and_then(decode::<K, T>)
     }
 
+    /// The child of kind `K` named `name`; a child without a name is never
+    /// found.
     fn find<K: Resource>(&self, name: &str) -> Option<&Child> {
+        if name.is_empty() {
+            return None;
+        }
         self.observed
             .iter()
             .find(|child| child.is::<K>() && child.name == name)
@@ -521,6 +540,13 @@ mod tests {
         assert_eq!(config.data.unwrap()["a"], "b");
         assert!(req.observed_named::<ConfigMap>("missing").is_none());
         assert!(req.observed_named::<Deployment>("demo-config").is_none());
+        // A nameless child is not what an empty name asks for.
+        let nameless = Request::new(
+            json!({}),
+            vec![json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}})],
+            false,
+        );
+        assert!(nameless.observed_raw_named::<ConfigMap>("").is_none());
     }
 
     #[test]

@@ -15,8 +15,8 @@ use super::bindings::{OperatorGuest, OperatorGuestPre, guest_api, types};
 use super::sandbox::GuestState;
 use super::{EPOCH_TICK, Error, Limits, Result, Runtime};
 use crate::model::{
-    ChildKind, Description, ErrorKind, EventType, GuestError, GuestEvent, KindRef, RawResponse,
-    Request,
+    ChildKind, Description, ErrorKind, EventType, GuestError, GuestEvent, KindRef, ObservedText,
+    RawResponse, Request,
 };
 
 /// The interface the guest exports, as named in its component.
@@ -195,12 +195,7 @@ impl Guest {
             parent,
             observed: observed
                 .into_iter()
-                .map(|child| types::ObservedObject {
-                    api_version: child.api_version,
-                    kind: child.kind,
-                    name: child.name,
-                    object: child.object,
-                })
+                .map(types::ObservedObject::from)
                 .collect(),
             deleting: request.deleting,
             now: unix_seconds(SystemTime::now()),
@@ -330,6 +325,17 @@ fn classify(
 fn unix_seconds(at: SystemTime) -> u64 {
     at.duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |since| since.as_secs())
+}
+
+impl From<ObservedText> for types::ObservedObject {
+    fn from(child: ObservedText) -> Self {
+        Self {
+            api_version: child.api_version,
+            kind: child.kind,
+            name: child.name,
+            object: child.object,
+        }
+    }
 }
 
 fn kind_ref(k: types::KindRef) -> KindRef {
