@@ -326,13 +326,14 @@ fn breakdown(
     scope: ParentScope<'_>,
 ) {
     let (parent_text, observed_text) = request.to_texts();
-    let parsed = wire_request(parent_text.clone(), observed_text.clone());
+    let request_bytes =
+        parent_text.len() + observed_text.iter().map(|c| c.object.len()).sum::<usize>();
+    let parsed = wire_request(parent_text, observed_text);
     let wire = CacheOperator::reconcile(parsed.clone())
         .map(wasmop_guest::Response::into_wire)
         .unwrap();
     println!(
-        "native breakdown (p50 per stage; request {} bytes, response {} bytes)",
-        parent_text.len() + observed_text.iter().map(|c| c.object.len()).sum::<usize>(),
+        "native breakdown (p50 per stage; request {request_bytes} bytes, response {} bytes)",
         wire.children.iter().map(String::len).sum::<usize>()
             + wire.status.as_ref().map_or(0, String::len)
     );
