@@ -19,10 +19,10 @@ use std::time::{Duration, Instant};
 use cache_operator::CacheOperator;
 use serde_json::{Value, json};
 use wasmop_guest::Operator;
-use wasmop_guest::WireResponse;
-use wasmop_host::model::{EventType, GuestEvent, ObservedText, RawResponse, Request};
-use wasmop_host::runtime::{Guest, Limits, Runtime, RuntimeConfig};
-use wasmop_host::validate::{ParentScope, validate};
+use wasmop_host::model::{ReconcileRequest, Request};
+use wasmop_host::protected::ProtectedObjects;
+use wasmop_host::runtime::{Guest, Limits, ModuleBytes, Runtime, RuntimeConfig};
+use wasmop_host::validate::{ParentScope, Rules, validate};
 
 const WARMUP: usize = 200;
 const SAMPLES: usize = 3000;
@@ -38,15 +38,15 @@ fn load(runtime: &Runtime, stem: &str) -> Guest {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/guests"))
         .join(format!("{stem}.wasm"));
-    let module = std::fs::read(&path).unwrap_or_else(|e| {
+    let module = ModuleBytes::new(std::fs::read(&path).unwrap_or_else(|e| {
         panic!(
             "{}: {e}; build the guests first: cargo xtask build-guests",
             path.display()
         )
-    });
+    }));
     let started = Instant::now();
     let (guest, _) = runtime
-        .load(stem, &module, Limits::default())
+        .load(stem, &module, Limits::default(), None)
         .expect("guest loads");
     println!(
         "{stem}.wasm: {} KiB, compiled and described in {:.0} ms",
@@ -67,40 +67,30 @@ fn hostile_request(attack: &str) -> Request {
 }
 
 /// The request in the SDK's form, as the export glue builds it from the
-/// lowered WIT record.
-fn wire_request(parent: String, observed: Vec<ObservedText>) -> wasmop_guest::Request {
-    let observed = observed
-        .into_iter()
-        .map(|child| wasmop_guest::WireObserved {
-            api_version: child.api_version,
-            kind: child.kind,
-            name: child.name,
-            object: child.object,
-        })
-        .collect();
-    wasmop_guest::Request::from_wire(parent, observed, false, wasmop_guest::time::now())
+/// lowered WIT record: host and SDK share the contract's types, so the
+/// native path does exactly the host's serialisation and nothing more.
+fn wire_request(wire: ReconcileRequest) -> wasmop_guest::Request {
+    wasmop_guest::Request::from_wire(wire)
 }
 
-/// The native answer in the host's form, as lifting the wasm one gives.
-fn raw(wire: WireResponse) -> RawResponse {
-    RawResponse {
-        children: wire.children,
-        status: wire.status,
-        requeue_after_seconds: wire.requeue_after_seconds,
-        finalized: wire.finalized,
-        events: wire
-            .events
-            .into_iter()
-            .map(|e| GuestEvent {
-                event_type: match e.event_type {
-                    wasmop_guest::EventType::Normal => EventType::Normal,
-                    wasmop_guest::EventType::Warning => EventType::Warning,
-                },
-                reason: e.reason,
-                message: e.message,
-            })
-            .collect(),
-    }
+/// The host's time for a request, as the runtime sends it.
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The CPU the bench runs on, from /proc/cpuinfo.
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, model)| model.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".to_owned())
 }
 
 /// A converged Cache, as a periodic resync finds it: the Deployment, Service
@@ -226,6 +216,11 @@ fn pct(samples: &[Duration], p: f64) -> Duration {
 }
 
 fn main() {
+    println!(
+        "CPU: {} ({} threads)",
+        cpu_model(),
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
     let runtime = Runtime::new(RuntimeConfig::default()).expect("runtime");
     let guest = load(&runtime, "cache-operator");
     let hostile = load(&runtime, "hostile");
@@ -237,23 +232,26 @@ fn main() {
     };
     let description = guest.description().clone();
     let limits = Limits::default();
-    let scope = ParentScope {
-        namespace: Some("default"),
+    let protected = ProtectedObjects::new();
+    let rules = Rules {
+        description: &description,
+        limits: &limits,
+        parent: ParentScope {
+            namespace: Some("default"),
+        },
+        protected: &protected,
     };
 
     let wasm_once = || {
         let raw = guest.reconcile(black_box(&request)).expect("reconcile");
-        black_box(validate("cache-operator", &description, &limits, scope, raw).expect("valid"));
+        black_box(validate(rules, raw).expect("valid"));
     };
     let native_whole = || {
-        let (parent_text, observed_text) = black_box(&request).to_texts();
-        let req = wire_request(parent_text, observed_text);
+        let req = wire_request(black_box(&request).to_wire(now(), None));
         let wire = CacheOperator::reconcile(req)
             .map(wasmop_guest::Response::into_wire)
             .expect("reconcile");
-        black_box(
-            validate("cache-operator", &description, &limits, scope, raw(wire)).expect("valid"),
-        );
+        black_box(validate(rules, wire).expect("valid"));
     };
     profile_hook("wasm", wasm_once);
     profile_hook("native", native_whole);
@@ -280,7 +278,7 @@ fn main() {
         if us(w50) <= 50.0 { "met" } else { "NOT met" }
     );
 
-    breakdown(&request, &description, &limits, scope);
+    breakdown(&request, rules);
     floor(&guest, &hostile);
     hostile_neighbour(hostile, wasm_once);
 }
@@ -319,16 +317,11 @@ fn floor(guest: &Guest, hostile: &Guest) {
 }
 
 /// Where the native time goes, stage by stage (p50 of each stage alone).
-fn breakdown(
-    request: &Request,
-    description: &wasmop_host::model::Description,
-    limits: &Limits,
-    scope: ParentScope<'_>,
-) {
-    let (parent_text, observed_text) = request.to_texts();
+fn breakdown(request: &Request, rules: Rules<'_>) {
+    let wire = request.to_wire(now(), None);
     let request_bytes =
-        parent_text.len() + observed_text.iter().map(|c| c.object.len()).sum::<usize>();
-    let parsed = wire_request(parent_text, observed_text);
+        wire.parent.len() + wire.observed.iter().map(|c| c.object.len()).sum::<usize>();
+    let parsed = wire_request(wire);
     let wire = CacheOperator::reconcile(parsed.clone())
         .map(wasmop_guest::Response::into_wire)
         .unwrap();
@@ -338,14 +331,13 @@ fn breakdown(
             + wire.status.as_ref().map_or(0, String::len)
     );
     stage("host: serialise request", || {
-        black_box(black_box(request).to_texts());
+        black_box(black_box(request).to_wire(0, None));
     });
     stage("guest: logic, children to text", || {
         black_box(CacheOperator::reconcile(black_box(parsed.clone())).unwrap());
     });
     stage("host: validate", || {
-        let raw = raw(wire.clone());
-        black_box(validate("cache-operator", description, limits, scope, raw).unwrap());
+        black_box(validate(rules, wire.clone()).unwrap());
     });
 }
 
@@ -381,7 +373,7 @@ fn hostile_neighbour(hostile: Guest, run: impl Fn() + Copy) {
         while go_rx.recv().is_ok() {
             started_tx.send(()).expect("bench alive");
             if let Err(e) = hostile.reconcile(&spin) {
-                assert_eq!(e.reason(), "GuestTimeout", "{e}");
+                assert_eq!(e.reason().as_str(), "GuestTimeout", "{e}");
                 interrupted += 1;
             }
             done_tx.send(()).expect("bench alive");

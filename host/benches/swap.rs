@@ -1,6 +1,6 @@
 //! Hot-swap latency on the real control plane: the time from updating the
 //! module ConfigMap to the first reconcile on the new version being visible
-//! (the Deployment's `wasmop.dev/version` label flips), for a never-seen
+//! (the Deployment's `apps.example.com/version` label flips), for a never-seen
 //! module (cold compile) and for a version the host has compiled before
 //! (cache hit). Target: p50 <= 1 s. Also prints in-process cold compile vs
 //! cache hit. Run with `cargo xtask bench` (builds guests and binaries).
@@ -61,7 +61,12 @@ async fn put_module(client: &Client, ns: &str, module: &[u8]) {
 
 async fn is_v2(deployments: &Api<Deployment>) -> Option<bool> {
     let d = deployments.get_opt("bench").await.ok()??;
-    Some(d.labels().get("wasmop.dev/version").map(String::as_str) == Some("v2"))
+    Some(
+        d.labels()
+            .get("apps.example.com/version")
+            .map(String::as_str)
+            == Some("v2"),
+    )
 }
 
 fn summary(label: &str, mut samples: Vec<Duration>) {
@@ -87,10 +92,11 @@ async fn main() {
     // In-process: cold compile vs cache hit.
     let runtime = Runtime::new(RuntimeConfig::default()).expect("runtime");
     let t = Instant::now();
-    runtime.cache().get_or_compile(&v1).expect("compile");
+    let v1_module = wasmop_host::runtime::ModuleBytes::new(v1.clone());
+    runtime.cache().get_or_compile(&v1_module).expect("compile");
     let cold = t.elapsed();
     let t = Instant::now();
-    runtime.cache().get_or_compile(&v1).expect("hit");
+    runtime.cache().get_or_compile(&v1_module).expect("hit");
     let hit = t.elapsed();
     println!(
         "compiled-module cache: cold compile {:.1} ms, cache hit {:.3} ms ({}x faster)",

@@ -1,8 +1,11 @@
 //! The `wasmop` command line (interface contract):
 //!
-//! - `wasmop run [--guest <name>=<path.wasm>]… [--guests-configmap <ns>/<name>] [--kubeconfig <path>]`
-//! - `wasmop render --guest <path.wasm> --parent <object.yaml> [--observed <objects.yaml>]… [-o yaml|json]`
-//! - `wasmop rbac --guest <path.wasm> [--guest …]`
+//! - `wasmop run [--guest <name>=<path.wasm>]… [--settings <name>=<file.yaml>]… [--guests-configmap <ns>/<name>] [--kubeconfig <path>]`
+//! - `wasmop render --guest <path.wasm> --parent <object.yaml> [--observed <objects.yaml>]… [--settings <file.yaml>] [-o yaml|json]`
+//! - `wasmop rbac --guest <path.wasm> [--guest …] [--name wasmop] [--namespace wasmop-system]`
+//!
+//! Errors are printed as one line each: `error: ` and the chain of causes,
+//! each cause once.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,10 +14,13 @@ use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::Value;
 
+use crate::client::Clients;
 use crate::controller::ControllerSettings;
-use crate::host::{GuestSpec, Host};
-use crate::runtime::{Limits, Runtime, RuntimeConfig, limits::parse_duration};
-use crate::source::{list::parse_bytes, watch};
+use crate::host::{GuestSpec, Host, Origin};
+use crate::protected::ProtectedObjects;
+use crate::runtime::{Limits, ModuleBytes, Runtime, RuntimeConfig, limits::parse_duration};
+use crate::source::list::{check_guest_name, parse_bytes};
+use crate::source::watch;
 
 /// wasmop runs Kubernetes operators as sandboxed WebAssembly components.
 #[derive(Debug, Parser)]
@@ -32,7 +38,7 @@ pub enum Command {
     Run(RunArgs),
     /// Run one reconcile offline and print the result.
     Render(RenderArgs),
-    /// Print the least-privilege ClusterRole for a set of guests.
+    /// Print the least-privilege roles for a set of guests.
     Rbac(RbacArgs),
 }
 
@@ -51,6 +57,9 @@ pub struct LimitArgs {
     /// Most children one response may hold.
     #[arg(long, default_value_t = 100)]
     pub max_children: usize,
+    /// Most Events one response may hold.
+    #[arg(long, default_value_t = 16)]
+    pub max_events: usize,
 }
 
 impl LimitArgs {
@@ -60,6 +69,7 @@ impl LimitArgs {
             memory_bytes: self.memory_limit,
             max_response_bytes: self.max_response_bytes,
             max_children: self.max_children,
+            max_events: self.max_events,
         }
     }
 }
@@ -71,6 +81,10 @@ pub struct RunArgs {
     /// the guest list ConfigMap is only used if `--guests-configmap` is set too.
     #[arg(long = "guest", value_name = "NAME=PATH")]
     pub guests: Vec<String>,
+    /// Settings for a `--guest`, as `<name>=<file.yaml>` (any YAML value,
+    /// as the guest list's `settings`); repeatable.
+    #[arg(long = "settings", value_name = "NAME=FILE")]
+    pub settings: Vec<String>,
     /// The guest list ConfigMap, `<namespace>/<name>` (default
     /// wasmop-system/wasmop-guests when no --guest is given).
     #[arg(long, value_name = "NAMESPACE/NAME")]
@@ -124,6 +138,9 @@ pub struct RenderArgs {
     /// Render the deletion path (as if the parent had a deletionTimestamp).
     #[arg(long)]
     pub deleting: bool,
+    /// The guest's settings (any YAML value, as the guest list's `settings`).
+    #[arg(long, value_name = "FILE")]
+    pub settings: Option<PathBuf>,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value = "yaml")]
     pub output: Output,
@@ -138,9 +155,16 @@ pub struct RbacArgs {
     /// A guest component; repeatable.
     #[arg(long = "guest", required = true)]
     pub guests: Vec<PathBuf>,
-    /// Name of the ClusterRole.
+    /// Name of the ClusterRole and the Role.
     #[arg(long, default_value = "wasmop")]
     pub name: String,
+    /// The guest list's namespace, where the Role goes.
+    #[arg(long, default_value = "wasmop-system")]
+    pub namespace: String,
+    /// A guest's settings, as `<file stem>=<file.yaml>` (they may change
+    /// what it describes); repeatable.
+    #[arg(long = "settings", value_name = "NAME=FILE")]
+    pub settings: Vec<String>,
 }
 
 /// Entry point of the binary.
@@ -157,10 +181,29 @@ pub fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", one_line(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes on one line, each cause once: many errors
+/// repeat their source in their own message, and some spread a message over
+/// lines.
+pub fn one_line(error: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in error.chain() {
+        let text = cause
+            .to_string()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        if text.is_empty() || parts.iter().any(|p| p.contains(&text)) {
+            continue;
+        }
+        parts.push(text);
+    }
+    parts.join(": ")
 }
 
 fn init_tracing() {
@@ -174,62 +217,112 @@ fn init_tracing() {
         .init();
 }
 
-async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
-    let config = match kubeconfig {
+async fn config(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Config> {
+    Ok(match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
                 .with_context(|| format!("reading {}", path.display()))?;
             kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
                 .await?
         }
-        None => kube::Config::infer().await?,
-    };
-    Ok(kube::Client::try_from(config)?)
+        None => kube::Config::infer()
+            .await
+            .context("no cluster to talk to (set --kubeconfig or $KUBECONFIG, or run in a pod)")?,
+    })
 }
 
-async fn run(args: RunArgs) -> anyhow::Result<()> {
-    let client = client(args.kubeconfig.as_ref()).await?;
-    let runtime = Runtime::new(RuntimeConfig {
-        cache_dir: args.cache_dir.clone(),
-        instance_pool: args.instance_pool,
-    })?;
-    let mut host = Host::new(client.clone(), runtime);
-    let settings = ControllerSettings {
+/// `NAME=VALUE`, with the name a guest name.
+fn name_and_value<'a>(flag: &str, text: &'a str) -> anyhow::Result<(&'a str, &'a str)> {
+    let Some((name, value)) = text.split_once('=') else {
+        bail!("{flag} takes <name>=<value>, got {text:?}");
+    };
+    check_guest_name(name).map_err(anyhow::Error::msg)?;
+    Ok((name, value))
+}
+
+/// A settings file as JSON text: any YAML value.
+fn read_settings(path: &std::path::Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading settings {}", path.display()))?;
+    let value: Value = serde_saphyr::from_str(&text)
+        .with_context(|| format!("parsing settings {}", path.display()))?;
+    Ok(crate::model::json_text(&value))
+}
+
+/// The `--guest` files, checked and read before anything talks to the
+/// cluster.
+fn file_guests(args: &RunArgs) -> anyhow::Result<Vec<GuestSpec>> {
+    let controller = ControllerSettings {
         concurrency: args.concurrency.max(1),
         resync: args.resync,
         namespaces: args.namespaces.clone(),
+        adopt_orphans: false,
     };
+    let mut settings = std::collections::HashMap::new();
+    for s in &args.settings {
+        let (name, path) = name_and_value("--settings", s)?;
+        if !args
+            .guests
+            .iter()
+            .any(|g| g.split_once('=').map(|(n, _)| n) == Some(name))
+        {
+            bail!("--settings {name}=…: no --guest is named {name:?}");
+        }
+        settings.insert(name.to_owned(), read_settings(std::path::Path::new(path))?);
+    }
+    let mut specs = Vec::new();
     for g in &args.guests {
-        let Some((name, path)) = g.split_once('=') else {
-            bail!("--guest takes <name>=<path.wasm>, got {g:?}");
-        };
+        let (name, path) = name_and_value("--guest", g)?;
+        if specs.iter().any(|s: &GuestSpec| s.name == name) {
+            bail!("--guest {name} is given twice");
+        }
         let module =
             std::fs::read(path).with_context(|| format!("reading guest {name:?} from {path}"))?;
-        let spec = GuestSpec {
+        specs.push(GuestSpec {
             name: name.to_string(),
-            module,
+            module: ModuleBytes::new(module),
             limits: args.limits.limits(),
-            settings: settings.clone(),
-        };
-        host.upsert(spec)
-            .await
-            .with_context(|| format!("loading guest {name:?}"))?;
+            controller: controller.clone(),
+            settings: settings.remove(name),
+            origin: Origin::Flag,
+        });
     }
+    Ok(specs)
+}
+
+async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let specs = file_guests(&args)?;
     let list = match (&args.guests_configmap, args.guests.is_empty()) {
         (Some(list), _) => Some(list.clone()),
         (None, true) => Some(watch::DEFAULT_LIST.to_string()),
         (None, false) => None,
     };
+    let list = list
+        .map(|list| {
+            watch::parse_list_ref(&list).with_context(|| {
+                format!("--guests-configmap takes <namespace>/<name>, got {list:?}")
+            })
+        })
+        .transpose()?;
+    let clients = Clients::new(config(args.kubeconfig.as_ref()).await?)?;
+    let runtime = Runtime::new(RuntimeConfig {
+        cache_dir: args.cache_dir.clone(),
+        instance_pool: args.instance_pool,
+    })?;
+    let mut host = Host::new(clients.clone(), runtime, ProtectedObjects::new());
+    for spec in specs {
+        let name = spec.name.clone();
+        host.upsert(spec)
+            .await
+            .with_context(|| format!("loading guest {name:?}"))?;
+    }
     tracing::info!(pid = std::process::id(), "wasmop host running");
     let shutdown = shutdown_signal();
     match list {
-        Some(list) => {
-            let (ns, name) = watch::parse_list_ref(&list).with_context(|| {
-                format!("--guests-configmap takes <namespace>/<name>, got {list:?}")
-            })?;
+        Some((ns, name)) => {
             tracing::info!(list = %format!("{ns}/{name}"), "following the guest list");
             tokio::select! {
-                () = watch::follow(client, &mut host, &ns, &name) => {}
+                () = watch::follow(clients.host(), &mut host, &ns, &name) => {}
                 () = shutdown => {}
             }
         }
@@ -251,18 +344,25 @@ async fn shutdown_signal() {
     tracing::info!("shutdown requested");
 }
 
-fn load_one(path: &PathBuf, limits: Limits) -> anyhow::Result<crate::runtime::Guest> {
+fn load_one(
+    path: &PathBuf,
+    limits: Limits,
+    settings: Option<String>,
+) -> anyhow::Result<crate::runtime::Guest> {
     let runtime = Runtime::new(RuntimeConfig::default())?;
     let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    let name = path
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or("guest")
-        .to_string();
     let (guest, _) = runtime
-        .load(&name, &bytes, limits)
+        .load(&stem(path), &ModuleBytes::new(bytes), limits, settings)
         .with_context(|| format!("loading {}", path.display()))?;
     Ok(guest)
+}
+
+/// A guest's name from its file: the file stem.
+fn stem(path: &std::path::Path) -> String {
+    path.file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("guest")
+        .to_string()
 }
 
 fn read_objects(path: &PathBuf) -> anyhow::Result<Vec<Value>> {
@@ -294,7 +394,8 @@ fn read_objects(path: &PathBuf) -> anyhow::Result<Vec<Value>> {
 }
 
 fn render(args: &RenderArgs) -> anyhow::Result<()> {
-    let guest = load_one(&args.guest, args.limits.limits())?;
+    let settings = args.settings.as_deref().map(read_settings).transpose()?;
+    let guest = load_one(&args.guest, args.limits.limits(), settings)?;
     let mut parents = read_objects(&args.parent)?;
     if parents.len() != 1 {
         bail!(
@@ -316,11 +417,26 @@ fn render(args: &RenderArgs) -> anyhow::Result<()> {
 }
 
 fn rbac(args: &RbacArgs) -> anyhow::Result<()> {
-    let mut descriptions = Vec::new();
-    for path in &args.guests {
-        descriptions.push(load_one(path, Limits::default())?.description().clone());
+    let mut settings = std::collections::HashMap::new();
+    for s in &args.settings {
+        let (name, path) = name_and_value("--settings", s)?;
+        settings.insert(name.to_owned(), read_settings(std::path::Path::new(path))?);
     }
-    let role = crate::rbac::cluster_role(&args.name, &descriptions);
-    print!("{}", serde_saphyr::to_string(&role)?);
+    let mut guests = Vec::new();
+    for path in &args.guests {
+        let name = stem(path);
+        let guest = load_one(path, Limits::default(), settings.remove(&name))?;
+        guests.push(crate::rbac::GuestRbac {
+            name,
+            description: guest.description().clone(),
+        });
+    }
+    if let Some(name) = settings.keys().next() {
+        bail!("--settings {name}=…: no --guest file is named {name}.wasm");
+    }
+    print!(
+        "{}",
+        crate::rbac::roles(&args.name, &args.namespace, &guests)?
+    );
     Ok(())
 }

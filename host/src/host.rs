@@ -4,14 +4,19 @@
 //! they come from `--guest` files or from the guest list ConfigMap. Loading a
 //! module version (compile, link, describe, and discovery when it needs new
 //! watches) happens before the running version is touched, so a bad update
-//! leaves the old one serving.
+//! leaves the old one serving. Each guest remembers where it came from, so
+//! following the guest list never stops a guest given on the command line.
 
 use std::collections::HashMap;
 
-use kube::Client;
+use wasmop_contract::Reason;
 
-use crate::controller::{ControllerSettings, GuestSlot, Metrics, RunningController, discovery};
-use crate::runtime::{CacheOutcome, Guest, Limits, Runtime};
+use crate::client::Clients;
+use crate::controller::{
+    ControllerSettings, Environment, GuestSlot, Metrics, RunningController, discovery,
+};
+use crate::protected::ProtectedObjects;
+use crate::runtime::{CacheOutcome, Guest, Limits, ModuleBytes, Runtime};
 
 /// Why a guest could not be (re)loaded. The running version, if any, keeps
 /// serving.
@@ -31,6 +36,17 @@ pub enum Error {
         /// The guest managing it.
         other: String,
     },
+    /// The name belongs to a guest from another source.
+    #[error("guest {name:?} is already given by {other}; this one is ignored")]
+    NameTaken {
+        /// The guest.
+        name: String,
+        /// Where the running one comes from.
+        other: Origin,
+    },
+    /// A client for the guest could not be built.
+    #[error("cannot build a client for the guest: {0}")]
+    Client(#[source] kube::Error),
     /// The blocking load task failed.
     #[error("load task failed: {0}")]
     Join(#[from] tokio::task::JoinError),
@@ -38,16 +54,40 @@ pub enum Error {
 
 impl Error {
     /// The Event reason for this failure.
-    pub fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> Reason {
+        use crate::runtime::Error as Runtime;
         match self {
-            Self::Load(
-                crate::runtime::Error::Compile(_) | crate::runtime::Error::WrongWorld(_),
-            ) => "InvalidModule",
-            Self::Load(crate::runtime::Error::Describe(_)) => "DescribeFailed",
-            Self::Load(_) | Self::Join(_) => "GuestLoadFailed",
-            Self::Discovery(_) => "KindsNotServed",
-            Self::KindTaken { .. } => "KindTaken",
+            Self::Load(Runtime::Compile(_) | Runtime::WrongWorld(_)) => Reason::InvalidModule,
+            Self::Load(Runtime::Describe(_)) => Reason::DescribeFailed,
+            Self::Load(Runtime::InvalidSettings(_)) => Reason::InvalidSettings,
+            Self::Load(Runtime::InvalidDescription(_)) => Reason::InvalidDescription,
+            Self::Load(_) | Self::Join(_) | Self::Client(_) | Self::NameTaken { .. } => {
+                Reason::GuestLoadFailed
+            }
+            Self::Discovery(
+                discovery::Error::NotServed { .. } | discovery::Error::NotACustomResource { .. },
+            ) => Reason::KindsNotServed,
+            Self::Discovery(_) => Reason::KindsNotServed,
+            Self::KindTaken { .. } => Reason::KindTaken,
         }
+    }
+}
+
+/// Where a guest comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// `wasmop run --guest name=path`.
+    Flag,
+    /// The guest list ConfigMap.
+    List,
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Flag => "--guest",
+            Self::List => "the guest list",
+        })
     }
 }
 
@@ -56,12 +96,16 @@ impl Error {
 pub struct GuestSpec {
     /// Unique guest name (label value, field manager suffix).
     pub name: String,
-    /// The component bytes.
-    pub module: Vec<u8>,
+    /// The component bytes, hashed.
+    pub module: ModuleBytes,
     /// Sandbox limits.
     pub limits: Limits,
     /// Controller settings.
-    pub settings: ControllerSettings,
+    pub controller: ControllerSettings,
+    /// The guest's own settings (the entry's `settings`) as JSON text.
+    pub settings: Option<String>,
+    /// Where it comes from.
+    pub origin: Origin,
 }
 
 /// What [`Host::upsert`] did.
@@ -81,22 +125,25 @@ struct Running {
     slot: GuestSlot,
     controller: RunningController,
     limits: Limits,
-    settings_key: String,
+    controller_settings: ControllerSettings,
+    origin: Origin,
 }
 
 /// The running guests of this process.
 pub struct Host {
-    client: Client,
+    clients: Clients,
     runtime: Runtime,
+    protected: ProtectedObjects,
     guests: HashMap<String, Running>,
 }
 
 impl Host {
     /// A host with no guests yet.
-    pub fn new(client: Client, runtime: Runtime) -> Self {
+    pub fn new(clients: Clients, runtime: Runtime, protected: ProtectedObjects) -> Self {
         Self {
-            client,
+            clients,
             runtime,
+            protected,
             guests: HashMap::new(),
         }
     }
@@ -106,9 +153,26 @@ impl Host {
         &self.runtime
     }
 
+    /// The host's own objects, which no guest may write.
+    pub fn protected(&self) -> &ProtectedObjects {
+        &self.protected
+    }
+
     /// Names of the running guests, sorted.
     pub fn names(&self) -> Vec<String> {
         let mut names: Vec<_> = self.guests.keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    /// Names of the running guests that came from `origin`, sorted.
+    pub fn names_from(&self, origin: Origin) -> Vec<String> {
+        let mut names: Vec<_> = self
+            .guests
+            .iter()
+            .filter(|(_, r)| r.origin == origin)
+            .map(|(n, _)| n.clone())
+            .collect();
         names.sort();
         names
     }
@@ -125,34 +189,58 @@ impl Host {
             .map(|r| r.controller.metrics().clone())
     }
 
+    /// Whether running `spec` would change nothing.
+    pub fn is_current(&self, spec: &GuestSpec) -> bool {
+        self.guests.get(&spec.name).is_some_and(|running| {
+            let current = running.slot.current();
+            current.digest() == spec.module.digest()
+                && current.settings() == spec.settings.as_deref()
+                && running.limits == spec.limits
+                && running.controller_settings == spec.controller
+                && running.origin == spec.origin
+        })
+    }
+
     /// Starts `spec`, or swaps it in if a guest of that name runs.
     pub async fn upsert(&mut self, spec: GuestSpec) -> Result<Change, Error> {
-        if let Some(running) = self.guests.get(&spec.name) {
-            let current = running.slot.current();
-            if current.digest() == crate::runtime::cache::digest(&spec.module)
-                && running.limits == spec.limits
-                && running.settings_key == settings_key(&spec.settings)
-            {
-                return Ok(Change::Unchanged);
-            }
+        if let Some(running) = self.guests.get(&spec.name)
+            && running.origin != spec.origin
+        {
+            return Err(Error::NameTaken {
+                name: spec.name,
+                other: running.origin,
+            });
+        }
+        if self.is_current(&spec) {
+            return Ok(Change::Unchanged);
         }
         let runtime = self.runtime.clone();
-        let (name, module, limits) = (spec.name.clone(), spec.module, spec.limits.clone());
+        let (name, module, limits, settings) = (
+            spec.name.clone(),
+            spec.module.clone(),
+            spec.limits.clone(),
+            spec.settings.clone(),
+        );
         let (guest, outcome) =
-            tokio::task::spawn_blocking(move || runtime.load(&name, &module, limits)).await??;
-        let primary = guest.description().primary.to_string();
+            tokio::task::spawn_blocking(move || runtime.load(&name, &module, limits, settings))
+                .await??;
+        let primary = &guest.description().primary;
         if let Some((other, _)) = self.guests.iter().find(|(n, r)| {
-            **n != spec.name && r.slot.current().description().primary.to_string() == primary
+            **n != spec.name
+                && r.slot
+                    .current()
+                    .description()
+                    .primary
+                    .same_resource(primary)
         }) {
             return Err(Error::KindTaken {
-                kind: primary,
+                kind: primary.to_string(),
                 other: other.clone(),
             });
         }
-        let key = settings_key(&spec.settings);
         if let Some(running) = self.guests.get_mut(&spec.name)
             && running.slot.current().description() == guest.description()
-            && running.settings_key == key
+            && running.controller_settings == spec.controller
         {
             // Same kinds, same settings: the watches stay, only the module
             // changes (the kinds were resolved when the watches started).
@@ -160,11 +248,13 @@ impl Host {
             running.limits = spec.limits;
             running.controller.requeue_all();
             tracing::info!(guest = %spec.name, from = %short(old.digest()), to = %short(&outcome.digest), cache = ?outcome.hit, elapsed_us = micros(&outcome), "swapped guest module");
+            self.evict_unused();
             return Ok(Change::Swapped(outcome));
         }
         // New kinds to watch: resolved before anything stops, so that a kind
         // discovery refuses leaves the running version as it is.
-        let kinds = discovery::resolve(&self.client, guest.description()).await?;
+        let client = self.clients.for_guest(&spec.name).map_err(Error::Client)?;
+        let kinds = discovery::resolve(&client, guest.description()).await?;
         // The kinds or namespaces changed: only this guest's watches restart,
         // gracefully (running reconciles finish on the old version).
         let restarted = match self.guests.remove(&spec.name) {
@@ -174,14 +264,27 @@ impl Host {
             }
             None => false,
         };
-        self.start(
-            spec.name.clone(),
-            guest,
+        let slot = GuestSlot::new(guest);
+        let controller = RunningController::start(
+            Environment {
+                client,
+                protected: self.protected.clone(),
+            },
+            slot.clone(),
             kinds,
-            spec.limits,
-            &spec.settings,
-            key,
+            &spec.controller,
         );
+        self.guests.insert(
+            spec.name.clone(),
+            Running {
+                slot,
+                controller,
+                limits: spec.limits,
+                controller_settings: spec.controller,
+                origin: spec.origin,
+            },
+        );
+        self.evict_unused();
         if restarted {
             tracing::info!(guest = %spec.name, to = %short(&outcome.digest), cache = ?outcome.hit, elapsed_us = micros(&outcome), watches_restarted = true, "swapped guest module");
             Ok(Change::Restarted(outcome))
@@ -191,44 +294,35 @@ impl Host {
         }
     }
 
-    fn start(
-        &mut self,
-        name: String,
-        guest: Guest,
-        kinds: discovery::ResolvedKinds,
-        limits: Limits,
-        settings: &ControllerSettings,
-        settings_key: String,
-    ) {
-        let slot = GuestSlot::new(guest);
-        let controller =
-            RunningController::start(self.client.clone(), slot.clone(), kinds, settings);
-        self.guests.insert(
-            name,
-            Running {
-                slot,
-                controller,
-                limits,
-                settings_key,
-            },
-        );
-    }
-
     /// Stops a guest's controller; its children stay as they are.
     pub fn remove(&mut self, name: &str) -> bool {
         match self.guests.remove(name) {
             Some(running) => {
                 running.controller.stop();
                 tracing::info!(guest = %name, "stopped guest; its objects are left untouched");
+                self.evict_unused();
                 true
             }
             None => false,
         }
     }
-}
 
-fn settings_key(s: &ControllerSettings) -> String {
-    format!("{}|{:?}|{:?}", s.concurrency, s.resync, s.namespaces)
+    /// Drops compiled versions no guest runs from the in-memory cache (the
+    /// disk cache keeps them).
+    fn evict_unused(&self) {
+        let in_use: Vec<String> = self
+            .guests
+            .values()
+            .map(|r| r.slot.current().digest().to_owned())
+            .collect();
+        let dropped = self
+            .runtime
+            .cache()
+            .retain(|digest| in_use.iter().any(|d| d == digest));
+        if dropped > 0 {
+            tracing::debug!(dropped, "dropped compiled module versions no guest runs");
+        }
+    }
 }
 
 fn short(digest: &str) -> &str {

@@ -12,12 +12,16 @@
 //! ```
 //!
 //! `render` runs one reconcile offline; `rbac` prints the least-privilege
-//! ClusterRole for a set of guests; `cli` wires the `wasmop` binary.
+//! roles for a set of guests; `cli` wires the `wasmop` binary; `client`
+//! builds the API clients; `protected` holds the host's own objects, which
+//! no guest may write.
 
 pub mod cli;
+pub mod client;
 pub mod controller;
 pub mod host;
 pub mod model;
+pub mod protected;
 pub mod rbac;
 pub mod render;
 pub mod runtime;

@@ -1,83 +1,18 @@
-//! The host's own view of what a guest describes and returns.
+//! The host's view of what a guest describes and returns.
 //!
-//! These types mirror the WIT records but are plain Rust with `serde`, so the
-//! controller, `wasmop render` and the tests never touch generated bindings.
+//! The records themselves are the contract's ([`wasmop_contract`]), shared
+//! with the guest SDK and lifted straight out of the guest by the runtime;
+//! this module adds what only the host needs: the request as the host
+//! gathers it (parsed objects) and the guest's own error as a Rust error.
 
-use serde::Serialize;
 use serde_json::Value;
 
-/// A Kubernetes kind: group (empty for core), version and kind.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-pub struct KindRef {
-    /// API group, empty for the core group.
-    pub group: String,
-    /// API version inside the group.
-    pub version: String,
-    /// Kind name.
-    pub kind: String,
-}
+pub use wasmop_contract::{
+    ChildKind, Description, ErrorKind, Event, EventType, KindRef, ObjectRef, ObservedObject,
+    ReconcileError, ReconcileRequest, ReconcileResponse,
+};
 
-impl KindRef {
-    /// Builds a kind reference.
-    pub fn new(group: &str, version: &str, kind: &str) -> Self {
-        Self {
-            group: group.into(),
-            version: version.into(),
-            kind: kind.into(),
-        }
-    }
-
-    /// The `apiVersion` string objects of this kind carry (`v1`, `apps/v1`).
-    pub fn api_version(&self) -> String {
-        if self.group.is_empty() {
-            self.version.clone()
-        } else {
-            format!("{}/{}", self.group, self.version)
-        }
-    }
-
-    /// Whether an object's `apiVersion` and `kind` name this kind.
-    pub fn matches(&self, api_version: &str, kind: &str) -> bool {
-        self.kind == kind && self.api_version() == api_version
-    }
-}
-
-impl std::fmt::Display for KindRef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.api_version(), self.kind)
-    }
-}
-
-/// A kind the guest may create, with its declared scope.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct ChildKind {
-    /// The child kind.
-    pub kind: KindRef,
-    /// Declared cluster-scoped.
-    pub cluster_scoped: bool,
-}
-
-/// What a guest manages: its answer to `describe`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Description {
-    /// The parent kind.
-    pub primary: KindRef,
-    /// The kinds it may create.
-    pub children: Vec<ChildKind>,
-    /// The finalizer it wants on every parent, if any.
-    pub finalizer: Option<String>,
-}
-
-impl Description {
-    /// The declaration of a child kind, if the guest declared it.
-    pub fn child(&self, api_version: &str, kind: &str) -> Option<&ChildKind> {
-        self.children
-            .iter()
-            .find(|c| c.kind.matches(api_version, kind))
-    }
-}
-
-/// The input of one reconcile.
+/// The input of one reconcile, as the host gathers it from its caches.
 #[derive(Clone, Debug)]
 pub struct Request {
     /// The parent object.
@@ -89,117 +24,70 @@ pub struct Request {
 }
 
 impl Request {
-    /// The parent and the observed children as the JSON text a guest gets,
-    /// each child with the fields that identify it read out.
-    pub fn to_texts(&self) -> (String, Vec<ObservedText>) {
-        (
-            json_text(&self.parent),
-            self.observed.iter().map(ObservedText::new).collect(),
-        )
+    /// The request as the guest gets it: the parent and each observed child
+    /// as JSON text, each child with the fields that identify it read out,
+    /// the time and the settings.
+    pub fn to_wire(&self, now: u64, settings: Option<&str>) -> ReconcileRequest {
+        ReconcileRequest {
+            parent: json_text(&self.parent),
+            observed: self.observed.iter().map(observed_object).collect(),
+            deleting: self.deleting,
+            now,
+            settings: settings.map(str::to_owned),
+        }
     }
 }
 
-/// An observed child as a guest gets it (the WIT `observed-object`): its
-/// apiVersion, kind and name ("" where the object has none) and the whole
-/// object as JSON text.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ObservedText {
-    /// `apiVersion`.
-    pub api_version: String,
-    /// `kind`.
-    pub kind: String,
-    /// `metadata.name`.
-    pub name: String,
-    /// The object.
-    pub object: String,
-}
-
-impl ObservedText {
-    fn new(child: &Value) -> Self {
-        let field = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or_default().to_owned();
-        Self {
-            api_version: field(child.get("apiVersion")),
-            kind: field(child.get("kind")),
-            name: field(child.get("metadata").and_then(|m| m.get("name"))),
-            object: json_text(child),
-        }
+/// An observed child as a guest gets it: its apiVersion, kind and name (""
+/// where the object has none) and the whole object as JSON text.
+fn observed_object(child: &Value) -> ObservedObject {
+    let field = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or_default().to_owned();
+    ObservedObject {
+        api_version: field(child.get("apiVersion")),
+        kind: field(child.get("kind")),
+        name: field(child.get("metadata").and_then(|m| m.get("name"))),
+        object: json_text(child),
     }
 }
 
 /// `value` as compact JSON text. `serde_json::to_string` writes straight
 /// into a byte buffer; `Value`'s `Display` goes through `fmt` and takes
 /// half as long again.
-fn json_text(value: &Value) -> String {
+pub fn json_text(value: &Value) -> String {
     serde_json::to_string(value).expect("a JSON value always serialises")
 }
 
-/// Severity of a guest event.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum EventType {
-    /// Expected.
-    Normal,
-    /// Needs attention.
-    Warning,
-}
-
-/// An event a guest asked the host to record on the parent.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct GuestEvent {
-    /// Normal or Warning.
-    #[serde(rename = "type")]
-    pub event_type: EventType,
-    /// Short CamelCase reason.
-    pub reason: String,
-    /// Human-readable message.
-    pub message: String,
-}
-
-/// A guest's answer, as the guest returned it: children and status are still
-/// unparsed JSON text until [`crate::validate`] checks them.
-#[derive(Clone, Debug)]
-pub struct RawResponse {
-    /// Desired children as JSON text.
-    pub children: Vec<String>,
-    /// Desired status as JSON text.
-    pub status: Option<String>,
-    /// Requested requeue delay.
-    pub requeue_after_seconds: Option<u32>,
-    /// Deletion path: cleanup done.
-    pub finalized: bool,
-    /// Events to record.
-    pub events: Vec<GuestEvent>,
-}
-
-impl RawResponse {
-    /// Total size of the JSON text the guest returned, in bytes.
-    pub fn size(&self) -> usize {
-        self.children.iter().map(String::len).sum::<usize>()
-            + self.status.as_ref().map_or(0, String::len)
-            + self
-                .events
-                .iter()
-                .map(|e| e.reason.len() + e.message.len())
-                .sum::<usize>()
-    }
-}
-
-/// Whether a guest-reported failure is worth retrying.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum ErrorKind {
-    /// Retry with backoff.
-    Retryable,
-    /// Do not retry until something changes.
-    Permanent,
+/// Total size of the JSON text and strings a guest answered, in bytes: what
+/// `maxResponseBytes` bounds.
+pub fn response_size(response: &ReconcileResponse) -> usize {
+    response.children.iter().map(String::len).sum::<usize>()
+        + response.status.as_ref().map_or(0, String::len)
+        + response
+            .events
+            .iter()
+            .map(|e| e.reason.len() + e.message.len())
+            .sum::<usize>()
+        + response
+            .keep
+            .iter()
+            .map(|k| k.api_version.len() + k.kind.len() + k.name.len())
+            .sum::<usize>()
 }
 
 /// A failure the guest reported through the WIT `reconcile-error`.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{kind:?} guest error: {message}")]
+#[error("{kind} guest error: {message}")]
 pub struct GuestError {
     /// Retryable or permanent.
     pub kind: ErrorKind,
     /// The guest's message.
     pub message: String,
+}
+
+impl From<ReconcileError> for GuestError {
+    fn from(ReconcileError { kind, message }: ReconcileError) -> Self {
+        Self { kind, message }
+    }
 }
 
 #[cfg(test)]
@@ -217,11 +105,15 @@ mod tests {
             ],
             deleting: false,
         };
-        let (parent, observed) = request.to_texts();
-        assert_eq!(parent, r#"{"metadata":{"name":"demo"}}"#);
+        let wire = request.to_wire(7, Some(r#"{"a":1}"#));
+        assert_eq!(wire.parent, r#"{"metadata":{"name":"demo"}}"#);
         assert_eq!(
-            observed[0],
-            ObservedText {
+            (wire.now, wire.settings.as_deref()),
+            (7, Some(r#"{"a":1}"#))
+        );
+        assert_eq!(
+            wire.observed[0],
+            ObservedObject {
                 api_version: "apps/v1".into(),
                 kind: "Deployment".into(),
                 name: "demo".into(),
@@ -232,9 +124,24 @@ mod tests {
         );
         // A field the object lacks goes out empty; the text stays whole.
         assert_eq!(
-            (observed[1].api_version.as_str(), observed[1].name.as_str()),
+            (
+                wire.observed[1].api_version.as_str(),
+                wire.observed[1].name.as_str()
+            ),
             ("", "")
         );
-        assert_eq!(observed[1].object, r#"{"kind":"ConfigMap"}"#);
+        assert_eq!(wire.observed[1].object, r#"{"kind":"ConfigMap"}"#);
+    }
+
+    #[test]
+    fn the_response_size_counts_every_string_the_guest_sent() {
+        let response = ReconcileResponse {
+            children: vec!["abc".into()],
+            status: Some("{}".into()),
+            events: vec![Event::normal("R", "msg")],
+            keep: vec![ObjectRef::new("v1", "ConfigMap", "x")],
+            ..ReconcileResponse::default()
+        };
+        assert_eq!(response_size(&response), 3 + 2 + 4 + 12);
     }
 }

@@ -1,20 +1,28 @@
-//! `wasmop rbac`: the least-privilege ClusterRole for a set of guests.
+//! `wasmop rbac`: the least-privilege roles for a set of guests.
 //!
-//! Exactly what the host does on the guests' behalf and nothing else:
+//! Exactly what the host does on the guests' behalf and nothing else. A
+//! ClusterRole (parents and children may live in any namespace):
 //! - primary kind: get, list, watch; `patch` on `<plural>/status` (status
 //!   is written by server-side apply); `update` on `<plural>/finalizers`
 //!   (the API server requires it to set `blockOwnerDeletion` on children);
 //!   and, only for guests that declare a finalizer, `patch` on the primary
 //!   kind itself, since adding and removing a finalizer is a metadata patch;
+//! - the primary kind's CustomResourceDefinition: `get`, by name only (the
+//!   host checks that a CRD serves the kind before it starts the guest);
 //! - child kinds: get, list, watch, create, patch, delete;
-//! - events.k8s.io events: create, patch;
-//! - core configmaps: get, list, watch (the guest list and the module
-//!   ConfigMaps it references).
+//! - events.k8s.io events: create, patch.
+//!
+//! And a Role in the guest list's namespace: configmaps get, list, watch
+//! (the guest list and the module ConfigMaps it names), nothing
+//! cluster-wide. Every description is checked as the host checks it when a
+//! module loads, so no wildcard and no built-in primary kind ever reaches a
+//! rule; a rule that grants Secrets, RBAC objects or a cluster-scoped kind
+//! carries a comment naming the guests that ask for it.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
 
 use kube::core::{ApiResource, GroupVersionKind};
-use serde_json::{Value, json};
 
 use crate::model::{Description, KindRef};
 
@@ -30,16 +38,52 @@ fn plural(kind: &KindRef) -> String {
     .plural
 }
 
-/// Builds the ClusterRole named `name` for `descriptions`.
-pub fn cluster_role(name: &str, descriptions: &[Description]) -> Value {
-    let mut grants: BTreeMap<(String, String), BTreeSet<&'static str>> = BTreeMap::new();
+/// One guest, named, as `wasmop rbac` sees it.
+#[derive(Clone, Debug)]
+pub struct GuestRbac {
+    /// The guest's name (its file stem).
+    pub name: String,
+    /// What it describes.
+    pub description: Description,
+}
+
+/// Why the roles cannot be printed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A rule would hold a wildcard (a description that passed the checks
+    /// cannot give one; this is the last line of defence).
+    #[error("refusing to print a wildcard rule for {0}")]
+    Wildcard(String),
+}
+
+#[derive(Default)]
+struct Rule {
+    verbs: BTreeSet<&'static str>,
+    resource_names: BTreeSet<String>,
+    notes: BTreeSet<String>,
+}
+
+/// The roles for `guests`: a ClusterRole `name` and a Role `name` in
+/// `namespace` (the guest list's), as YAML documents.
+pub fn roles(name: &str, namespace: &str, guests: &[GuestRbac]) -> Result<String, Error> {
+    let mut rules: BTreeMap<(String, String), Rule> = BTreeMap::new();
+    fn grant<'a>(
+        rules: &'a mut BTreeMap<(String, String), Rule>,
+        group: &str,
+        resource: String,
+        verbs: &[&'static str],
+    ) -> &'a mut Rule {
+        let rule = rules.entry((group.to_string(), resource)).or_default();
+        rule.verbs.extend(verbs);
+        rule
+    }
     let mut grant = |group: &str, resource: String, verbs: &[&'static str]| {
-        grants
-            .entry((group.to_string(), resource))
-            .or_default()
-            .extend(verbs);
+        grant(&mut rules, group, resource, verbs);
     };
-    for d in descriptions {
+    let mut notes: Vec<((String, String), String)> = Vec::new();
+    let mut crds: BTreeSet<String> = BTreeSet::new();
+    for guest in guests {
+        let d = &guest.description;
         let p = plural(&d.primary);
         grant(&d.primary.group, p.clone(), &["get", "list", "watch"]);
         grant(&d.primary.group, format!("{p}/status"), &["patch"]);
@@ -47,90 +91,204 @@ pub fn cluster_role(name: &str, descriptions: &[Description]) -> Value {
         if d.finalizer.is_some() {
             grant(&d.primary.group, p.clone(), &["patch"]);
         }
+        grant(
+            "apiextensions.k8s.io",
+            "customresourcedefinitions".into(),
+            &["get"],
+        );
+        crds.insert(format!("{p}.{}", d.primary.group));
         for c in &d.children {
+            let resource = plural(&c.kind);
+            if let Some(what) = sensitive(&c.kind, c.cluster_scoped) {
+                notes.push((
+                    (c.kind.group.clone(), resource.clone()),
+                    format!("{what}: asked for by guest {:?}", guest.name),
+                ));
+            }
             grant(
                 &c.kind.group,
-                plural(&c.kind),
+                resource,
                 &["get", "list", "watch", "create", "patch", "delete"],
             );
         }
     }
     grant("events.k8s.io", "events".into(), &["create", "patch"]);
-    grant("", "configmaps".into(), &["get", "list", "watch"]);
+    for (key, note) in notes {
+        if let Some(rule) = rules.get_mut(&key) {
+            rule.notes.insert(note);
+        }
+    }
+    if let Some(rule) = rules.get_mut(&(
+        "apiextensions.k8s.io".to_owned(),
+        "customresourcedefinitions".to_owned(),
+    )) {
+        rule.resource_names = crds;
+    }
 
-    let rules: Vec<Value> = grants
-        .into_iter()
-        .map(|((group, resource), verbs)| {
-            json!({"apiGroups": [group], "resources": [resource], "verbs": verbs.into_iter().collect::<Vec<_>>()})
-        })
-        .collect();
-    json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRole",
-        "metadata": {"name": name, "labels": {"app.kubernetes.io/name": "wasmop"}},
-        "rules": rules,
-    })
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: {name}\n  labels:\n    app.kubernetes.io/name: wasmop\nrules:"
+    );
+    for ((group, resource), rule) in &rules {
+        if group.contains('*') || resource.contains('*') {
+            return Err(Error::Wildcard(format!("{group}/{resource}")));
+        }
+        for note in &rule.notes {
+            let _ = writeln!(out, "  # {note}");
+        }
+        let _ = writeln!(out, "  - apiGroups: [{}]", quote(group));
+        let _ = writeln!(out, "    resources: [{resource}]");
+        if !rule.resource_names.is_empty() {
+            let names: Vec<_> = rule.resource_names.iter().map(String::as_str).collect();
+            let _ = writeln!(out, "    resourceNames: [{}]", names.join(", "));
+        }
+        let verbs: Vec<_> = rule.verbs.iter().copied().collect();
+        let _ = writeln!(out, "    verbs: [{}]", verbs.join(", "));
+    }
+    let _ = write!(
+        out,
+        "---\n# The guest list and the module ConfigMaps it names, in its namespace only.\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: {name}\n  namespace: {namespace}\n  labels:\n    app.kubernetes.io/name: wasmop\nrules:\n\
+         \x20 - apiGroups: [\"\"]\n    resources: [configmaps]\n    verbs: [get, list, watch]\n"
+    );
+    Ok(out)
+}
+
+/// What makes a child kind worth a comment: Secrets (their data), RBAC
+/// objects (privilege), cluster-scoped kinds (reach beyond a namespace).
+fn sensitive(kind: &KindRef, cluster_scoped: bool) -> Option<&'static str> {
+    if kind.group.is_empty() && kind.kind == "Secret" {
+        Some("Secrets")
+    } else if kind.group == "rbac.authorization.k8s.io" {
+        Some("RBAC objects")
+    } else if cluster_scoped {
+        Some("a cluster-scoped kind")
+    } else {
+        None
+    }
+}
+
+fn quote(group: &str) -> String {
+    if group.is_empty() {
+        "\"\"".to_owned()
+    } else {
+        group.to_owned()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::ChildKind;
+    use k8s_openapi::api::rbac::v1::{ClusterRole, Role};
+
+    fn cache() -> GuestRbac {
+        GuestRbac {
+            name: "cache-operator".into(),
+            description: Description::new(KindRef::new("apps.example.com", "v1alpha1", "Cache"))
+                .child(ChildKind::namespaced(KindRef::new(
+                    "apps",
+                    "v1",
+                    "Deployment",
+                )))
+                .child(ChildKind::namespaced(KindRef::new("", "v1", "ConfigMap")))
+                .finalizer("apps.example.com/cleanup"),
+        }
+    }
+
+    fn parse(text: &str) -> (ClusterRole, Role) {
+        let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(text).unwrap();
+        (
+            serde_json::from_value(docs[0].clone()).unwrap(),
+            serde_json::from_value(docs[1].clone()).unwrap(),
+        )
+    }
 
     #[test]
-    fn the_role_grants_exactly_what_the_host_uses() {
-        let d = Description {
-            primary: KindRef::new("apps.example.com", "v1alpha1", "Cache"),
-            children: vec![
-                ChildKind {
-                    kind: KindRef::new("apps", "v1", "Deployment"),
-                    cluster_scoped: false,
-                },
-                ChildKind {
-                    kind: KindRef::new("", "v1", "ConfigMap"),
-                    cluster_scoped: false,
-                },
-            ],
-            finalizer: Some("apps.example.com/cleanup".into()),
-        };
-        let role = cluster_role("wasmop", &[d]);
-        let rules = role["rules"].as_array().unwrap();
+    fn the_roles_grant_exactly_what_the_host_uses() {
+        let (role, list_role) = parse(&roles("wasmop", "wasmop-system", &[cache()]).unwrap());
+        let rules = role.rules.unwrap();
         let find = |g: &str, r: &str| {
             rules
                 .iter()
-                .find(|x| x["apiGroups"][0] == g && x["resources"][0] == r)
-                .map(|x| x["verbs"].clone())
+                .find(|x| {
+                    x.api_groups.as_deref() == Some(&[g.to_owned()][..])
+                        && x.resources.as_deref() == Some(&[r.to_owned()][..])
+                })
+                .map(|x| x.verbs.clone())
         };
+        let verbs = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert_eq!(
             find("apps.example.com", "caches").unwrap(),
-            json!(["get", "list", "patch", "watch"])
+            verbs(&["get", "list", "patch", "watch"])
         );
         assert_eq!(
             find("apps.example.com", "caches/status").unwrap(),
-            json!(["patch"])
+            verbs(&["patch"])
         );
         assert_eq!(
             find("apps.example.com", "caches/finalizers").unwrap(),
-            json!(["update"])
+            verbs(&["update"])
         );
         assert_eq!(
             find("apps", "deployments").unwrap(),
-            json!(["create", "delete", "get", "list", "patch", "watch"])
+            verbs(&["create", "delete", "get", "list", "patch", "watch"])
         );
-        // ConfigMap is both a child kind and the guest list source: the union.
+        // The guest list's ConfigMaps are read in its namespace only.
         assert_eq!(
             find("", "configmaps").unwrap(),
-            json!(["create", "delete", "get", "list", "patch", "watch"])
+            verbs(&["create", "delete", "get", "list", "patch", "watch"])
         );
+        let crd = rules
+            .iter()
+            .find(|r| r.resources.as_deref() == Some(&["customresourcedefinitions".to_owned()][..]))
+            .unwrap();
+        assert_eq!(
+            crd.resource_names.as_deref(),
+            Some(&["caches.apps.example.com".to_owned()][..])
+        );
+        assert_eq!(crd.verbs, verbs(&["get"]));
         assert_eq!(
             find("events.k8s.io", "events").unwrap(),
-            json!(["create", "patch"])
+            verbs(&["create", "patch"])
         );
-        assert_eq!(rules.len(), 6);
-        assert!(
-            rules
-                .iter()
-                .all(|r| r["verbs"].as_array().unwrap().iter().all(|v| v != "*"))
+        assert_eq!(rules.len(), 7);
+        assert_eq!(
+            list_role.metadata.namespace.as_deref(),
+            Some("wasmop-system")
         );
+        assert_eq!(
+            list_role.rules.unwrap()[0].verbs,
+            verbs(&["get", "list", "watch"])
+        );
+    }
+
+    #[test]
+    fn secrets_rbac_and_cluster_scoped_kinds_carry_a_comment_naming_the_guest() {
+        let guest = GuestRbac {
+            name: "vault".into(),
+            description: Description::new(KindRef::new("example.com", "v1", "Vault"))
+                .child(ChildKind::namespaced(KindRef::new("", "v1", "Secret")))
+                .child(ChildKind::namespaced(KindRef::new(
+                    "rbac.authorization.k8s.io",
+                    "v1",
+                    "Role",
+                )))
+                .child(ChildKind::cluster_scoped(KindRef::new(
+                    "",
+                    "v1",
+                    "Namespace",
+                ))),
+        };
+        let text = roles("wasmop", "wasmop-system", &[guest]).unwrap();
+        for note in [
+            "# Secrets: asked for by guest \"vault\"",
+            "# RBAC objects: asked for by guest \"vault\"",
+            "# a cluster-scoped kind: asked for by guest \"vault\"",
+        ] {
+            assert!(text.contains(note), "{note} missing in:\n{text}");
+        }
+        assert!(!text.contains('*'));
     }
 }

@@ -2,14 +2,16 @@
 //!
 //! Runs the guest with the same sandbox, limits and validation as the
 //! controller, so what renders cleanly here is what the host would apply
-//! (minus ownership stamping, which needs a real parent UID).
+//! (minus ownership stamping, which needs a real parent UID, and the checks
+//! that need the cluster: the ownership fence and the host's own objects).
 
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::model::{GuestEvent, Request};
+use crate::model::{Event, ObjectRef, Request};
+use crate::protected::ProtectedObjects;
 use crate::runtime::{CallError, Guest};
-use crate::validate::{self, ParentScope, Violation};
+use crate::validate::{self, ParentScope, Rules, Violation};
 
 /// Why a render failed.
 #[derive(Debug, thiserror::Error)]
@@ -35,7 +37,7 @@ pub enum Error {
 
 /// The result printed by `wasmop render` (`-o json` keys are an interface
 /// contract: `children`, `status`, `requeueAfterSeconds`, `finalized`,
-/// `events`).
+/// `events`; `keep` lists the observed children the answer keeps).
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Rendered {
@@ -48,7 +50,9 @@ pub struct Rendered {
     /// Deletion path: cleanup done.
     pub finalized: bool,
     /// Events the guest asked for.
-    pub events: Vec<GuestEvent>,
+    pub events: Vec<Event>,
+    /// Observed children left as they are.
+    pub keep: Vec<ObjectRef>,
 }
 
 /// Runs one reconcile of `parent` with `observed` children.
@@ -93,11 +97,13 @@ pub fn render(
         deleting,
     })?;
     let v = validate::validate(
-        guest.name(),
-        guest.description(),
-        guest.limits(),
-        ParentScope {
-            namespace: Some(&namespace),
+        Rules {
+            description: guest.description(),
+            limits: guest.limits(),
+            parent: ParentScope {
+                namespace: Some(&namespace),
+            },
+            protected: &ProtectedObjects::new(),
         },
         raw,
     )?;
@@ -107,5 +113,6 @@ pub fn render(
         requeue_after_seconds: v.requeue_after_seconds,
         finalized: v.finalized,
         events: v.events,
+        keep: v.keep,
     })
 }

@@ -84,7 +84,7 @@ async fn wait_phase(
 async fn a_new_cache_gets_owned_labelled_children_and_becomes_ready(
     env: Arc<TestEnv>,
 ) -> anyhow::Result<()> {
-    let (client, ns, _host) = setup(&env, "create").await?;
+    let (client, ns, host) = setup(&env, "create").await?;
     create_cache(
         &client,
         &ns,
@@ -163,6 +163,19 @@ async fn a_new_cache_gets_owned_labelled_children_and_becomes_ready(
             .map(String::as_str)
             == Some("64mb"),
         "config map data"
+    );
+    // The guest's own log lines (written on a blocking thread) carry the
+    // reconcile's span: which guest, which object, which generation.
+    let log = host.log();
+    let created = log
+        .lines()
+        .find(|l| l.contains("wasmop::guest") && l.contains("Created"))
+        .with_context(|| format!("the guest's log line is missing:\n{log}"))?;
+    ensure!(
+        created.contains(&format!("object={ns}/demo"))
+            && created.contains("guest=cache-operator")
+            && created.contains("generation=1"),
+        "the guest's log line does not say what it is about: {created}"
     );
     Ok(())
 }
@@ -393,17 +406,10 @@ async fn a_restarted_host_makes_zero_writes_over_converged_objects(
         ],
     )?;
     for name in ["z1", "z2", "z3"] {
+        // Each reconcile's span names the object as namespace/name.
         second
-            .wait_for_log(&format!("{name}.{ns}"), LONG)
-            .await
-            .or_else(|_| {
-                // ObjectRef display varies by kube version; fall back to name only.
-                if second.log().contains(name) {
-                    Ok(())
-                } else {
-                    bail!("no reconcile of {name} logged")
-                }
-            })?;
+            .wait_for_log(&format!("object={ns}/{name}"), LONG)
+            .await?;
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
     let writes = env.count_writes_by(&user)?;
@@ -487,8 +493,337 @@ async fn the_seeds_null_comparison_rule_is_refused_and_our_has_form_compiles(
     Ok(())
 }
 
+/// Applies a ValidatingAdmissionPolicy that refuses every Service in `ns`
+/// (the test plane runs no ResourceQuota controller, so a quota would not be
+/// enforced); returns a closure-free way to remove it: its name.
+async fn refuse_services(client: &Client, ns: &str) -> anyhow::Result<String> {
+    use k8s_openapi::api::admissionregistration::v1::{
+        ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    };
+    let name = format!("no-services-{ns}");
+    let policy: ValidatingAdmissionPolicy = serde_json::from_value(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                "operations": ["CREATE", "UPDATE"], "resources": ["services"]}]},
+            "validations": [{"expression": "false", "message": "no Services here for now"}],
+        },
+    }))?;
+    let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": {"policyName": name, "validationActions": ["Deny"],
+            "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}}},
+    }))?;
+    Api::<ValidatingAdmissionPolicy>::all(client.clone())
+        .create(&PostParams::default(), &policy)
+        .await?;
+    Api::<ValidatingAdmissionPolicyBinding>::all(client.clone())
+        .create(&PostParams::default(), &binding)
+        .await?;
+    // Admission policies take effect a moment after they are created: wait
+    // until a Service is refused.
+    let services: Api<Service> = Api::namespaced(client.clone(), ns);
+    let probe: Service = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "probe"}, "spec": {"ports": [{"port": 80}]}}))?;
+    wait_for(LONG, || async {
+        match services.create(&PostParams::default(), &probe).await {
+            Err(kube::Error::Api(e)) if e.message.contains("no Services here") => Ok(Some(())),
+            Ok(_) => {
+                services.delete("probe", &DeleteParams::default()).await?;
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
+        }
+    })
+    .await?;
+    Ok(name)
+}
+
+async fn allow_services_again(client: &Client, name: &str) -> anyhow::Result<()> {
+    use k8s_openapi::api::admissionregistration::v1::{
+        ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    };
+    Api::<ValidatingAdmissionPolicyBinding>::all(client.clone())
+        .delete(name, &DeleteParams::default())
+        .await?;
+    Api::<ValidatingAdmissionPolicy>::all(client.clone())
+        .delete(name, &DeleteParams::default())
+        .await?;
+    Ok(())
+}
+
+async fn a_failure_that_recovered_leaves_nothing_to_write_after_a_restart(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    let client = env.client();
+    install_yaml(&client, &workspace().join("deploy/crds/cache.yaml")).await?;
+    let ns = env.create_namespace("recover").await?;
+    let policy = refuse_services(&client, &ns).await?;
+    let (_, kubeconfig) = support::admin_identity(&env, &format!("wasmop-{ns}")).await?;
+    let module = guest_module(GUEST)?;
+    let guest_arg = format!("{GUEST}={}", module.display());
+    let mut host = HostProcess::start(
+        &env,
+        &kubeconfig,
+        &ns,
+        &["--guest", &guest_arg, "--namespace", &ns],
+    )?;
+    create_cache(
+        &client,
+        &ns,
+        "r",
+        json!({"image": "redis:7.2", "replicas": 1}),
+    )
+    .await?;
+    // The Service is refused: the host records the failure on the Cache.
+    wait_for(LONG, || async {
+        let c = caches(&client, &ns).get("r").await?;
+        let failed = at(&c, "/status/conditions")
+            .and_then(|c| c.as_array())
+            .is_some_and(|c| {
+                c.iter().any(|c| {
+                    c["type"] == "GuestReconciled"
+                        && c["status"] == "False"
+                        && c["reason"] == "ApplyFailed"
+                })
+            });
+        Ok(failed.then_some(()))
+    })
+    .await
+    .context("the refused Service was not reported")?;
+    allow_services_again(&client, &policy).await?;
+    let cache = wait_phase(&client, &ns, "r", "Ready").await?;
+    wait_for(LONG, || async {
+        let c = caches(&client, &ns).get("r").await?;
+        let recovered = at(&c, "/status/conditions")
+            .and_then(|c| c.as_array())
+            .is_some_and(|c| {
+                c.iter()
+                    .any(|c| c["type"] == "GuestReconciled" && c["status"] == "True")
+            });
+        Ok(recovered.then_some(()))
+    })
+    .await
+    .with_context(|| {
+        format!(
+            "the host condition did not recover: {:?}",
+            at(&cache, "/status")
+        )
+    })?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    host.stop();
+    // A restarted host over the converged parent writes nothing at all.
+    let user = format!("wasmop-recovered-{ns}");
+    let (_, kubeconfig) = support::admin_identity(&env, &user).await?;
+    let second = HostProcess::start(
+        &env,
+        &kubeconfig,
+        &format!("{ns}-2"),
+        &["--guest", &guest_arg, "--namespace", &ns],
+    )?;
+    let mut second = second;
+    second.wait_for_log(&format!("object={ns}/r"), LONG).await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let writes = support::successful_writes_by(&env, &user)?;
+    ensure!(
+        writes.is_empty() && env.count_writes_by(&user)? == 0,
+        "after a recovered failure, a restarted host wrote {writes:?}; log:\n{}",
+        support::tail(&second.log(), 30)
+    );
+    // Each manager owns exactly its part of the conditions.
+    let raw: serde_json::Value = client
+        .request(
+            http::Request::get(format!(
+                "/apis/apps.example.com/v1alpha1/namespaces/{ns}/caches/r?showManagedFields=true"
+            ))
+            .body(Vec::new())?,
+        )
+        .await?;
+    for entry in raw["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let fields = entry["fieldsV1"].to_string();
+        if entry["manager"] == format!("wasmop-{GUEST}") {
+            ensure!(
+                !fields.contains("GuestReconciled"),
+                "the guest's manager owns the host condition: {fields}"
+            );
+        }
+    }
+    Ok(())
+}
+
+async fn a_paused_cache_writes_nothing_to_its_children_and_keeps_what_others_set(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    let (client, ns, _host) = setup(&env, "keep").await?;
+    let user = format!("wasmop-{ns}");
+    create_cache(
+        &client,
+        &ns,
+        "k",
+        json!({"image": "redis:7.2", "replicas": 1}),
+    )
+    .await?;
+    wait_phase(&client, &ns, "k", "Ready").await?;
+    // Someone else sets an annotation and a field the guest never sets.
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let foreign = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "k", "annotations": {"team.example.com/owner": "team-a"}},
+        "spec": {"minReadySeconds": 5}});
+    deployments
+        .patch(
+            "k",
+            &PatchParams::apply("someone-else"),
+            &Patch::Apply(&foreign),
+        )
+        .await?;
+    caches(&client, &ns)
+        .patch(
+            "k",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"paused": true}})),
+        )
+        .await?;
+    wait_phase(&client, &ns, "k", "Paused").await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let child_writes = |env: &TestEnv| -> anyhow::Result<usize> {
+        Ok(support::successful_writes_by(env, &user)?
+            .iter()
+            .filter(|(_, r, _, _)| matches!(r.as_str(), "deployments" | "services" | "configmaps"))
+            .count())
+    };
+    let before = child_writes(&env)?;
+    caches(&client, &ns)
+        .patch(
+            "k",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"replicas": 3, "image": "redis:7.4"}})),
+        )
+        .await?;
+    let paused = wait_phase(&client, &ns, "k", "Paused").await?;
+    ensure!(
+        paused.metadata.generation == Some(3),
+        "generation {:?}",
+        paused.metadata.generation
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let during = child_writes(&env)? - before;
+    ensure!(
+        during == 0,
+        "a paused Cache's change wrote {during} times to its children"
+    );
+    caches(&client, &ns)
+        .patch(
+            "k",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"paused": false}})),
+        )
+        .await?;
+    wait_for(LONG, || async {
+        let d = deployments.get("k").await?;
+        Ok((d.spec.as_ref().and_then(|s| s.replicas) == Some(3)).then_some(d))
+    })
+    .await
+    .context("unpausing did not apply the spec")?;
+    let d = deployments.get("k").await?;
+    ensure!(
+        d.annotations()
+            .get("team.example.com/owner")
+            .map(String::as_str)
+            == Some("team-a"),
+        "the foreign annotation was lost: {:?}",
+        d.annotations()
+    );
+    ensure!(
+        d.spec.as_ref().and_then(|s| s.min_ready_seconds) == Some(5),
+        "the foreign field was lost"
+    );
+    let raw: serde_json::Value = client
+        .request(
+            http::Request::get(format!(
+                "/apis/apps/v1/namespaces/{ns}/deployments/k?showManagedFields=true"
+            ))
+            .body(Vec::new())?,
+        )
+        .await?;
+    for entry in raw["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        if entry["manager"] == format!("wasmop-{GUEST}") {
+            let fields = entry["fieldsV1"].to_string();
+            ensure!(
+                !fields.contains("team.example.com/owner") && !fields.contains("minReadySeconds"),
+                "the guest's manager claims what someone else set: {fields}"
+            );
+        }
+    }
+    Ok(())
+}
+
+async fn a_child_watch_the_host_may_not_list_is_reported_instead_of_waited_for(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    use k8s_openapi::api::rbac::v1::ClusterRole;
+    let client = env.client();
+    install_yaml(&client, &workspace().join("deploy/crds/cache.yaml")).await?;
+    let ns = env.create_namespace("watchfail").await?;
+    let (_, kubeconfig) = support::least_privilege(&env, &ns, &ns, &[GUEST]).await?;
+    // Take Services away from the host's role.
+    let roles: Api<ClusterRole> = Api::all(client.clone());
+    let mut role = roles.get(&format!("wasmop-{ns}")).await?;
+    role.rules
+        .get_or_insert_with(Vec::new)
+        .retain(|r| !r.resources.iter().flatten().any(|x| x == "services"));
+    role.metadata.managed_fields = None;
+    roles
+        .patch(
+            &format!("wasmop-{ns}"),
+            &PatchParams::apply("wasmop-tests").force(),
+            &Patch::Apply(&role),
+        )
+        .await?;
+    let module = guest_module(GUEST)?;
+    let mut host = HostProcess::start(
+        &env,
+        &kubeconfig,
+        &ns,
+        &[
+            "--guest",
+            &format!("{GUEST}={}", module.display()),
+            "--namespace",
+            &ns,
+        ],
+    )?;
+    create_cache(&client, &ns, "blind", json!({"image": "redis:7.2"})).await?;
+    let note = support::wait_for_event(&client, &ns, "blind", "WatchFailed", LONG).await?;
+    ensure!(
+        note.contains("v1/Service") && note.contains("forbidden"),
+        "{note:?}"
+    );
+    host.wait_for_log("watch of a child kind failed", LONG)
+        .await?;
+    let warned = host
+        .log()
+        .lines()
+        .any(|l| l.contains(" WARN ") && l.contains("watch of a child kind failed"));
+    ensure!(warned, "the watch error was not logged at warn");
+    ensure!(host.is_running(), "the host died");
+    Ok(())
+}
+
 fn main() -> std::process::ExitCode {
     run(wasmop_testenv::tests![
+        a_failure_that_recovered_leaves_nothing_to_write_after_a_restart,
+        a_paused_cache_writes_nothing_to_its_children_and_keeps_what_others_set,
+        a_child_watch_the_host_may_not_list_is_reported_instead_of_waited_for,
         a_new_cache_gets_owned_labelled_children_and_becomes_ready,
         spec_changes_reach_the_deployment_and_config_changes_roll_the_pods,
         deleted_and_hand_edited_children_are_restored,

@@ -156,7 +156,7 @@ fn render_applies_the_same_validation_as_the_host() {
 }
 
 #[test]
-fn rbac_output_matches_the_committed_cluster_role() {
+fn rbac_output_matches_the_committed_roles() {
     let out = wasmop(&[
         "rbac",
         "--guest",
@@ -170,16 +170,16 @@ fn rbac_output_matches_the_committed_cluster_role() {
         String::from_utf8_lossy(&out.stderr)
     );
     let generated = String::from_utf8(out.stdout).unwrap();
-    let committed =
-        std::fs::read_to_string(workspace().join("deploy/rbac/clusterrole.yaml")).unwrap();
+    let committed = std::fs::read_to_string(workspace().join("deploy/rbac/roles.yaml")).unwrap();
+    // The file is the command's output below a header of comment lines.
     let committed: String = committed
         .lines()
-        .filter(|l| !l.starts_with('#'))
+        .skip_while(|l| l.starts_with('#'))
         .map(|l| format!("{l}\n"))
         .collect();
     assert_eq!(
         committed, generated,
-        "deploy/rbac/clusterrole.yaml is stale: regenerate it with the command in its header"
+        "deploy/rbac/roles.yaml is stale: regenerate it with the command in its header"
     );
 }
 
@@ -190,4 +190,108 @@ fn a_file_that_is_not_a_component_is_refused_with_a_clear_error() {
     let out = render(&bogus, &sample, &[]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a valid WebAssembly component"));
+}
+
+#[test]
+fn errors_are_one_clear_line_each() {
+    // Not wasm: one line, not the parser's byte dump.
+    let bogus = write("not-wasm.bin", "not wasm at all");
+    let sample = workspace().join("deploy/samples/cache.yaml");
+    let out = render(&bogus, &sample, &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.starts_with("error: "), "{err}");
+    // No cluster to talk to: the cause once.
+    let home = std::env::temp_dir().join(format!("wasmop-cli-home-{}", std::process::id()));
+    std::fs::create_dir_all(&home).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_wasmop"))
+        .args([
+            "run",
+            "--guest",
+            &format!("cache-operator={}", guest("cache-operator").display()),
+        ])
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env("HOME", &home)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("error: "))
+        .expect("an error line");
+    assert_eq!(
+        line.matches("No such file or directory").count(),
+        1,
+        "{line}"
+    );
+    assert!(line.contains("no cluster to talk to"), "{line}");
+}
+
+#[test]
+fn run_checks_local_inputs_before_it_contacts_a_cluster() {
+    // No kubeconfig anywhere: a missing module file is what it reports.
+    let home = std::env::temp_dir().join(format!("wasmop-cli-home2-{}", std::process::id()));
+    std::fs::create_dir_all(&home).unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_wasmop"))
+            .arg("run")
+            .args(args)
+            .env_remove("KUBECONFIG")
+            .env("HOME", &home)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["--guest", "x=/does/not/exist.wasm"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("/does/not/exist.wasm") && !err.contains("kubeconfig"),
+        "{err}"
+    );
+    // Guest names are DNS labels, as in the guest list.
+    let module = guest("cache-operator");
+    let out = run(&["--guest", &format!("Bad_Name={}", module.display())]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is not a DNS label"), "{err}");
+    let out = run(&[
+        "--guest",
+        &format!("x={}", module.display()),
+        "--settings",
+        "y=/tmp/s.yaml",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no --guest is named \"y\""), "{err}");
+}
+
+#[test]
+fn render_hands_the_settings_to_the_guest_and_reports_refused_ones() {
+    let parent = write(
+        "settings-parent.yaml",
+        "apiVersion: test.wasmop.dev/v1alpha1\nkind: Hostile\nmetadata: {name: h, namespace: default}\nspec: {attack: none}\n",
+    );
+    let good = write("good-settings.yaml", "describe: null\n");
+    let out = render(
+        &guest("hostile"),
+        &parent,
+        &["--settings", good.to_str().unwrap(), "-o", "json"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let refused = write("refused-settings.yaml", "describe: refuse-settings\n");
+    let out = render(
+        &guest("hostile"),
+        &parent,
+        &["--settings", refused.to_str().unwrap()],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("refused its settings"),
+        "{err}"
+    );
 }

@@ -82,7 +82,7 @@ async fn create_cache(client: &Client, ns: &str, name: &str) -> anyhow::Result<(
 
 fn has_v2_label(labels: Option<&std::collections::BTreeMap<String, String>>) -> bool {
     labels
-        .and_then(|l| l.get("wasmop.dev/version"))
+        .and_then(|l| l.get("apps.example.com/version"))
         .map(String::as_str)
         == Some("v2")
 }
@@ -138,7 +138,7 @@ async fn a_v1_to_v2_swap_under_load_converges_fifty_caches_without_a_restart(
             .filter(|d| has_v2_label(d.metadata.labels.as_ref()))
             .count();
         let cms = configmaps
-            .list(&ListParams::default().labels("wasmop.dev/version=v2"))
+            .list(&ListParams::default().labels("apps.example.com/version=v2"))
             .await?
             .items
             .len();
@@ -326,14 +326,21 @@ async fn bad_updates_leave_v1_running_and_record_a_warning(
 }
 
 /// Serves `body` over plain HTTP on 127.0.0.1 for every request, forever.
-async fn serve(body: Vec<u8>) -> anyhow::Result<std::net::SocketAddr> {
+/// Serves `body` over HTTP on a free port; returns the address and the
+/// number of requests served so far.
+async fn serve(
+    body: Vec<u8>,
+) -> anyhow::Result<(std::net::SocketAddr, Arc<std::sync::atomic::AtomicUsize>)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let body = Arc::new(body);
+    let served = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = served.clone();
     tokio::spawn(async move {
         while let Ok((mut socket, _)) = listener.accept().await {
             let body = body.clone();
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             tokio::spawn(async move {
                 let mut buf = [0u8; 4096];
                 let _ = socket.read(&mut buf).await;
@@ -347,7 +354,7 @@ async fn serve(body: Vec<u8>) -> anyhow::Result<std::net::SocketAddr> {
             });
         }
     });
-    Ok(addr)
+    Ok((addr, served))
 }
 
 async fn a_url_module_with_its_digest_is_loaded_and_an_unreachable_url_keeps_the_old_version(
@@ -356,11 +363,17 @@ async fn a_url_module_with_its_digest_is_loaded_and_an_unreachable_url_keeps_the
     let (client, ns, mut host) = setup(&env, "url").await?;
     let v2 = std::fs::read(guest_module("cache-operator-v2")?)?;
     let digest = wasmop_host::runtime::cache::digest(&v2);
-    let addr = serve(v2).await?;
+    let (addr, served) = serve(v2).await?;
     let url_entry = |url: &str| {
         format!(
             "  - name: cache-operator\n    module:\n      url: {url}\n    sha256: {digest}\n    namespaces: [{ns}]\n"
         )
+    };
+    let use_url_beside = |url: String, extra: &'static str| {
+        let list = format!("guests:\n{}{extra}", url_entry(&url));
+        let client = client.clone();
+        let ns = ns.clone();
+        async move { put_guest_list(&client, &ns, LIST, &list).await }
     };
     let use_url = |url: String| {
         let list = format!("guests:\n{}", url_entry(&url));
@@ -383,6 +396,31 @@ async fn a_url_module_with_its_digest_is_loaded_and_an_unreachable_url_keeps_the
     ensure!(
         runs_v2("from-url").await?,
         "the module from the URL is not the one running"
+    );
+    // Another entry joins the list: the URL entry did not change, so its
+    // module is not downloaded again.
+    put_module(
+        &client,
+        &ns,
+        "hostile-module",
+        "module.wasm",
+        &std::fs::read(guest_module("hostile")?)?,
+    )
+    .await?;
+    install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
+    let hostile = format!(
+        "  - name: hostile\n    module:\n      configMap: {{name: hostile-module, key: module.wasm}}\n    namespaces: [{ns}]\n"
+    );
+    use_url_beside(
+        format!("http://{addr}/cache-operator-v2.wasm"),
+        Box::leak(hostile.into_boxed_str()),
+    )
+    .await?;
+    host.wait_for_log("guest=hostile", LONG).await?;
+    ensure!(
+        served.load(std::sync::atomic::Ordering::SeqCst) == 1,
+        "the unchanged URL module was downloaded {} times",
+        served.load(std::sync::atomic::Ordering::SeqCst)
     );
 
     // Nothing listens on this port any more: the fetch fails, v2 keeps running.
@@ -501,6 +539,76 @@ async fn a_rebuild_with_the_same_kinds_swaps_in_place_keeping_the_watches(
     Ok(())
 }
 
+async fn a_file_guest_keeps_running_while_the_guest_list_is_followed_too(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    let client = env.client();
+    install_yaml(&client, &workspace().join("deploy/crds/cache.yaml")).await?;
+    install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
+    let ns = env.create_namespace("both").await?;
+    put_module(
+        &client,
+        &ns,
+        "hostile-module",
+        "module.wasm",
+        &std::fs::read(guest_module("hostile")?)?,
+    )
+    .await?;
+    let hostile = format!(
+        "  - name: hostile\n    module:\n      configMap: {{name: hostile-module, key: module.wasm}}\n    namespaces: [{ns}]\n"
+    );
+    put_guest_list(&client, &ns, LIST, &format!("guests:\n{hostile}")).await?;
+    let (_, kubeconfig) = support::admin_identity(&env, &format!("wasmop-{ns}")).await?;
+    let mut host = HostProcess::start(
+        &env,
+        &kubeconfig,
+        &ns,
+        &[
+            "--guest",
+            &format!(
+                "cache-operator={}",
+                guest_module("cache-operator")?.display()
+            ),
+            "--namespace",
+            &ns,
+            "--guests-configmap",
+            &format!("{ns}/{LIST}"),
+        ],
+    )?;
+    host.wait_for_log("guest=hostile", LONG).await?;
+    create_cache(&client, &ns, "from-file").await?;
+    wait_for(LONG, || async {
+        let d: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+        Ok(d.get_opt("from-file").await?.map(|_| ()))
+    })
+    .await
+    .context("the --guest guest stopped serving once the list was followed")?;
+    // A list entry of the same name does not replace it either.
+    put_module(
+        &client,
+        &ns,
+        "cache-module",
+        "module.wasm",
+        &std::fs::read(guest_module("cache-operator-v2")?)?,
+    )
+    .await?;
+    put_guest_list(
+        &client,
+        &ns,
+        LIST,
+        &format!("guests:\n{hostile}{}", cache_entry(&ns, "")),
+    )
+    .await?;
+    let note = wait_for_event(&client, &ns, LIST, "GuestLoadFailed", LONG).await?;
+    ensure!(note.contains("already given by --guest"), "{note:?}");
+    ensure!(
+        !host.log().contains("stopped guest"),
+        "a guest was stopped:\n{}",
+        host.log()
+    );
+    Ok(())
+}
+
 fn main() -> std::process::ExitCode {
     run(vec![
         Test::new(
@@ -520,6 +628,10 @@ fn main() -> std::process::ExitCode {
         Test::new(
             "a_url_module_with_its_digest_is_loaded_and_an_unreachable_url_keeps_the_old_version",
             a_url_module_with_its_digest_is_loaded_and_an_unreachable_url_keeps_the_old_version,
+        ),
+        Test::new(
+            "a_file_guest_keeps_running_while_the_guest_list_is_followed_too",
+            a_file_guest_keeps_running_while_the_guest_list_is_followed_too,
         ),
         Test::new(
             "swapping_back_to_a_known_version_hits_the_compiled_cache",

@@ -8,12 +8,15 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::json;
 use wasmop_host::model::Request;
-use wasmop_host::runtime::{CallError, Limits, Runtime, RuntimeConfig};
+use wasmop_host::runtime::{CallError, Error, Limits, ModuleBytes, Runtime, RuntimeConfig};
+
+fn module(stem: &str) -> ModuleBytes {
+    ModuleBytes::new(std::fs::read(support::guest_module(stem).unwrap()).unwrap())
+}
 
 /// Loads the built guest `stem` under `limits`.
 fn load(runtime: &Runtime, stem: &str, limits: Limits) -> wasmop_host::runtime::Guest {
-    let bytes = std::fs::read(support::guest_module(stem).unwrap()).unwrap();
-    runtime.load(stem, &bytes, limits).unwrap().0
+    runtime.load(stem, &module(stem), limits, None).unwrap().0
 }
 
 fn hostile(attack: &str) -> Request {
@@ -48,12 +51,12 @@ fn a_full_instance_pool_fails_a_call_clearly_and_retryably_then_recovers() {
     std::thread::sleep(Duration::from_millis(200));
     let err = guest.reconcile(&hostile("none")).unwrap_err();
     assert!(matches!(err, CallError::PoolExhausted(_)), "{err}");
-    assert_eq!(err.reason(), "GuestPoolExhausted");
+    assert_eq!(err.reason().as_str(), "GuestPoolExhausted");
     assert!(err.is_retryable());
     assert!(err.to_string().contains("--instance-pool"), "{err}");
 
     let spun = busy.join().unwrap().unwrap_err();
-    assert_eq!(spun.reason(), "GuestTimeout", "{spun}");
+    assert_eq!(spun.reason().as_str(), "GuestTimeout", "{spun}");
     // The slot is back: the same call now succeeds.
     let answer = guest.reconcile(&hostile("none")).unwrap();
     assert_eq!(answer.children.len(), 1);
@@ -158,7 +161,7 @@ fn a_guest_panic_is_reported_with_its_message() {
     let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
     let guest = load(&runtime, "hostile", Limits::default());
     let err = guest.reconcile(&hostile("panic")).unwrap_err();
-    assert_eq!(err.reason(), "GuestTrap");
+    assert_eq!(err.reason().as_str(), "GuestTrap");
     let CallError::Trap { reason, detail } = &err else {
         panic!("expected a trap, got {err}")
     };
@@ -169,4 +172,62 @@ fn a_guest_panic_is_reported_with_its_message() {
             .is_some_and(|d| d.contains("hostile guest panics on purpose")),
         "{err}"
     );
+}
+
+#[test]
+fn a_guest_cannot_make_the_host_copy_far_more_than_its_response_limit() {
+    let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
+    let guest = load(&runtime, "hostile", Limits::default());
+    // Two million empty children: no JSON to speak of, tens of MiB of
+    // strings on the host if it copied them all.
+    let err = guest.reconcile(&hostile("many-strings")).unwrap_err();
+    assert!(matches!(err, CallError::CopyLimit { .. }), "{err}");
+    assert_eq!(err.reason().as_str(), "GuestResponseTooLarge");
+    assert!(err.is_retryable());
+}
+
+/// Loads the hostile guest with `settings` as its guest-list settings.
+fn load_with(settings: serde_json::Value) -> Result<wasmop_host::runtime::Guest, Error> {
+    let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
+    runtime
+        .load(
+            "hostile",
+            &module("hostile"),
+            Limits::default(),
+            Some(settings.to_string()),
+        )
+        .map(|(guest, _)| guest)
+}
+
+#[test]
+fn a_description_the_host_refuses_fails_the_load_with_its_reason() {
+    for (attack, needle) in [
+        ("builtin-primary", "built-in kind"),
+        ("child-is-primary", "is the primary kind"),
+        ("duplicate-child", "declared more than once"),
+        ("two-versions", "declared more than once"),
+        ("wildcard", "\"*\""),
+        ("empty-kind", "must not be empty"),
+        ("bad-finalizer", "domain prefix"),
+        ("too-many-children", "at most 32"),
+    ] {
+        let err = load_with(json!({"describe": attack})).unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidDescription(_)),
+            "{attack}: {err}"
+        );
+        assert!(err.to_string().contains(needle), "{attack}: {err}");
+    }
+}
+
+#[test]
+fn settings_the_guest_refuses_fail_the_load_and_good_ones_reach_the_guest() {
+    let err = load_with(json!({"describe": "refuse-settings"})).unwrap_err();
+    assert!(matches!(err, Error::InvalidSettings(_)), "{err}");
+    assert!(err.to_string().contains("refused on purpose"), "{err}");
+    let err = load_with(json!({"colour": "blue"})).unwrap_err();
+    assert!(err.to_string().contains("colour"), "{err}");
+    let guest = load_with(json!({})).unwrap();
+    assert_eq!(guest.settings(), Some("{}"));
+    assert_eq!(guest.description().children.len(), 3);
 }

@@ -1,6 +1,7 @@
 //! End to end on the real control plane: hostile guests are contained and
 //! the host runs with least privilege (issue: sandbox, limits, fault
-//! isolation and least privilege).
+//! isolation and least privilege). The host runs under exactly the roles
+//! `wasmop rbac` prints for its guests, as in production.
 
 mod support;
 
@@ -9,9 +10,9 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail, ensure};
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::Client;
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::json;
 use support::{
     HostProcess, at, caches, dyn_api, guest_module, install_yaml, wait_for, wait_for_event,
@@ -23,7 +24,8 @@ use wasmop_testenv::harness::{Test, run};
 const LONG: Duration = Duration::from_secs(90);
 
 /// Both CRDs, a namespace, and one host running the hostile guest next to
-/// the cache-operator, with the default limits.
+/// the cache-operator, with the default limits, under the least-privilege
+/// roles for both.
 async fn setup(
     env: &TestEnv,
     prefix: &str,
@@ -32,8 +34,8 @@ async fn setup(
     install_yaml(&client, &workspace().join("deploy/crds/cache.yaml")).await?;
     install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
     let ns = env.create_namespace(prefix).await?;
-    let user = format!("wasmop-{ns}");
-    let (_, kubeconfig) = support::admin_identity(env, &user).await?;
+    let (user, kubeconfig) =
+        support::least_privilege(env, &ns, &ns, &["hostile", "cache-operator"]).await?;
     let host = HostProcess::start(
         env,
         &kubeconfig,
@@ -103,6 +105,11 @@ async fn every_hostile_guest_fails_cleanly_writes_nothing_and_the_host_keeps_ser
         ("undeclared-kind", "InvalidGuestResponse", "undeclared kind"),
         ("spoofed-owner", "InvalidGuestResponse", "ownerReferences"),
         ("spoofed-label", "InvalidGuestResponse", "wasmop.dev/guest"),
+        (
+            "many-strings",
+            "GuestResponseTooLarge",
+            "copying the answer",
+        ),
     ];
     for (name, _, _) in &cases {
         attack(&client, &ns, name, name, "").await?;
@@ -187,7 +194,7 @@ async fn every_hostile_guest_fails_cleanly_writes_nothing_and_the_host_keeps_ser
     let log = host.log();
     let panics = log
         .lines()
-        .filter(|l| l.contains("reconcile failed") && l.contains("/panic."))
+        .filter(|l| l.contains("reconcile failed") && l.contains(&format!("object={ns}/panic ")))
         .count();
     ensure!(
         panics > 2 && panics < 25,
@@ -276,44 +283,7 @@ async fn the_cache_operator_flow_passes_under_the_generated_least_privilege_role
     install_yaml(&client, &workspace().join("deploy/crds/cache.yaml")).await?;
     let ns = env.create_namespace("rbac").await?;
     let module = guest_module("cache-operator")?;
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmop"))
-        .args(["rbac", "--guest"])
-        .arg(&module)
-        .args(["--name", &format!("wasmop-{ns}")])
-        .output()?;
-    ensure!(
-        out.status.success(),
-        "wasmop rbac failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let role: ClusterRole = serde_saphyr::from_str(std::str::from_utf8(&out.stdout)?)?;
-    let rules = role.rules.clone().unwrap_or_default();
-    ensure!(
-        rules.iter().all(|r| !r.verbs.iter().any(|v| v == "*")
-            && !r.resources.iter().flatten().any(|x| x == "*")),
-        "wildcards in {rules:?}"
-    );
-    Api::<ClusterRole>::all(client.clone())
-        .patch(
-            &format!("wasmop-{ns}"),
-            &PatchParams::apply("wasmop-tests").force(),
-            &Patch::Apply(&role),
-        )
-        .await?;
-    let user = format!("wasmop-least-{ns}");
-    let binding: ClusterRoleBinding = serde_json::from_value(json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": format!("wasmop-{ns}")},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": format!("wasmop-{ns}")},
-        "subjects": [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}],
-    }))?;
-    Api::<ClusterRoleBinding>::all(client.clone())
-        .patch(
-            &format!("wasmop-{ns}"),
-            &PatchParams::apply("wasmop-tests").force(),
-            &Patch::Apply(&binding),
-        )
-        .await?;
-    let (_, kubeconfig) = env.user_kubeconfig(&user, &[]).await?;
+    let (user, kubeconfig) = support::least_privilege(&env, &ns, &ns, &["cache-operator"]).await?;
     let host = HostProcess::start(
         &env,
         &kubeconfig,
@@ -350,20 +320,98 @@ async fn the_cache_operator_flow_passes_under_the_generated_least_privilege_role
     })
     .await
     .context("finalizer path failed under the least-privilege role")?;
-    let forbidden = env
-        .audit_events()?
-        .into_iter()
-        .filter(|e| e["user"]["username"] == user.as_str() && e["responseStatus"]["code"] == 403)
+    let events = env.audit_events()?;
+    let mine: Vec<_> = events
+        .iter()
+        .filter(|e| e["user"]["username"] == user.as_str())
+        .collect();
+    let forbidden = mine
+        .iter()
+        .filter(|e| e["responseStatus"]["code"] == 403)
         .count();
     ensure!(
         forbidden == 0,
         "the host hit {forbidden} forbidden requests under its role"
+    );
+    // Every request says who made it: the host, and for which guest.
+    let agents: std::collections::BTreeSet<&str> = mine
+        .iter()
+        .filter_map(|e| e["userAgent"].as_str())
+        .collect();
+    ensure!(
+        agents.iter().all(|a| a.starts_with("wasmop/")),
+        "requests without the host's User-Agent: {agents:?}"
+    );
+    ensure!(
+        agents.iter().any(|a| a.ends_with(" guest/cache-operator")),
+        "no request names the guest it was made for: {agents:?}"
+    );
+    Ok(())
+}
+
+async fn concurrency_bounds_a_guest_across_all_its_namespaces(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    let client = env.client();
+    install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
+    let a = env.create_namespace("scope-a").await?;
+    let b = env.create_namespace("scope-b").await?;
+    let (_, kubeconfig) = support::admin_identity(&env, &format!("wasmop-{a}")).await?;
+    let host = HostProcess::start(
+        &env,
+        &kubeconfig,
+        &a,
+        &[
+            "--guest",
+            &format!("hostile={}", guest_module("hostile")?.display()),
+            "--namespace",
+            &a,
+            "--namespace",
+            &b,
+            "--concurrency",
+            "1",
+        ],
+    )?;
+    for ns in [&a, &b] {
+        for name in ["slow-1", "slow-2"] {
+            attack(&client, ns, name, "slow", "").await?;
+        }
+    }
+    for ns in [&a, &b] {
+        for name in ["slow-1", "slow-2"] {
+            wait_for(LONG, || async {
+                let o = hostiles(&client, ns).get(name).await?;
+                Ok((at(&o, "/status/ok") == Some(&json!(true))).then_some(()))
+            })
+            .await?;
+        }
+    }
+    // Reconciles never overlapped, though each namespace has its own watches.
+    let spans = support::reconcile_spans(&host.log(), "hostile");
+    let mut open = std::collections::BTreeSet::new();
+    let mut most = 0;
+    for (id, started) in &spans {
+        if *started {
+            open.insert(*id);
+        } else {
+            open.remove(id);
+        }
+        most = most.max(open.len());
+    }
+    ensure!(spans.len() >= 8, "too few reconciles logged: {spans:?}");
+    ensure!(
+        most == 1,
+        "{most} reconciles of one guest ran at once with --concurrency 1"
     );
     Ok(())
 }
 
 fn main() -> std::process::ExitCode {
     run(vec![
+        Test::new(
+            "concurrency_bounds_a_guest_across_all_its_namespaces",
+            concurrency_bounds_a_guest_across_all_its_namespaces,
+        ),
         Test::new(
             "every_hostile_guest_fails_cleanly_writes_nothing_and_the_host_keeps_serving",
             every_hostile_guest_fails_cleanly_writes_nothing_and_the_host_keeps_serving,

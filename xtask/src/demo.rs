@@ -8,9 +8,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result, bail};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -151,7 +150,11 @@ async fn demo(keep: bool) -> Result<()> {
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
     loop {
         let d = deployments.get("demo-cache").await?;
-        if d.labels().get("wasmop.dev/version").map(String::as_str) == Some("v2") {
+        if d.labels()
+            .get("apps.example.com/version")
+            .map(String::as_str)
+            == Some("v2")
+        {
             break;
         }
         if swap_started.elapsed() > Duration::from_secs(60) {
@@ -323,7 +326,7 @@ async fn install(client: &Client, guest_dir: &Path) -> Result<()> {
     }
     for file in [
         "host/namespace.yaml",
-        "rbac/clusterrole.yaml",
+        "rbac/roles.yaml",
         "host/binding.yaml",
     ] {
         apply_file(client, &deploy.join(file), NS).await?;
@@ -350,49 +353,24 @@ async fn apply_file(client: &Client, path: &Path, default_ns: &str) -> Result<()
             .and_then(Value::as_str)
             .context("object without a name")?
             .to_string();
-        let ns = doc
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str)
-            .unwrap_or(default_ns)
-            .to_string();
-        let patch = Patch::Apply(&doc);
-        match doc["kind"].as_str().unwrap_or_default() {
-            "CustomResourceDefinition" => drop(
-                Api::<CustomResourceDefinition>::all(client.clone())
-                    .patch(&name, &pp, &patch)
-                    .await?,
-            ),
-            "Namespace" => drop(
-                Api::<Namespace>::all(client.clone())
-                    .patch(&name, &pp, &patch)
-                    .await?,
-            ),
-            "ClusterRole" => drop(
-                Api::<ClusterRole>::all(client.clone())
-                    .patch(&name, &pp, &patch)
-                    .await?,
-            ),
-            "ClusterRoleBinding" => drop(
-                Api::<ClusterRoleBinding>::all(client.clone())
-                    .patch(&name, &pp, &patch)
-                    .await?,
-            ),
-            "ServiceAccount" => drop(
-                Api::<ServiceAccount>::namespaced(client.clone(), &ns)
-                    .patch(&name, &pp, &patch)
-                    .await?,
-            ),
-            "ConfigMap" => drop(
-                Api::<ConfigMap>::namespaced(client.clone(), &ns)
-                    .patch(&name, &pp, &patch)
-                    .await?,
-            ),
-            "Cache" => drop(cache_api_in(client, &ns).patch(&name, &pp, &patch).await?),
-            other => bail!(
-                "{}: the demo does not install {other} objects",
-                path.display()
-            ),
-        }
+        let api_version = doc["apiVersion"].as_str().unwrap_or_default();
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let gvk = GroupVersionKind::gvk(group, version, doc["kind"].as_str().unwrap_or_default());
+        let (resource, caps) = kube::discovery::pinned_kind(client, &gvk)
+            .await
+            .with_context(|| format!("{}: {} {name}", path.display(), gvk.kind))?;
+        let api: Api<DynamicObject> = if caps.scope == kube::discovery::Scope::Namespaced {
+            let ns = doc
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or(default_ns);
+            Api::namespaced_with(client.clone(), ns, &resource)
+        } else {
+            Api::all_with(client.clone(), &resource)
+        };
+        api.patch(&name, &pp, &Patch::Apply(&doc))
+            .await
+            .with_context(|| format!("{}: applying {} {name}", path.display(), gvk.kind))?;
     }
     Ok(())
 }

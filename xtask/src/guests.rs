@@ -20,7 +20,7 @@ use anyhow::{Context, Result};
 use crate::process::{cargo, run};
 
 /// A guest that imports nothing but the WIT `log`. `rust-toolchain.toml`
-/// lists both targets, so rustup installs them with the pinned toolchain.
+/// lists both targets; [`crate::toolchain::ensure_targets`] installs them.
 const PURE: &str = "wasm32-unknown-unknown";
 /// A guest that imports WASI (which the host links, granting nothing).
 const WASI: &str = "wasm32-wasip2";
@@ -62,9 +62,11 @@ const GUESTS: &[Guest] = &[
     },
 ];
 
-/// Builds every guest and leaves each at `target/guests/<guest-name>.wasm`.
+/// Builds every guest and leaves each at `target/guests/<guest-name>.wasm`,
+/// installing the guests' Rust targets first if they are missing.
 pub fn build_all() -> Result<()> {
     let root = workspace_root();
+    crate::toolchain::ensure_targets(&root)?;
     let out_dir = guest_dir();
     std::fs::create_dir_all(&out_dir)
         .with_context(|| format!("could not create {}", out_dir.display()))?;
@@ -112,6 +114,7 @@ pub fn build_all() -> Result<()> {
 /// code only compiled for wasm (the export glue, the SDK's allocator) is
 /// checked too. `cargo clippy --workspace` sees only the native build.
 pub fn clippy_all() -> Result<()> {
+    crate::toolchain::ensure_targets(&workspace_root())?;
     for guest in GUESTS {
         let mut command = cargo_for("clippy", guest);
         command.args(["--", "-D", "warnings"]);

@@ -8,6 +8,7 @@ mod demo;
 mod guests;
 mod pipeline;
 mod process;
+mod toolchain;
 
 use clap::{Parser, Subcommand};
 

@@ -85,7 +85,7 @@ pub fn selector_labels(name: &str) -> BTreeMap<String, String> {
 }
 
 /// The labels on each child's metadata: the selector labels, plus
-/// `wasmop.dev/version: v2` in v2.
+/// `apps.example.com/version: v2` in v2.
 pub fn child_labels(name: &str, flavor: Flavor) -> BTreeMap<String, String> {
     let mut labels = selector_labels(name);
     if flavor.is_v2() {

@@ -7,11 +7,12 @@
 //! Terminating until the last pod has stopped.
 
 use k8s_openapi::api::apps::v1::Deployment;
-use serde_json::Value;
-use wasmop_guest::{Event, Request, Response, Result};
+use wasmop_guest::{Event, ObjectRef, Request, Response, Result};
 
+use crate::api::Cache;
+use crate::children::Children;
 use crate::flavor::Flavor;
-use crate::keep::{as_observed, kept_children};
+use crate::observed::ObservedDeployment;
 
 /// The finalizer the operator declares; the host adds it to every Cache.
 pub const FINALIZER: &str = "apps.example.com/cache-cleanup";
@@ -21,36 +22,50 @@ pub const FINALIZER: &str = "apps.example.com/cache-cleanup";
 /// without loading the API server (children changing also wakes the host).
 pub const POLL_SECONDS: u32 = 2;
 
-/// The answer for a Cache with a deletionTimestamp: every observed child kept
-/// as it is, except the Deployment, scaled to zero; `finalized` once the
-/// Deployment reports no pods (or there is none).
-pub fn reconcile_deletion(request: &Request, name: &str, flavor: Flavor) -> Result<Response> {
-    let deployment = request.observed_raw_named::<Deployment>(name);
+/// The answer for a Cache with a deletionTimestamp: every observed child
+/// kept as it is, except the Deployment, desired with zero replicas;
+/// `finalized` once the Deployment reports no pods (or there is none).
+pub fn reconcile_deletion(request: &Request, cache: &Cache, flavor: Flavor) -> Result<Response> {
+    let name = cache.name();
+    let is_deployment = |child: &ObjectRef| {
+        child.api_version == "apps/v1" && child.kind == "Deployment" && child.name == name
+    };
     let mut response = Response::new();
-    for child in kept_children(request.observed(), flavor) {
-        let mut kept = as_observed(child);
-        if deployment.is_some_and(|d| std::ptr::eq(d, child))
-            && let Some(spec) = kept.get_mut("spec").and_then(Value::as_object_mut)
-        {
-            spec.insert("replicas".to_owned(), Value::from(0));
-        }
-        response.push_child_value(&kept);
-    }
+    response.keep_observed(request, is_deployment);
 
-    let Some(deployment) = deployment else {
+    let Some(deployment) = request.observed_named_as::<Deployment, ObservedDeployment>(name) else {
         return Ok(response.finalize().event(Event::normal(
             "CleanupComplete",
             format!("no Deployment {name} left; the Cache can go"),
         )));
     };
-    let pods = count(deployment, "/status/replicas");
+    let pods = deployment.pods();
     if pods == 0 {
+        response.keep(ObjectRef::new("apps/v1", "Deployment", name));
         return Ok(response.finalize().event(Event::normal(
             "CleanupComplete",
             format!("all pods of Deployment {name} have stopped; the Cache can go"),
         )));
     }
-    let wanted = count(deployment, "/spec/replicas");
+    // A spec the operator cannot turn into a Deployment (it was made
+    // invalid while paused, say): leave the Deployment to the garbage
+    // collector rather than hold the Cache forever.
+    if let Err(e) = cache.spec.validate() {
+        response.keep(ObjectRef::new("apps/v1", "Deployment", name));
+        return Ok(response.finalize().event(Event::warning(
+            "CleanupSkipped",
+            format!(
+                "cannot scale Deployment {name} down ({}); the garbage collector removes it with the Cache",
+                e.message
+            ),
+        )));
+    }
+    let mut stopped = Children::desired(name, &cache.spec, flavor).deployment;
+    if let Some(spec) = stopped.spec.as_mut() {
+        spec.replicas = Some(0);
+    }
+    response.push_child(&stopped)?;
+    let wanted = deployment.fingerprint().replicas.unwrap_or(0);
     let event = if wanted == 0 {
         Event::normal(
             "CleanupWaiting",
@@ -63,8 +78,4 @@ pub fn reconcile_deletion(request: &Request, name: &str, flavor: Flavor) -> Resu
         )
     };
     Ok(response.requeue_after(POLL_SECONDS).event(event))
-}
-
-fn count(object: &Value, pointer: &str) -> i64 {
-    object.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
 }

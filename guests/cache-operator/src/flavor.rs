@@ -5,8 +5,9 @@
 //! flavors are unit-tested by one `cargo test`.
 
 /// The label every v2 child carries (interface contract with the hot-swap
-/// tests): `wasmop.dev/version: v2`.
-pub const VERSION_LABEL: &str = "wasmop.dev/version";
+/// tests): `apps.example.com/version: v2`. Not under `wasmop.dev/`: those
+/// keys are the host's alone.
+pub const VERSION_LABEL: &str = "apps.example.com/version";
 /// The value of [`VERSION_LABEL`] on v2 children.
 pub const VERSION_V2: &str = "v2";
 
@@ -15,7 +16,7 @@ pub const VERSION_V2: &str = "v2";
 pub enum Flavor {
     /// Deployment, Service and ConfigMap.
     V1,
-    /// As v1, plus the label `wasmop.dev/version: v2` on every child and a
+    /// As v1, plus the label `apps.example.com/version: v2` on every child and a
     /// PodDisruptionBudget.
     V2,
 }

@@ -11,13 +11,14 @@
 //!   in the pod-template annotation [`CONFIG_HASH_ANNOTATION`] so a config
 //!   change rolls the pods;
 //! - a Service `<name>` exposing `spec.port`;
-//! - with the Cargo feature `v2`: the label `wasmop.dev/version: v2` on every
+//! - with the Cargo feature `v2`: the label `apps.example.com/version: v2` on every
 //!   child and a PodDisruptionBudget `<name>` (minAvailable 1).
 //!
 //! It reports `readyReplicas`, `phase` (Pending, Progressing, Ready, Paused)
-//! and the conditions `Available` and `Progressing`. While `paused` it leaves
-//! every child as it is. On deletion its finalizer [`FINALIZER`] scales the
-//! Deployment to zero and holds the Cache until the pods are gone.
+//! and the conditions `Available` and `Progressing`. While `paused` it keeps
+//! every child as it is (the host neither writes nor prunes them). On
+//! deletion its finalizer [`FINALIZER`] scales the Deployment to zero and
+//! holds the Cache until the pods are gone.
 //!
 //! The logic is plain Rust ([`CacheOperator`] implements
 //! [`wasmop_guest::Operator`]); only on wasm32 is it exported as a component.
@@ -26,7 +27,6 @@ mod api;
 mod children;
 mod finalizer;
 mod flavor;
-mod keep;
 mod observed;
 mod pause;
 mod reconcile;
@@ -41,7 +41,9 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use wasmop_guest::{ChildKind, Description, KindRef, Operator, Request, Response, Result};
+use wasmop_guest::{
+    ChildKind, Description, KindRef, Operator, Request, Response, Result, Settings,
+};
 
 /// The Cache operator, in the flavor this build was compiled as
 /// ([`Flavor::CURRENT`]).
@@ -49,8 +51,8 @@ use wasmop_guest::{ChildKind, Description, KindRef, Operator, Request, Response,
 pub struct CacheOperator;
 
 impl Operator for CacheOperator {
-    fn describe() -> Description {
-        describe(Flavor::CURRENT)
+    fn describe(_settings: &Settings) -> std::result::Result<Description, String> {
+        Ok(describe(Flavor::CURRENT))
     }
 
     fn reconcile(request: Request) -> Result<Response> {
@@ -142,6 +144,9 @@ mod tests {
     #[test]
     fn the_current_flavor_follows_the_v2_feature() {
         assert_eq!(Flavor::CURRENT.is_v2(), cfg!(feature = "v2"));
-        assert_eq!(CacheOperator::describe(), describe(Flavor::CURRENT));
+        assert_eq!(
+            CacheOperator::describe(&Settings::none()),
+            Ok(describe(Flavor::CURRENT))
+        );
     }
 }

@@ -116,6 +116,11 @@ impl ObservedDeployment {
         }
     }
 
+    /// `status.replicas`: the pods that exist, 0 when absent.
+    pub fn pods(&self) -> i64 {
+        self.status.as_ref().and_then(|s| s.replicas).unwrap_or(0)
+    }
+
     /// `status.readyReplicas`, 0 when absent.
     pub fn ready_replicas(&self) -> i32 {
         self.status

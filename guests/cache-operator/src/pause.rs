@@ -6,25 +6,16 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use wasmop_guest::{Request, Response, Result};
 
 use crate::api::{Cache, Phase};
-use crate::flavor::Flavor;
-use crate::keep::{as_observed, kept_children};
 use crate::observed::ObservedDeployment;
 use crate::reconcile::phase_event;
 use crate::status;
 
-/// The answer for a paused Cache: the observed children re-emitted
-/// unchanged (so the host neither changes nor deletes them) and the status
-/// with phase `Paused`.
-pub fn reconcile_paused(
-    request: &Request,
-    cache: &Cache,
-    now: &Time,
-    flavor: Flavor,
-) -> Result<Response> {
+/// The answer for a paused Cache: every observed child kept as it is (the
+/// host neither writes nor prunes it, and nothing of it becomes the
+/// operator's) and the status with phase `Paused`.
+pub fn reconcile_paused(request: &Request, cache: &Cache, now: &Time) -> Result<Response> {
     let mut response = Response::new();
-    for child in kept_children(request.observed(), flavor) {
-        response.push_child_value(&as_observed(child));
-    }
+    response.keep_observed(request, |_| false);
     let ready = request
         .observed_named_as::<Deployment, ObservedDeployment>(cache.name())
         .map_or(0, |d| d.ready_replicas());

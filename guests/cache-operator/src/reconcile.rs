@@ -27,10 +27,10 @@ pub fn reconcile(request: &Request, now: &Time, flavor: Flavor) -> Result<Respon
     }
     // Deletion first: a paused or invalid Cache must still be deletable.
     if request.deleting {
-        return reconcile_deletion(request, name, flavor);
+        return reconcile_deletion(request, &cache, flavor);
     }
     if cache.spec.paused {
-        return reconcile_paused(request, &cache, now, flavor);
+        return reconcile_paused(request, &cache, now);
     }
     cache.spec.validate()?;
 

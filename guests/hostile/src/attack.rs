@@ -45,6 +45,16 @@ pub fn spin() -> ! {
     }
 }
 
+/// Keeps the CPU busy for `time` by the WASI monotonic clock (which the
+/// host grants), as a slow but well-behaved reconcile would.
+pub fn busy(time: std::time::Duration) {
+    let start = std::time::Instant::now();
+    let mut counter = 0_u64;
+    while start.elapsed() < time {
+        counter = black_box(counter.wrapping_add(1));
+    }
+}
+
 /// Allocates and fills 1 MiB blocks until allocation fails (which aborts,
 /// a trap in wasm).
 pub fn exhaust_memory() -> ! {

@@ -1,8 +1,11 @@
 //! A deliberately hostile wasmop guest for the sandbox tests.
 //!
 //! It reconciles `test.wasmop.dev/v1alpha1` `Hostile` objects (CRD in
-//! `guests/hostile/crd.yaml`) and declares ConfigMaps as its only children,
-//! with no finalizer. What it does is chosen by the parent's `spec.attack`:
+//! `guests/hostile/crd.yaml`) and declares ConfigMaps, Services and Secrets
+//! as its children, with no finalizer; its setting `describe` makes it
+//! describe something the host must refuse instead ([`describe`]). What a
+//! reconcile does is chosen by the parent's `spec.attack` (`spec.target`
+//! names the object an attack aims at):
 //!
 //! | attack | behaviour | the host must |
 //! |---|---|---|
@@ -21,14 +24,27 @@
 //! | `read-file` | reads `/etc/hostname`, status `{"readFile": "ok: …" \| "error: …"}` | grant no files |
 //! | `open-socket` | connects to `spec.target`, status `{"socket": "ok: …" \| "error: …"}` | grant no sockets |
 //! | `env` | status `{"envVars": n, "args": m}` | grant no environment or args |
+//! | `take-configmap` | a ConfigMap named `spec.target` | refuse a name it does not own (`ChildNameTaken`) |
+//! | `take-service` | a Service named `spec.target` | refuse it (`ChildNameTaken`) |
+//! | `take-secret` | a Secret named `spec.target` | refuse it (`ChildNameTaken`) |
+//! | `null-labels`, `list-annotations`, `number-label`, `bad-label-key`, `host-label`, `host-annotation`, `server-metadata` | a ConfigMap whose metadata has that shape | refuse it |
+//! | `event-flood` | 1000 events | refuse the answer |
+//! | `event-reason` | an event reason with control characters | refuse the answer |
+//! | `many-strings` | two million empty children | stop copying near the response limit |
+//! | `recreate` | wants `<name>-flap` only while it is absent | refuse the re-creation (`ChildRecreated`) |
+//! | `flap` | flips `<name>-flap` between two values | refuse the flip back (`ChildFlapping`) |
+//! | `keep-and-desire` | keeps and desires the same child | refuse the answer |
+//! | `claim-host-condition` | a status carrying `GuestReconciled` | strip it |
+//! | `slow` | busy for 300 ms (the WASI clock), then as `none` | bound how many run at once |
 //!
 //! An unknown attack is a permanent error.
 
 pub mod attack;
+pub mod authority;
+pub mod describe;
 
-use k8s_openapi::api::core::v1::ConfigMap;
 use serde_json::Value;
-use wasmop_guest::{ChildKind, Description, Error, KindRef, Operator, Request, Response, Result};
+use wasmop_guest::{Description, Error, Operator, Request, Response, Result, Settings};
 
 /// The primary kind's group.
 pub const GROUP: &str = "test.wasmop.dev";
@@ -45,8 +61,8 @@ pub const DEFAULT_TARGET: &str = "127.0.0.1:6443";
 pub struct HostileGuest;
 
 impl Operator for HostileGuest {
-    fn describe() -> Description {
-        Description::new(KindRef::new(GROUP, VERSION, KIND)).child(ChildKind::of::<ConfigMap>())
+    fn describe(settings: &Settings) -> std::result::Result<Description, String> {
+        describe::describe(settings)
     }
 
     fn reconcile(request: Request) -> Result<Response> {
@@ -58,6 +74,7 @@ impl Operator for HostileGuest {
                 .and_then(Value::as_str)
         };
         let attack = spec("attack").unwrap_or("none");
+        let target = || spec("target").unwrap_or("missing-target");
         wasmop_guest::debug!("hostile {name}: attack {attack}");
         match attack {
             "none" => attack::none(&name),
@@ -80,6 +97,24 @@ impl Operator for HostileGuest {
             "read-file" => attack::read_file(&name),
             "open-socket" => attack::open_socket(&name, spec("target").unwrap_or(DEFAULT_TARGET)),
             "env" => attack::env(&name),
+            "take-configmap" => authority::take_config_map(target()),
+            "take-service" => authority::take_service(target()),
+            "take-secret" => authority::take_secret(target()),
+            odd @ ("null-labels" | "list-annotations" | "number-label" | "bad-label-key"
+            | "host-label" | "host-annotation" | "server-metadata") => {
+                authority::odd_metadata(&name, odd)
+            }
+            "event-flood" => authority::event_flood(&name, 1000),
+            "event-reason" => authority::bad_event_reason(&name),
+            "many-strings" => Ok(authority::many_strings()),
+            "recreate" => authority::recreate(&request, &name),
+            "flap" => authority::flap(&request, &name),
+            "keep-and-desire" => authority::keep_and_desire(&name),
+            "claim-host-condition" => authority::claim_host_condition(&name),
+            "slow" => {
+                attack::busy(std::time::Duration::from_millis(300));
+                attack::none(&name)
+            }
             other => Err(Error::permanent(format!("unknown attack {other:?}"))),
         }
     }

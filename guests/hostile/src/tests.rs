@@ -3,7 +3,7 @@
 //! and are exercised by the host's hostile-guest suite.
 
 use serde_json::{Value, json};
-use wasmop_guest::{Operator, Request, Response};
+use wasmop_guest::{Operator, Request, Response, Settings};
 
 use crate::HostileGuest;
 use crate::attack::{FOREIGN_NAMESPACE, HUGE_RESPONSE_BYTES};
@@ -22,15 +22,92 @@ fn run(attack: &str) -> Response {
 }
 
 #[test]
-fn describe_declares_hostile_with_config_maps_only_and_no_finalizer() {
-    let d = HostileGuest::describe();
+fn describe_declares_hostile_with_config_maps_services_and_secrets_and_no_finalizer() {
+    let d = HostileGuest::describe(&Settings::none()).unwrap();
     assert_eq!(d.primary.group, "test.wasmop.dev");
     assert_eq!(d.primary.version, "v1alpha1");
     assert_eq!(d.primary.kind, "Hostile");
-    assert_eq!(d.children.len(), 1);
-    assert_eq!(d.children[0].kind.kind, "ConfigMap");
-    assert!(!d.children[0].cluster_scoped);
+    let kinds: Vec<_> = d.children.iter().map(|c| c.kind.kind.as_str()).collect();
+    assert_eq!(kinds, ["ConfigMap", "Service", "Secret"]);
+    assert!(d.children.iter().all(|c| !c.cluster_scoped));
     assert_eq!(d.finalizer, None);
+}
+
+fn describe_as(attack: &str) -> Result<wasmop_guest::Description, String> {
+    HostileGuest::describe(&Settings::from_value(&json!({"describe": attack})))
+}
+
+#[test]
+fn the_describe_setting_picks_a_description_the_host_must_refuse() {
+    assert_eq!(
+        describe_as("builtin-primary").unwrap().primary.kind,
+        "Secret"
+    );
+    let child_is_primary = describe_as("child-is-primary").unwrap();
+    assert!(
+        child_is_primary
+            .children
+            .iter()
+            .any(|c| c.kind == child_is_primary.primary)
+    );
+    assert_eq!(
+        describe_as("bad-finalizer").unwrap().finalizer.as_deref(),
+        Some("cleanup")
+    );
+    assert_eq!(
+        describe_as("too-many-children").unwrap().children.len(),
+        103
+    );
+    assert!(
+        describe_as("refuse-settings")
+            .unwrap_err()
+            .contains("refused on purpose")
+    );
+    assert!(describe_as("nonsense").is_err());
+    let bad = HostileGuest::describe(&Settings::from_value(&json!({"colour": 1})));
+    assert!(bad.unwrap_err().contains("colour"));
+}
+
+#[test]
+fn take_over_attacks_name_the_target() {
+    let mut parent = parent("take-secret");
+    parent["spec"]["target"] = json!("user-secret");
+    let response = HostileGuest::reconcile(Request::new(parent, vec![], false)).unwrap();
+    let child = &response.child_values()[0];
+    assert_eq!(
+        (child["kind"].as_str(), child["metadata"]["name"].as_str()),
+        (Some("Secret"), Some("user-secret"))
+    );
+}
+
+#[test]
+fn recreate_wants_the_child_only_while_it_is_absent_and_flap_flips_it() {
+    let absent = run("recreate");
+    assert_eq!(absent.child_values()[0]["metadata"]["name"], "h-flap");
+    let observed = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "h-flap"}, "data": {"v": "a"}});
+    let present = HostileGuest::reconcile(Request::new(
+        parent("recreate"),
+        vec![observed.clone()],
+        false,
+    ))
+    .unwrap();
+    assert!(present.children().is_empty());
+    let flipped =
+        HostileGuest::reconcile(Request::new(parent("flap"), vec![observed], false)).unwrap();
+    assert_eq!(flipped.child_values()[0]["data"]["v"], "b");
+    assert_eq!(run("flap").child_values()[0]["data"]["v"], "a");
+}
+
+#[test]
+fn metadata_attacks_send_the_odd_shape_they_name() {
+    assert!(run("null-labels").child_values()[0]["metadata"]["labels"].is_null());
+    assert_eq!(
+        run("host-label").child_values()[0]["metadata"]["labels"]["wasmop.dev/owner"],
+        "me"
+    );
+    assert_eq!(run("event-flood").events.len(), 1000);
+    assert!(run("event-reason").events[0].reason.contains('\n'));
+    assert_eq!(run("keep-and-desire").kept().len(), 1);
 }
 
 #[test]

@@ -1,8 +1,13 @@
 //! The wasm export glue: the generated WIT bindings and the conversions
-//! between them and the SDK's plain Rust types. Only compiled for wasm32;
-//! guests reach it through [`export_operator!`](crate::export_operator).
+//! between them and the contract's plain Rust types, the one place where
+//! the two meet (a new WIT field fails to compile here until it is
+//! carried). Only compiled for wasm32; guests reach it through
+//! [`export_operator!`](crate::export_operator).
 
-use crate::{Description, Error, ErrorKind, EventType, Operator, Request, WireObserved};
+use crate::{
+    ChildKind, Description, Error, ErrorKind, Event, EventType, KindRef, ObjectRef, ObservedObject,
+    Operator, ReconcileRequest, ReconcileResponse, Request, Settings,
+};
 
 /// The bindings `wit-bindgen` generates from `wit/` for the `operator-guest`
 /// world. Not a stable API: use the SDK's types instead.
@@ -30,58 +35,110 @@ fn report_panics() {
 }
 
 /// `describe` for the operator `O`, in WIT types.
-pub fn describe<O: Operator>() -> wit::Description {
+pub fn describe<O: Operator>(settings: Option<String>) -> Result<wit::Description, String> {
     report_panics();
     let Description {
         primary,
         children,
         finalizer,
-    } = O::describe();
-    wit::Description {
+    } = O::describe(&Settings::from_json(settings))?;
+    Ok(wit::Description {
         primary: kind_ref(primary),
         children: children
             .into_iter()
-            .map(|child| wit::ChildKind {
-                kind: kind_ref(child.kind),
-                cluster_scoped: child.cluster_scoped,
-            })
+            .map(
+                |ChildKind {
+                     kind,
+                     cluster_scoped,
+                 }| wit::ChildKind {
+                    kind: kind_ref(kind),
+                    cluster_scoped,
+                },
+            )
             .collect(),
         finalizer,
-    }
+    })
 }
 
 /// `reconcile` for the operator `O`, in WIT types: wrap the request (nothing
-/// is parsed before the guest asks), call the guest's logic, serialize its
+/// is parsed before the guest asks), call the guest's logic, convert its
 /// answer.
 pub fn reconcile<O: Operator>(
     request: wit::ReconcileRequest,
 ) -> Result<wit::ReconcileResponse, wit::ReconcileError> {
     report_panics();
-    let now = crate::time::from_unix_seconds(request.now);
-    let observed = request
-        .observed
-        .into_iter()
-        .map(WireObserved::from)
-        .collect();
-    let request = Request::from_wire(request.parent, observed, request.deleting, now);
-    let answer = O::reconcile(request).map(crate::Response::into_wire);
-    match answer {
-        Ok(wire) => Ok(wit::ReconcileResponse {
-            children: wire.children,
-            status: wire.status,
-            requeue_after_seconds: wire.requeue_after_seconds,
-            finalized: wire.finalized,
-            events: wire
-                .events
+    let wit::ReconcileRequest {
+        parent,
+        observed,
+        deleting,
+        now,
+        settings,
+    } = request;
+    let request = Request::from_wire(ReconcileRequest {
+        parent,
+        observed: observed
+            .into_iter()
+            .map(
+                |wit::ObservedObject {
+                     api_version,
+                     kind,
+                     name,
+                     object,
+                 }| ObservedObject {
+                    api_version,
+                    kind,
+                    name,
+                    object,
+                },
+            )
+            .collect(),
+        deleting,
+        now,
+        settings,
+    });
+    match O::reconcile(request).map(crate::Response::into_wire) {
+        Ok(ReconcileResponse {
+            children,
+            status,
+            requeue_after_seconds,
+            finalized,
+            events,
+            keep,
+        }) => Ok(wit::ReconcileResponse {
+            children,
+            status,
+            requeue_after_seconds,
+            finalized,
+            events: events
                 .into_iter()
-                .map(|event| wit::Event {
-                    event_type: match event.event_type {
-                        EventType::Normal => wit::EventType::Normal,
-                        EventType::Warning => wit::EventType::Warning,
+                .map(
+                    |Event {
+                         event_type,
+                         reason,
+                         message,
+                     }| wit::Event {
+                        event_type: match event_type {
+                            EventType::Normal => wit::EventType::Normal,
+                            EventType::Warning => wit::EventType::Warning,
+                        },
+                        reason,
+                        message,
                     },
-                    reason: event.reason,
-                    message: event.message,
-                })
+                )
+                .collect(),
+            keep: keep
+                .into_iter()
+                .map(
+                    |ObjectRef {
+                         api_version,
+                         kind,
+                         name,
+                     }| wit::ObjectRef {
+                        api_version,
+                        kind,
+                        name,
+                    },
+                )
                 .collect(),
         }),
         Err(Error { kind, message }) => Err(wit::ReconcileError {
@@ -94,21 +151,16 @@ pub fn reconcile<O: Operator>(
     }
 }
 
-impl From<wit::ObservedObject> for WireObserved {
-    fn from(child: wit::ObservedObject) -> Self {
-        Self {
-            api_version: child.api_version,
-            kind: child.kind,
-            name: child.name,
-            object: child.object,
-        }
-    }
-}
-
-fn kind_ref(kind: crate::KindRef) -> wit::KindRef {
+fn kind_ref(
+    KindRef {
+        group,
+        version,
+        kind,
+    }: KindRef,
+) -> wit::KindRef {
     wit::KindRef {
-        group: kind.group,
-        version: kind.version,
-        kind: kind.kind,
+        group,
+        version,
+        kind,
     }
 }

@@ -8,15 +8,15 @@
 //!
 //! ```
 //! use k8s_openapi::api::core::v1::ConfigMap;
-//! use wasmop_guest::{meta, ChildKind, Description, KindRef, Operator, Request, Response, Result};
+//! use wasmop_guest::{meta, ChildKind, Description, KindRef, Operator, Request, Response, Result, Settings};
 //!
 //! /// Gives every `Greeting` a ConfigMap with a greeting in it.
 //! pub struct Greeter;
 //!
 //! impl Operator for Greeter {
-//!     fn describe() -> Description {
-//!         Description::new(KindRef::new("example.com", "v1", "Greeting"))
-//!             .child(ChildKind::of::<ConfigMap>())
+//!     fn describe(_settings: &Settings) -> std::result::Result<Description, String> {
+//!         Ok(Description::new(KindRef::new("example.com", "v1", "Greeting"))
+//!             .child(ChildKind::of::<ConfigMap>()))
 //!     }
 //!
 //!     fn reconcile(request: Request) -> Result<Response> {
@@ -41,7 +41,14 @@
 //! ```
 //!
 //! What the host stamps, a guest never sets: the namespace, the controller
-//! ownerReference and the `wasmop.dev/guest` label of its children.
+//! ownerReference and the `wasmop.dev/guest` label of its children, nor any
+//! label or annotation under `wasmop.dev/`. To leave an observed child as
+//! it is (a paused parent), [`Response::keep`] it instead of sending it
+//! back.
+//!
+//! The plain types of the contract ([`Description`], [`KindRef`],
+//! [`Event`], the wire records) come from the `wasmop-contract` crate,
+//! which the host shares: SDK and host cannot drift apart.
 //!
 //! Everything here except the wasm export glue (module `export`, wasm32 only)
 //! is plain Rust that compiles and runs natively, so guest logic is
@@ -73,7 +80,6 @@
 #[cfg(all(feature = "call-heap", target_arch = "wasm32", target_os = "unknown"))]
 mod alloc;
 pub mod condition;
-mod description;
 mod error;
 #[cfg(target_arch = "wasm32")]
 #[doc(hidden)]
@@ -83,13 +89,18 @@ pub mod meta;
 mod operator;
 mod request;
 mod response;
+mod settings;
 pub mod time;
 
-pub use description::{ChildKind, Description, KindRef, ObjectScope};
 pub use error::{Error, ErrorKind, Result};
 pub use operator::Operator;
-pub use request::{Request, WireObserved};
-pub use response::{Event, EventType, Response, WireResponse};
+pub use request::{Request, observed_from_json};
+pub use response::Response;
+pub use settings::Settings;
+pub use wasmop_contract::{
+    ChildKind, Description, Event, EventType, KindRef, ObjectRef, ObjectScope, ObservedObject,
+    ReconcileRequest, ReconcileResponse, names,
+};
 
 /// `value` as compact JSON text. `serde_json::to_string` writes straight
 /// into a byte buffer; `Value`'s `Display` (`to_string()`) goes through
@@ -113,8 +124,13 @@ macro_rules! export_operator {
             struct WasmopGuestExport;
 
             impl $crate::export::Guest for WasmopGuestExport {
-                fn describe() -> $crate::export::bindings::wasmop::operator::types::Description {
-                    $crate::export::describe::<$operator>()
+                fn describe(
+                    settings: ::core::option::Option<::std::string::String>,
+                ) -> ::core::result::Result<
+                    $crate::export::bindings::wasmop::operator::types::Description,
+                    ::std::string::String,
+                > {
+                    $crate::export::describe::<$operator>(settings)
                 }
 
                 fn reconcile(

@@ -18,7 +18,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::{Error, Result};
+use crate::{Error, ObservedObject, ReconcileRequest, Result, Settings};
 
 /// One reconcile's input: the parent object and the children the host
 /// observes for it. Mirrors the WIT `reconcile-request`.
@@ -30,41 +30,27 @@ pub struct Request {
     /// declared a finalizer.
     pub deleting: bool,
     now: Time,
+    settings: Settings,
 }
 
-/// An observed child as the host sends it: the fields that identify it, read
-/// out by the host, and the whole object as JSON text. Mirrors the WIT
-/// `observed-object`; the export glue converts the generated type to it, and
-/// a native benchmark builds it to do the same work natively.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct WireObserved {
-    /// `apiVersion`, e.g. "apps/v1".
-    pub api_version: String,
-    /// `kind`, e.g. "Deployment".
-    pub kind: String,
-    /// `metadata.name`.
-    pub name: String,
-    /// The whole object as JSON text.
-    pub object: String,
-}
-
-impl WireObserved {
-    /// Reads the identity out of `object` (natively: tests; the host sends
-    /// it read out already). Text that is not a JSON object, or an identity
-    /// field that is not a string, is an error.
-    pub fn from_json(object: String) -> std::result::Result<Self, serde_json::Error> {
-        let head: Head<'_> = serde_json::from_str(&object)?;
-        Ok(Self {
-            api_version: head.api_version.map(Cow::into_owned).unwrap_or_default(),
-            kind: head.kind.map(Cow::into_owned).unwrap_or_default(),
-            name: head
-                .metadata
-                .and_then(|m| m.name)
-                .map(Cow::into_owned)
-                .unwrap_or_default(),
-            object,
-        })
-    }
+/// Reads the identity of an observed child out of its text, as the host
+/// does before it sends it (natively: tests and benchmarks). Text that is
+/// not a JSON object, or an identity field that is not a string, is an
+/// error.
+pub fn observed_from_json(
+    object: String,
+) -> std::result::Result<ObservedObject, serde_json::Error> {
+    let head: Head<'_> = serde_json::from_str(&object)?;
+    Ok(ObservedObject {
+        api_version: head.api_version.map(Cow::into_owned).unwrap_or_default(),
+        kind: head.kind.map(Cow::into_owned).unwrap_or_default(),
+        name: head
+            .metadata
+            .and_then(|m| m.name)
+            .map(Cow::into_owned)
+            .unwrap_or_default(),
+        object,
+    })
 }
 
 /// One object as JSON text, and its `Value` once someone asked for it.
@@ -176,7 +162,7 @@ impl Parent {
 }
 
 impl Child {
-    fn from_wire(wire: WireObserved) -> Self {
+    fn from_wire(wire: ObservedObject) -> Self {
         Self {
             api_version: wire.api_version,
             kind: wire.kind,
@@ -209,6 +195,7 @@ impl Request {
             observed: observed.into_iter().map(Child::from_value).collect(),
             deleting,
             now: crate::time::now(),
+            settings: Settings::none(),
         }
     }
 
@@ -225,7 +212,7 @@ impl Request {
             .iter()
             .enumerate()
             .map(|(i, text)| {
-                WireObserved::from_json(text.as_ref().to_owned())
+                observed_from_json(text.as_ref().to_owned())
                     .map(Child::from_wire)
                     .map_err(|e| {
                         Error::permanent(format!(
@@ -239,27 +226,43 @@ impl Request {
             observed,
             deleting,
             now: crate::time::now(),
+            settings: Settings::none(),
         })
     }
 
     /// A request as the export glue receives it, taking ownership of the
-    /// text and the host's time: nothing is copied or parsed until the
-    /// guest asks for it. The texts are trusted to be JSON objects (the host
-    /// serialises them); one that is not fails only when the guest reads it:
-    /// [`Request::parent_as`] with a permanent error, a typed lookup of a
-    /// child by skipping it with a warning.
-    pub fn from_wire(
-        parent: String,
-        observed: Vec<WireObserved>,
-        deleting: bool,
-        now: Time,
-    ) -> Self {
+    /// texts: nothing is copied or parsed until the guest asks for it. The
+    /// texts are trusted to be JSON objects (the host serialises them); one
+    /// that is not fails only when the guest reads it: [`Request::parent_as`]
+    /// with a permanent error, a typed lookup of a child by skipping it with
+    /// a warning.
+    pub fn from_wire(wire: ReconcileRequest) -> Self {
+        let ReconcileRequest {
+            parent,
+            observed,
+            deleting,
+            now,
+            settings,
+        } = wire;
         Self {
             parent: Parent::new(Object::new(parent)),
             observed: observed.into_iter().map(Child::from_wire).collect(),
             deleting,
-            now,
+            now: crate::time::from_unix_seconds(now),
+            settings: Settings::from_json(settings),
         }
+    }
+
+    /// The same request with `settings` (tests).
+    #[must_use]
+    pub fn with_settings(mut self, settings: Settings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    /// The guest-list entry's settings, as `describe` accepted them.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
     }
 
     /// The same request at another time (tests pin the clock with it).
@@ -358,6 +361,14 @@ impl Request {
         self.find::<K>(name).and_then(decode::<K, T>)
     }
 
+    /// The identity of every observed child, in the order the host sent
+    /// them: what [`Response::keep`](crate::Response::keep) takes.
+    pub fn observed_refs(&self) -> impl Iterator<Item = crate::ObjectRef> + '_ {
+        self.observed
+            .iter()
+            .map(|child| crate::ObjectRef::new(&child.api_version, &child.kind, &child.name))
+    }
+
     /// The child of kind `K` named `name`; a child without a name is never
     /// found.
     fn find<K: Resource>(&self, name: &str) -> Option<&Child> {
@@ -412,7 +423,11 @@ mod tests {
     #[test]
     fn the_time_is_the_hosts_and_can_be_pinned() {
         let at = crate::time::from_unix_seconds(1_714_564_800);
-        let request = Request::from_wire("{}".into(), vec![], false, at.clone());
+        let request = Request::from_wire(ReconcileRequest {
+            parent: "{}".into(),
+            now: 1_714_564_800,
+            ..ReconcileRequest::default()
+        });
         assert_eq!(request.now(), &at);
         let later = crate::time::from_unix_seconds(1_714_564_860);
         assert_eq!(request.at(later.clone()).now(), &later);
@@ -439,15 +454,15 @@ mod tests {
 
     #[test]
     fn from_wire_finds_children_by_the_identity_the_host_sent() {
-        let child = |kind: &str, name: &str, object: &str| WireObserved {
+        let child = |kind: &str, name: &str, object: &str| ObservedObject {
             api_version: "v1".into(),
             kind: kind.into(),
             name: name.into(),
             object: object.into(),
         };
-        let req = Request::from_wire(
-            r#"{"metadata":{"name":"demo","generation":2}}"#.into(),
-            vec![
+        let req = Request::from_wire(ReconcileRequest {
+            parent: r#"{"metadata":{"name":"demo","generation":2}}"#.into(),
+            observed: vec![
                 child(
                     "ConfigMap",
                     "demo-config",
@@ -455,8 +470,15 @@ mod tests {
                 ),
                 child("Service", "demo", "not JSON"),
             ],
-            false,
-            crate::time::from_unix_seconds(0),
+            settings: Some(r#"{"a":1}"#.into()),
+            ..ReconcileRequest::default()
+        });
+        assert_eq!(req.settings().json(), Some(r#"{"a":1}"#));
+        assert_eq!(
+            req.observed_refs()
+                .map(|r| r.to_string())
+                .collect::<Vec<_>>(),
+            ["v1 ConfigMap/demo-config", "v1 Service/demo"]
         );
         assert_eq!(req.parent_name(), "demo");
         assert_eq!(req.parent_generation(), Some(2));
@@ -470,12 +492,10 @@ mod tests {
 
     #[test]
     fn a_parent_that_is_not_json_fails_only_when_read() {
-        let req = Request::from_wire(
-            "nope".into(),
-            vec![],
-            false,
-            crate::time::from_unix_seconds(0),
-        );
+        let req = Request::from_wire(ReconcileRequest {
+            parent: "nope".into(),
+            ..ReconcileRequest::default()
+        });
         assert_eq!(req.parent_name(), "");
         assert_eq!(req.parent_generation(), None);
         let err = req.parent_as::<Value>().unwrap_err();
@@ -489,7 +509,7 @@ mod tests {
 
     #[test]
     fn wire_observed_reads_the_identity_out_of_the_text() {
-        let wire = WireObserved::from_json(
+        let wire = observed_from_json(
             r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"demo"},"spec":{}}"#
                 .into(),
         )
@@ -502,8 +522,8 @@ mod tests {
             ),
             ("apps/v1", "Deployment", "demo")
         );
-        assert_eq!(WireObserved::from_json("{}".into()).unwrap().name, "");
-        assert!(WireObserved::from_json("nope".into()).is_err());
+        assert_eq!(observed_from_json("{}".into()).unwrap().name, "");
+        assert!(observed_from_json("nope".into()).is_err());
     }
 
     #[test]

@@ -4,47 +4,7 @@ use k8s_openapi::Resource;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::{Error, Result};
-
-/// The type of an event, as Kubernetes Events know it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum EventType {
-    /// Something expected happened.
-    Normal,
-    /// Something a person should look at.
-    Warning,
-}
-
-/// An event the host records on the parent (events.k8s.io/v1).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Event {
-    /// Normal or Warning.
-    pub event_type: EventType,
-    /// A short CamelCase reason, e.g. "ScaledUp".
-    pub reason: String,
-    /// A human-readable message.
-    pub message: String,
-}
-
-impl Event {
-    /// A Normal event.
-    pub fn normal(reason: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            event_type: EventType::Normal,
-            reason: reason.into(),
-            message: message.into(),
-        }
-    }
-
-    /// A Warning event.
-    pub fn warning(reason: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            event_type: EventType::Warning,
-            reason: reason.into(),
-            message: message.into(),
-        }
-    }
-}
+use crate::{Error, Event, ObjectRef, ReconcileResponse, Result};
 
 /// One reconcile's answer. Mirrors the WIT `reconcile-response`.
 ///
@@ -67,6 +27,8 @@ pub struct Response {
     pub finalized: bool,
     /// Events to record on the parent.
     pub events: Vec<Event>,
+    /// Observed children to leave exactly as they are.
+    keep: Vec<ObjectRef>,
 }
 
 impl Response {
@@ -200,19 +162,44 @@ impl Response {
         self
     }
 
+    /// Leaves the observed child `child` exactly as it is: the host neither
+    /// writes nor prunes it (a paused parent, a child kept during cleanup).
+    /// Nothing of the child is sent back, so no field of it becomes the
+    /// guest's. A child both kept and desired is refused by the host.
+    pub fn keep(&mut self, child: ObjectRef) {
+        self.keep.push(child);
+    }
+
+    /// Leaves every observed child of `request` as it is, except those for
+    /// which `except` is true (the guest desires or drops those itself).
+    pub fn keep_observed(
+        &mut self,
+        request: &crate::Request,
+        mut except: impl FnMut(&ObjectRef) -> bool,
+    ) {
+        self.keep
+            .extend(request.observed_refs().filter(|child| !except(child)));
+    }
+
+    /// The observed children this answer keeps.
+    pub fn kept(&self) -> &[ObjectRef] {
+        &self.keep
+    }
+
     /// The answer in the text form the WIT interface carries.
     ///
     /// Serialization is deterministic (struct fields in declaration order,
     /// maps sorted), so the same answer always gives the same bytes and a
     /// converged parent produces nothing for the host to write. Children
     /// and status are already text, so this cannot fail.
-    pub fn into_wire(self) -> WireResponse {
-        WireResponse {
+    pub fn into_wire(self) -> ReconcileResponse {
+        ReconcileResponse {
             children: self.children,
             status: self.status,
             requeue_after_seconds: self.requeue_after_seconds,
             finalized: self.finalized,
             events: self.events,
+            keep: self.keep,
         }
     }
 }
@@ -226,26 +213,10 @@ fn starts_with_type(text: &str, api_version: &str, kind: &str) -> bool {
         .is_some_and(|rest| rest.starts_with("\",") || rest.starts_with("\"}"))
 }
 
-/// A [`Response`] serialized to JSON text, field for field the WIT
-/// `reconcile-response`. The export glue converts it to the generated type;
-/// a native benchmark can stop here to measure the same work natively.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WireResponse {
-    /// Each desired child as JSON text.
-    pub children: Vec<String>,
-    /// The desired status as JSON text.
-    pub status: Option<String>,
-    /// Requeue after this many seconds.
-    pub requeue_after_seconds: Option<u32>,
-    /// Cleanup complete.
-    pub finalized: bool,
-    /// Events to record.
-    pub events: Vec<Event>,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::EventType;
     use k8s_openapi::NamespaceResourceScope;
     use k8s_openapi::api::core::v1::ConfigMap;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -340,6 +311,24 @@ mod tests {
         assert_eq!(wire.requeue_after_seconds, Some(5));
         assert!(wire.finalized);
         assert_eq!(wire.events, vec![Event::normal("Done", "all done")]);
+    }
+
+    #[test]
+    fn keep_observed_names_every_observed_child_but_the_exceptions() {
+        let request = crate::Request::new(
+            json!({}),
+            vec![
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}),
+                json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "a"}}),
+            ],
+            false,
+        );
+        let mut response = Response::new();
+        response.keep_observed(&request, |child| child.kind == "Deployment");
+        assert_eq!(
+            response.into_wire().keep,
+            vec![ObjectRef::new("v1", "ConfigMap", "a")]
+        );
     }
 
     #[test]

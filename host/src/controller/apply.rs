@@ -1,24 +1,43 @@
 //! Turning validated guest output into API writes: stamping ownership,
-//! deciding what actually changed, server-side apply and pruning.
+//! deciding what actually changed, writing only what the parent controls,
+//! and pruning.
 //!
-//! The rule that matters most here: a converged object costs **zero writes**.
-//! A desired child is applied only when the guest's wish changed (tracked by
-//! a hash annotation) or when the cluster drifted from it (a field the guest
-//! sets has another value, or is gone). Server defaults and fields other
-//! managers own do not count as drift.
+//! Two rules matter most here.
+//!
+//! **Zero writes when converged.** A desired child is applied only when the
+//! guest's wish changed (tracked by a hash annotation) or when the cluster
+//! drifted from it (a field the guest sets has another value, or is gone).
+//! Server defaults and fields other managers own do not count as drift.
+//!
+//! **The ownership fence.** The host writes only objects the reconciled
+//! parent controls, and objects it creates for that parent:
+//! - a child the host observes as the parent's is applied with its UID in
+//!   the body, so the API server refuses the write if the object was
+//!   replaced by another one of the same name in the meantime;
+//! - a child the host does not observe is created (POST), which fails if
+//!   the name is taken: nothing is ever taken over by a server-side apply.
+//!   The create is followed by one small patch that marks the guest's
+//!   field-manager entry as an apply, so later applies own, and can drop,
+//!   every field the guest set;
+//! - a name taken by an object the parent does not control is refused
+//!   ([`Written::Taken`]), unless the guest list allows adopting orphans
+//!   (`adoptOrphans: true`): an object with no controller at all, not a
+//!   Secret, is then adopted by an apply that carries the object's
+//!   resourceVersion, so it fails if the object changed since it was read;
+//! - pruning deletes only observed children, with a UID precondition.
 
 use kube::api::{
-    Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy,
+    Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions,
+    PropagationPolicy,
 };
 use kube::core::ApiResource;
 use kube::{Client, ResourceExt};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
+use wasmop_contract::names::DESIRED_HASH_ANNOTATION;
 
+use super::index::controller_uid;
 use crate::validate::{DesiredChild, GUEST_LABEL};
-
-/// Annotation holding the hash of what the host last applied for a child.
-pub const DESIRED_HASH_ANNOTATION: &str = "wasmop.dev/desired-hash";
 
 /// The parent as the host needs it for stamping.
 #[derive(Clone, Copy, Debug)]
@@ -46,10 +65,9 @@ pub fn stamp(child: &DesiredChild, owner: Owner<'_>, guest: &str) -> Value {
     if let (false, Some(ns)) = (child.cluster_scoped, owner.namespace) {
         meta.insert("namespace".into(), ns.into());
     }
-    let labels = meta.entry("labels").or_insert_with(|| json!({}));
-    if let Some(labels) = labels.as_object_mut() {
-        labels.insert(GUEST_LABEL.into(), guest.into());
-    }
+    // Validation lets only maps of strings through; whatever else reached
+    // here would be replaced, never left unstamped.
+    string_map(meta, "labels").insert(GUEST_LABEL.into(), guest.into());
     meta.insert(
         "ownerReferences".into(),
         json!([{
@@ -61,24 +79,22 @@ pub fn stamp(child: &DesiredChild, owner: Owner<'_>, guest: &str) -> Value {
             "blockOwnerDeletion": true,
         }]),
     );
-    // A guest that re-emits an observed child (paused, deleting) hands back
-    // the previous hash too; it is the host's, never part of the wish.
-    if let Some(a) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
-        a.remove(DESIRED_HASH_ANNOTATION);
-        if a.is_empty() {
-            meta.remove("annotations");
-        }
-    }
     let hash = hash_of(&object);
     let meta = object
         .get_mut("metadata")
         .and_then(Value::as_object_mut)
         .expect("inserted above");
-    let annotations = meta.entry("annotations").or_insert_with(|| json!({}));
-    if let Some(a) = annotations.as_object_mut() {
-        a.insert(DESIRED_HASH_ANNOTATION.into(), hash.into());
-    }
+    string_map(meta, "annotations").insert(DESIRED_HASH_ANNOTATION.into(), hash.into());
     Value::Object(object)
+}
+
+/// `meta[field]` as a map, made one if it is missing or anything else.
+fn string_map<'a>(meta: &'a mut Map<String, Value>, field: &str) -> &'a mut Map<String, Value> {
+    let value = meta.entry(field).or_insert_with(|| json!({}));
+    if !value.is_object() {
+        *value = json!({});
+    }
+    value.as_object_mut().expect("made a map above")
 }
 
 /// sha256 of the canonical JSON text of `object` (serde_json maps are
@@ -146,22 +162,188 @@ fn is_empty(v: &Value) -> bool {
         || v.as_array().is_some_and(Vec::is_empty)
 }
 
-/// Server-side apply of one stamped child with the guest's field manager.
-pub async fn apply_child(
+/// Where a child goes: its kind, namespace and name, and the field
+/// manager it is written with.
+#[derive(Clone, Copy, Debug)]
+pub struct Target<'a> {
+    /// The child's kind.
+    pub resource: &'a ApiResource,
+    /// Its namespace (`None` when cluster-scoped).
+    pub namespace: Option<&'a str>,
+    /// Its name.
+    pub name: &'a str,
+    /// The guest's field manager.
+    pub manager: &'a str,
+}
+
+impl Target<'_> {
+    fn api(&self, client: &Client) -> Api<DynamicObject> {
+        api_for(client, self.resource, self.namespace)
+    }
+}
+
+/// What writing a desired child came to.
+#[derive(Debug)]
+pub enum Written {
+    /// The child as the API server holds it now, and the resourceVersion
+    /// of an intermediate write (a create before its apply mark), which a
+    /// watch may still deliver.
+    Done(Box<DynamicObject>, Option<String>),
+    /// The name is taken by an object the parent does not control; nothing
+    /// was written. The text names who controls it.
+    Taken(String),
+    /// The name was taken when the create ran, and free again when the
+    /// host looked: the next reconcile creates it.
+    Vanished,
+}
+
+/// Writes `stamped` for the parent `parent_uid` behind the fence (see the
+/// module docs): `observed` is the child the host observes as the
+/// parent's, if any.
+pub async fn write_child(
     client: &Client,
-    ar: &ApiResource,
-    namespace: Option<&str>,
-    name: &str,
-    manager: &str,
+    target: Target<'_>,
     stamped: &Value,
+    observed: Option<&DynamicObject>,
+    parent_uid: &str,
+    adopt_orphans: bool,
+) -> kube::Result<Written> {
+    if let Some(observed) = observed {
+        return apply_owned(client, target, stamped, observed)
+            .await
+            .map(|o| Written::Done(Box::new(o), None));
+    }
+    match create(client, target, stamped).await {
+        Ok((created, first)) => return Ok(Written::Done(Box::new(created), first)),
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => return Err(e),
+    }
+    // Taken. By the parent itself (a child the cache has not seen yet, or
+    // one whose label someone removed), by an orphan, or by another owner.
+    let Some(existing) = target.api(client).get_opt(target.name).await? else {
+        return Ok(Written::Vanished);
+    };
+    match controller_uid(&existing) {
+        Some(uid) if uid == parent_uid => apply_owned(client, target, stamped, &existing)
+            .await
+            .map(|o| Written::Done(Box::new(o), None)),
+        None if adopt_orphans && target.resource.kind != "Secret" => {
+            adopt(client, target, stamped, &existing)
+                .await
+                .map(|o| Written::Done(Box::new(o), None))
+        }
+        Some(_) => {
+            let owner = existing
+                .owner_references()
+                .iter()
+                .find(|o| o.controller == Some(true))
+                .map(|o| format!("controlled by {} {}", o.kind, o.name))
+                .unwrap_or_default();
+            Ok(Written::Taken(owner))
+        }
+        None => Ok(Written::Taken(if target.resource.kind == "Secret" {
+            "not controlled by anyone (Secrets are never adopted)".to_owned()
+        } else {
+            "not controlled by anyone (the guest list does not allow adopting orphans)".to_owned()
+        })),
+    }
+}
+
+/// Server-side apply of a child the parent controls, with the child's UID
+/// in the body: if the object was deleted, or replaced by another of the
+/// same name, the API server refuses the write instead of touching it.
+async fn apply_owned(
+    client: &Client,
+    target: Target<'_>,
+    stamped: &Value,
+    observed: &DynamicObject,
 ) -> kube::Result<DynamicObject> {
-    api_for(client, ar, namespace)
+    let mut body = stamped.clone();
+    body["metadata"]["uid"] = json!(observed.uid());
+    target
+        .api(client)
         .patch(
-            name,
-            &PatchParams::apply(manager).force(),
-            &Patch::Apply(stamped),
+            target.name,
+            &PatchParams::apply(target.manager).force(),
+            &Patch::Apply(&body),
         )
         .await
+}
+
+/// Adopts an orphan: an apply carrying the object's UID and
+/// resourceVersion, so it fails if the object changed since it was read.
+async fn adopt(
+    client: &Client,
+    target: Target<'_>,
+    stamped: &Value,
+    existing: &DynamicObject,
+) -> kube::Result<DynamicObject> {
+    let mut body = stamped.clone();
+    body["metadata"]["uid"] = json!(existing.uid());
+    body["metadata"]["resourceVersion"] = json!(existing.resource_version());
+    target
+        .api(client)
+        .patch(
+            target.name,
+            &PatchParams::apply(target.manager).force(),
+            &Patch::Apply(&body),
+        )
+        .await
+}
+
+/// Creates the child; fails with 409 when the name is taken. Then marks the
+/// guest's field-manager entry as an apply (a create records it as an
+/// update, and fields an update owns are never removed by a later apply
+/// that drops them). Returns the object and, when the mark was written, the
+/// resourceVersion of the create before it.
+async fn create(
+    client: &Client,
+    target: Target<'_>,
+    stamped: &Value,
+) -> kube::Result<(DynamicObject, Option<String>)> {
+    let api = target.api(client);
+    let object: DynamicObject =
+        serde_json::from_value(stamped.clone()).map_err(kube::Error::SerdeError)?;
+    let params = PostParams {
+        field_manager: Some(target.manager.to_owned()),
+        ..PostParams::default()
+    };
+    let created = api.create(&params, &object).await?;
+    let entry = created
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .position(|m| {
+            m.manager.as_deref() == Some(target.manager) && m.operation.as_deref() == Some("Update")
+        });
+    let Some(i) = entry else {
+        return Ok((created, None));
+    };
+    let ops = json!([
+        {"op": "test", "path": "/metadata/uid", "value": created.uid()},
+        {"op": "test", "path": format!("/metadata/managedFields/{i}/manager"), "value": target.manager},
+        {"op": "replace", "path": format!("/metadata/managedFields/{i}/operation"), "value": "Apply"},
+    ]);
+    let patch: json_patch::Patch = serde_json::from_value(ops).expect("well-formed JSON patch");
+    match api
+        .patch(
+            target.name,
+            &PatchParams::default(),
+            &Patch::<()>::Json(patch),
+        )
+        .await
+    {
+        Ok(marked) => Ok((marked, created.resource_version())),
+        // Changed in between (another writer, a controller): the object is
+        // still the parent's; the entry stays an update until the next
+        // create. Nothing is lost but the ability to drop those fields.
+        Err(kube::Error::Api(e)) if matches!(e.code, 409 | 422) => {
+            tracing::debug!(kind = %target.resource.kind, name = target.name, "could not mark the create as an apply: {}", e.message);
+            Ok((created, None))
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Deletes an observed child that is no longer desired, only if it is still
@@ -270,17 +452,18 @@ mod tests {
     }
 
     #[test]
-    fn a_re_emitted_observed_child_hashes_like_the_original_wish() {
-        let wish =
-            child(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "demo"}}));
-        let first = stamp(&wish, OWNER, "cache");
-        let mut again = first.clone();
-        again["metadata"]
-            .as_object_mut()
-            .unwrap()
-            .remove("ownerReferences");
-        let second = stamp(&child(again), OWNER, "cache");
-        assert_eq!(first, second);
+    fn the_hash_annotation_is_always_the_hosts() {
+        let forged = "00000000000000000000000000000000";
+        let s = stamp(
+            &child(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "demo", "annotations": {DESIRED_HASH_ANNOTATION: forged}}})),
+            OWNER,
+            "cache",
+        );
+        assert_ne!(
+            s["metadata"]["annotations"][DESIRED_HASH_ANNOTATION],
+            forged
+        );
     }
 
     fn is_subset(want: &Value, have: &Value) -> bool {

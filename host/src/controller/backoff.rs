@@ -43,6 +43,34 @@ impl<K: Eq + Hash + Clone> Backoff<K> {
         self.failures.lock().expect("backoff lock").remove(key);
     }
 
+    /// The delay the last failure of `key` asked for (zero when it has
+    /// not failed).
+    pub fn delay(&self, key: &K) -> Duration {
+        match self.failures(key) {
+            0 => Duration::ZERO,
+            n => delay_for(n),
+        }
+    }
+
+    /// Forgets every key `live` says is gone: objects deleted while they
+    /// were failing (bounded memory).
+    pub fn retain(&self, mut live: impl FnMut(&K) -> bool) {
+        self.failures
+            .lock()
+            .expect("backoff lock")
+            .retain(|k, _| live(k));
+    }
+
+    /// How many keys are failing.
+    pub fn len(&self) -> usize {
+        self.failures.lock().expect("backoff lock").len()
+    }
+
+    /// Whether no key is failing.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Consecutive failures of `key` so far.
     pub fn failures(&self, key: &K) -> u32 {
         self.failures
@@ -84,5 +112,16 @@ mod tests {
         b.succeed(&"a");
         assert_eq!(b.failures(&"a"), 0);
         assert_eq!(b.fail(&"a"), Duration::from_millis(5));
+        assert_eq!(b.delay(&"a"), Duration::from_millis(5));
+    }
+
+    #[test]
+    fn keys_of_gone_objects_are_forgotten() {
+        let b = Backoff::default();
+        b.fail(&"gone");
+        b.fail(&"here");
+        b.retain(|k| *k == "here");
+        assert_eq!(b.len(), 1);
+        assert_eq!(b.delay(&"gone"), Duration::ZERO);
     }
 }

@@ -5,7 +5,9 @@
 //! guessing plurals breaks on kinds like `NetworkPolicy`, and a declared
 //! scope that disagrees with the server is a guest bug worth refusing early.
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
+use kube::api::Api;
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::discovery::{Scope, pinned_kind};
 
@@ -42,6 +44,17 @@ pub enum Error {
         /// The discovery error.
         source: kube::Error,
     },
+    /// No CustomResourceDefinition serves the primary kind (it is a
+    /// built-in or aggregated API): a guest reconciles custom resources.
+    #[error("primary kind {kind} is not served by a CustomResourceDefinition ({crd}): {reason}")]
+    NotACustomResource {
+        /// The kind.
+        kind: KindRef,
+        /// The CRD name looked for.
+        crd: String,
+        /// What the lookup said.
+        reason: String,
+    },
     /// Declared scope disagrees with discovery.
     #[error("kind {kind} is declared {declared} but the API server serves it {actual}")]
     ScopeMismatch {
@@ -67,6 +80,7 @@ pub async fn resolve(client: &Client, description: &Description) -> Result<Resol
                 .map(|child| resolve_one(client, &child.kind))
         ),
     )?;
+    served_by_a_crd(client, &primary).await?;
     let mut children = Vec::with_capacity(description.children.len());
     for (child, resolved) in description.children.iter().zip(resolved) {
         if resolved.namespaced == child.cluster_scoped {
@@ -94,6 +108,45 @@ async fn resolve_one(client: &Client, kind: &KindRef) -> Result<ResolvedKind, Er
         resource,
         namespaced: caps.scope == Scope::Namespaced,
     })
+}
+
+/// The name of the CustomResourceDefinition that serves `kind`:
+/// `<plural>.<group>`.
+pub fn crd_name(kind: &ResolvedKind) -> String {
+    format!("{}.{}", kind.resource.plural, kind.resource.group)
+}
+
+/// Checks that a CustomResourceDefinition serves the primary kind in the
+/// declared version. Built-in kinds are refused offline too
+/// (`validate::description`); this catches aggregated APIs and groups that
+/// look custom but are not.
+async fn served_by_a_crd(client: &Client, primary: &ResolvedKind) -> Result<(), Error> {
+    let crd = crd_name(primary);
+    let refuse = |reason: String| Error::NotACustomResource {
+        kind: primary.kind.clone(),
+        crd: crd.clone(),
+        reason,
+    };
+    let found = Api::<CustomResourceDefinition>::all(client.clone())
+        .get_opt(&crd)
+        .await
+        .map_err(|e| refuse(e.to_string()))?
+        .ok_or_else(|| refuse("no such CustomResourceDefinition".into()))?;
+    let serves = found.spec.group == primary.kind.group
+        && found.spec.names.kind == primary.kind.kind
+        && found
+            .spec
+            .versions
+            .iter()
+            .any(|v| v.name == primary.kind.version && v.served);
+    if serves {
+        Ok(())
+    } else {
+        Err(refuse(format!(
+            "it does not serve {} in version {}",
+            primary.kind.kind, primary.kind.version
+        )))
+    }
 }
 
 fn scope_name(namespaced: bool) -> &'static str {

@@ -14,12 +14,12 @@ pub fn has(parent: &DynamicObject, finalizer: &str) -> bool {
     parent.finalizers().iter().any(|f| f == finalizer)
 }
 
-/// Adds `finalizer` to `parent`.
+/// Adds `finalizer` to `parent`; returns the parent as the patch left it.
 pub async fn add(
     api: &Api<DynamicObject>,
     parent: &DynamicObject,
     finalizer: &str,
-) -> kube::Result<()> {
+) -> kube::Result<DynamicObject> {
     let ops = if parent.finalizers().is_empty() {
         json!([
             {"op": "test", "path": "/metadata/uid", "value": parent.uid()},
@@ -51,7 +51,7 @@ pub async fn remove(
     match patch(api, parent, ops).await {
         // Already gone: the object was removed once its last finalizer went.
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        other => other,
+        other => other.map(drop),
     }
 }
 
@@ -59,7 +59,7 @@ async fn patch(
     api: &Api<DynamicObject>,
     parent: &DynamicObject,
     ops: serde_json::Value,
-) -> kube::Result<()> {
+) -> kube::Result<DynamicObject> {
     let patch: json_patch::Patch = serde_json::from_value(ops).expect("well-formed JSON patch");
     api.patch(
         &parent.name_any(),
@@ -67,5 +67,4 @@ async fn patch(
         &Patch::<()>::Json(patch),
     )
     .await
-    .map(drop)
 }

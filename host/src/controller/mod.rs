@@ -2,52 +2,69 @@
 //!
 //! watch → queue → guest call → validate → apply → status. For every guest
 //! the host watches the primary kind and each declared child kind (children
-//! selected by the `wasmop.dev/guest` label, mapped to their parent through
-//! the controller ownerReference). kube-runtime's controller provides the
-//! queue: keys are deduplicated, one key never runs twice at once, and
-//! concurrency is bounded per guest. The host adds per-key exponential
-//! backoff ([`backoff`]), a predicate that ignores status-only changes of the
-//! parent, periodic resync and "reconcile everything" after a hot swap.
+//! selected by the `wasmop.dev/guest` label, indexed by their controller
+//! ownerReference's UID in [`index`]). kube-runtime's controller provides
+//! the queue: keys are deduplicated, one key never runs twice at once. The
+//! host adds a bound on the reconciles of one guest running at once, across
+//! all its namespace scopes; per-key exponential backoff ([`backoff`]); a
+//! predicate that ignores status-only changes of the parent; periodic
+//! resync; "reconcile everything" after a hot swap; and the checks that a
+//! guest's answers make progress ([`progress`]).
 
 pub mod apply;
 pub mod backoff;
 pub mod discovery;
 pub mod events;
 pub mod finalizer;
+pub mod index;
+pub mod progress;
 pub mod reconcile;
 mod slot;
+pub mod status;
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use futures::{FutureExt, Stream, StreamExt, TryStreamExt};
+use futures::{Stream, StreamExt, TryStreamExt};
 use kube::api::{Api, DynamicObject};
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, predicates, watcher};
 use kube::{Client, ResourceExt};
 
 pub use discovery::{ResolvedKind, ResolvedKinds};
 pub use slot::GuestSlot;
 
+use crate::protected::ProtectedObjects;
 use crate::validate::GUEST_LABEL;
 use backoff::Backoff;
 use events::Events;
+use index::ChildIndex;
+use progress::Progress;
+use wasmop_contract::names::{field_manager, host_field_manager};
+
+/// How often a controller forgets the backoff and progress records of
+/// parents that are gone.
+const SWEEP_PERIOD: Duration = Duration::from_secs(60);
 
 /// How one guest's controller runs.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ControllerSettings {
-    /// Reconciles of this guest that may run at once. Default 4: two cores
-    /// here, and a guest call is CPU-bound for microseconds while API writes
-    /// wait on the network, so a little more than the core count.
+    /// Reconciles of this guest that may run at once, across all its
+    /// namespaces. Default 4: two cores here, and a guest call is CPU-bound
+    /// for microseconds while API writes wait on the network, so a little
+    /// more than the core count.
     pub concurrency: u16,
     /// Reconcile every parent this often even if nothing changed. Default
     /// 10 minutes; a converged object costs only reads then.
     pub resync: Duration,
     /// Namespaces to watch; empty means all.
     pub namespaces: Vec<String>,
+    /// Whether a desired child may adopt an existing object that no
+    /// controller owns (never a Secret). Default false.
+    pub adopt_orphans: bool,
 }
 
 impl Default for ControllerSettings {
@@ -56,6 +73,7 @@ impl Default for ControllerSettings {
             concurrency: 4,
             resync: Duration::from_secs(600),
             namespaces: Vec::new(),
+            adopt_orphans: false,
         }
     }
 }
@@ -95,48 +113,27 @@ pub struct Context {
     host_manager: String,
     slot: GuestSlot,
     kinds: ResolvedKinds,
-    children: Vec<Store<DynamicObject>>,
-    /// Resolves once every child cache has its initial list. Shared, because
-    /// `Store::wait_until_ready` wakes only one of several concurrent
-    /// waiters (its oneshot keeps a single waker), which stalled reconciles.
-    children_ready: futures::future::Shared<futures::future::BoxFuture<'static, bool>>,
+    settings: ControllerSettings,
+    children: Arc<ChildIndex>,
+    child_kind_names: Vec<String>,
     events: Events,
     backoff: Backoff<ObjectRef<DynamicObject>>,
+    progress: Progress,
     metrics: Arc<Metrics>,
+    permits: Arc<tokio::sync::Semaphore>,
+    protected: ProtectedObjects,
 }
 
 impl Context {
     fn parent_api(&self, namespace: Option<&str>) -> Api<DynamicObject> {
         apply::api_for(&self.client, &self.kinds.primary.resource, namespace)
     }
-
-    /// Children in the caches whose controller ownerReference is `parent`,
-    /// with the index of their kind.
-    fn observed_children(&self, parent: &DynamicObject) -> Vec<(usize, Arc<DynamicObject>)> {
-        let Some(uid) = parent.uid() else {
-            return Vec::new();
-        };
-        let mut found = Vec::new();
-        for (index, store) in self.children.iter().enumerate() {
-            for child in store.state() {
-                let owned = child
-                    .owner_references()
-                    .iter()
-                    .any(|o| o.controller == Some(true) && o.uid == uid);
-                if owned {
-                    found.push((index, child));
-                }
-            }
-        }
-        // Stable order: the guest sees the same input for the same state.
-        found.sort_by_key(|(kind, child)| (*kind, child.name_any()));
-        found
-    }
 }
 
-/// Objects that arrive in a LIST response carry no apiVersion and kind.
-/// Filling them in once, as they enter the cache, means guests and the
-/// drift check always see complete objects.
+/// Objects that arrive in a LIST response carry no apiVersion and kind:
+/// filled in once, as they enter the cache, so guests and the drift check
+/// always see complete objects. managedFields go too: no guest reads them
+/// and they are often the largest part of an object.
 fn typed_events(
     ar: kube::core::ApiResource,
 ) -> impl FnMut(watcher::Event<DynamicObject>) -> watcher::Event<DynamicObject> {
@@ -146,13 +143,9 @@ fn typed_events(
                 api_version: ar.api_version.clone(),
                 kind: ar.kind.clone(),
             });
+            object.metadata.managed_fields = None;
         })
     }
-}
-
-/// The field manager the host applies a guest's children and status with.
-pub fn field_manager(guest: &str) -> String {
-    format!("wasmop-{guest}")
 }
 
 /// A running controller for one guest; dropping it does not stop it, call
@@ -163,10 +156,19 @@ pub struct RunningController {
     metrics: Arc<Metrics>,
 }
 
+/// What a controller needs from the host besides the guest.
+#[derive(Clone)]
+pub struct Environment {
+    /// The client the guest's requests are made with.
+    pub client: Client,
+    /// The host's own objects.
+    pub protected: ProtectedObjects,
+}
+
 impl RunningController {
     /// Starts the watches and the queue for the guest in `slot`.
     pub fn start(
-        client: Client,
+        env: Environment,
         slot: GuestSlot,
         kinds: ResolvedKinds,
         settings: &ControllerSettings,
@@ -178,22 +180,28 @@ impl RunningController {
             } else {
                 settings.namespaces.iter().cloned().map(Some).collect()
             };
-        // One requeue-all signal and one shutdown signal reach every
-        // namespace scope of the guest.
+        // One requeue-all signal, one shutdown signal and one bound on
+        // concurrent reconciles reach every namespace scope of the guest.
         let (requeue_all, _) = tokio::sync::broadcast::channel::<()>(16);
         let (shutdown, _) = tokio::sync::watch::channel(false);
+        let permits = Arc::new(tokio::sync::Semaphore::new(usize::from(
+            settings.concurrency.max(1),
+        )));
         for namespace in scopes {
             tokio::spawn(run_scope(
-                client.clone(),
-                slot.clone(),
-                kinds.clone(),
-                settings.clone(),
-                namespace,
+                Scope {
+                    env: env.clone(),
+                    slot: slot.clone(),
+                    kinds: kinds.clone(),
+                    settings: settings.clone(),
+                    namespace,
+                    permits: permits.clone(),
+                    metrics: metrics.clone(),
+                },
                 Signals {
                     requeue: requeue_all.subscribe(),
                     shutdown: shutdown.subscribe(),
                 },
-                metrics.clone(),
             ));
         }
         Self {
@@ -227,6 +235,17 @@ struct Signals {
     shutdown: tokio::sync::watch::Receiver<bool>,
 }
 
+/// One namespace scope of a guest's controller.
+struct Scope {
+    env: Environment,
+    slot: GuestSlot,
+    kinds: ResolvedKinds,
+    settings: ControllerSettings,
+    namespace: Option<String>,
+    permits: Arc<tokio::sync::Semaphore>,
+    metrics: Arc<Metrics>,
+}
+
 fn scoped_api(client: &Client, kind: &ResolvedKind, namespace: Option<&str>) -> Api<DynamicObject> {
     match namespace {
         Some(ns) if kind.namespaced => Api::namespaced_with(client.clone(), ns, &kind.resource),
@@ -256,79 +275,83 @@ fn spec_predicate(object: &DynamicObject) -> Option<u64> {
     Some(h.finish())
 }
 
-async fn run_scope(
-    client: Client,
-    slot: GuestSlot,
-    kinds: ResolvedKinds,
-    settings: ControllerSettings,
-    namespace: Option<String>,
-    signals: Signals,
-    metrics: Arc<Metrics>,
-) {
+async fn run_scope(scope: Scope, signals: Signals) {
+    let Scope {
+        env,
+        slot,
+        kinds,
+        settings,
+        namespace,
+        permits,
+        metrics,
+    } = scope;
     let Signals {
         requeue,
         mut shutdown,
     } = signals;
+    let client = env.client.clone();
     let guest_name = slot.current().name().to_string();
     let ns = namespace.as_deref();
     let parent_writer =
         reflector::store::Writer::<DynamicObject>::new(kinds.primary.resource.clone());
     let parent_reader = parent_writer.as_reader();
+    let parent_kind = kinds.primary.kind.to_string();
     let parent_stream = watcher(
         scoped_api(&client, &kinds.primary, ns),
         watcher::Config::default(),
     )
     .map_ok(typed_events(kinds.primary.resource.clone()))
     .default_backoff()
+    .inspect_err(
+        move |e| tracing::warn!(kind = %parent_kind, "watch of the parents failed, retrying: {e}"),
+    )
     .reflect(parent_writer)
     .applied_objects()
     .predicate_filter(spec_predicate, Default::default());
 
     let selector = format!("{GUEST_LABEL}={guest_name}");
-    let mut child_stores = Vec::new();
+    let children = Arc::new(ChildIndex::new(kinds.children.len()));
     let mut child_streams = Vec::new();
-    for kind in &kinds.children {
-        let writer = reflector::store::Writer::<DynamicObject>::new(kind.resource.clone());
-        let reader = writer.as_reader();
+    for (i, kind) in kinds.children.iter().enumerate() {
+        let index = children.clone();
+        let name = kind.kind.to_string();
         let stream = watcher(
             scoped_api(&client, kind, ns),
             watcher::Config::default().labels(&selector),
         )
         .map_ok(typed_events(kind.resource.clone()))
         .default_backoff()
-        .reflect(writer)
-        .touched_objects();
-        child_stores.push(reader);
+        .inspect(move |event| match event {
+            Ok(event) => index.apply(i, event),
+            Err(e) => {
+                tracing::warn!(kind = %name, "watch of a child kind failed, retrying: {e}");
+                index.fail(i, e.to_string());
+            }
+        })
+        .touched_objects()
+        .filter(|object| std::future::ready(object.is_ok()));
         child_streams.push((stream, kind.resource.clone()));
     }
 
-    let children_ready = {
-        let stores = child_stores.clone();
-        async move {
-            for store in stores {
-                if store.wait_until_ready().await.is_err() {
-                    return false;
-                }
-            }
-            true
-        }
-        .boxed()
-        .shared()
-    };
     let ctx = Arc::new(Context {
-        children_ready,
         field_manager: field_manager(&guest_name),
-        host_manager: format!("wasmop-host-{guest_name}"),
+        host_manager: host_field_manager(&guest_name),
         events: Events::new(client.clone(), &guest_name),
         guest_name: guest_name.clone(),
         client,
         slot,
+        child_kind_names: kinds.children.iter().map(|k| k.kind.to_string()).collect(),
         kinds: kinds.clone(),
-        children: child_stores,
+        settings: settings.clone(),
+        children,
         backoff: Backoff::default(),
+        progress: Progress::default(),
         metrics,
+        permits,
+        protected: env.protected,
     });
 
+    let sweeper = tokio::spawn(sweep(ctx.clone(), parent_reader.clone(), shutdown.clone()));
     let resync = settings.resync;
     let triggers = futures::stream::select(
         ticks(resync),
@@ -362,6 +385,26 @@ async fn run_scope(
             }
         })
         .await;
+    sweeper.abort();
+}
+
+/// Forgets, every [`SWEEP_PERIOD`], the backoff and progress records of
+/// parents that are gone, so memory follows the live objects.
+async fn sweep(
+    ctx: Arc<Context>,
+    parents: reflector::Store<DynamicObject>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(SWEEP_PERIOD) => {}
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        }
+        let live: std::collections::HashSet<String> =
+            parents.state().iter().filter_map(|p| p.uid()).collect();
+        ctx.progress.retain(|uid| live.contains(uid));
+        ctx.backoff.retain(|key| parents.get(key).is_some());
+    }
 }
 
 fn ticks(period: Duration) -> impl Stream<Item = ()> + Send {

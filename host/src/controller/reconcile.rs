@@ -2,27 +2,35 @@
 //!
 //! watch → queue → **here**: gather the parent and its children from the
 //! caches, call the guest in a fresh sandbox, validate its answer (all or
-//! nothing), apply changed children, prune unwanted ones, write the status,
-//! record events and drive the finalizer.
+//! nothing), write changed children behind the ownership fence
+//! ([`super::apply`]), prune unwanted ones, write the status, record events
+//! and drive the finalizer. Every reconcile runs in a tracing span naming
+//! the guest, the object, its generation and a reconcile id, which the
+//! guest's own log lines (written on a blocking thread) carry too.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use kube::api::{DynamicObject, Patch, PatchParams};
+use kube::ResourceExt;
+use kube::api::DynamicObject;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use kube::{Resource, ResourceExt};
-use serde_json::{Map, Value, json};
+use tracing::Instrument as _;
+use wasmop_contract::Reason;
 
-use super::apply::{self, Owner};
+use super::apply::{self, Owner, Target, Written};
+use super::index::{ChildKey, NotReady};
+use super::progress::{self, Refusal};
+use super::status::{self, HostCondition};
 use super::{Context, finalizer};
-use crate::model::Request;
+use crate::model::{EventType, Request};
 use crate::runtime::CallError;
-use crate::validate::{self, ParentScope, Validated, Violation};
+use crate::validate::{self, ParentScope, Rules, Validated, Violation};
 
-/// Condition type the host itself maintains on the parent's status when a
-/// reconcile fails for a host-side reason (limit hit, trap, invalid answer).
-pub const HOST_CONDITION: &str = "GuestReconciled";
+/// How long a reconcile waits for the child caches' first lists before it
+/// fails (and is retried with backoff) instead of waiting for ever.
+pub const CHILD_CACHE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Why a reconcile failed.
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +41,34 @@ pub enum ReconcileError {
     /// The guest's answer broke a rule; nothing was applied.
     #[error("invalid guest response, nothing applied: {0}")]
     Invalid(#[from] Violation),
+    /// A desired child's name is taken by an object the parent does not
+    /// control; that object was left as it is.
+    #[error(
+        "{kind} {name} already exists and is not this parent's child ({owner}); it was left as it is"
+    )]
+    ChildNameTaken {
+        /// The child's kind.
+        kind: String,
+        /// Its name.
+        name: String,
+        /// Who controls the existing object.
+        owner: String,
+    },
+    /// A desired child's name was taken when the host created it and free
+    /// again when it looked; the next reconcile creates it.
+    #[error("{kind} {name} was deleted while it was being created")]
+    ChildVanished {
+        /// The child's kind.
+        kind: String,
+        /// Its name.
+        name: String,
+    },
+    /// The guest's answers keep the host writing without progress.
+    #[error("{0}")]
+    NoProgress(#[from] Refusal),
+    /// The children cannot be known: a child watch is failing.
+    #[error("{0}")]
+    Watch(#[from] NotReady),
     /// The API server refused a write.
     #[error("{action}: {source}")]
     Api {
@@ -41,23 +77,23 @@ pub enum ReconcileError {
         /// The API error.
         source: kube::Error,
     },
-    /// The child caches were dropped (the controller is stopping).
-    #[error("child caches are gone; the controller is stopping")]
-    CachesGone,
     /// The blocking guest task did not finish.
     #[error("guest task failed: {0}")]
     Join(#[from] tokio::task::JoinError),
 }
 
 impl ReconcileError {
-    /// A short CamelCase reason for the Warning event and the condition.
-    pub fn reason(&self) -> &'static str {
+    /// The reason for the Warning event, the condition and metrics.
+    pub fn reason(&self) -> Reason {
         match self {
             Self::Call(e) => e.reason(),
-            Self::Invalid(_) => "InvalidGuestResponse",
-            Self::Api { .. } => "ApplyFailed",
-            Self::Join(_) => "GuestTaskFailed",
-            Self::CachesGone => "ControllerStopping",
+            Self::Invalid(v) => v.reason(),
+            Self::ChildNameTaken { .. } => Reason::ChildNameTaken,
+            Self::NoProgress(Refusal::Recreated { .. }) => Reason::ChildRecreated,
+            Self::NoProgress(Refusal::Flapping(_)) => Reason::ChildFlapping,
+            Self::Watch(_) => Reason::WatchFailed,
+            Self::Api { .. } | Self::ChildVanished { .. } => Reason::ApplyFailed,
+            Self::Join(_) => Reason::GuestTaskFailed,
         }
     }
 
@@ -68,49 +104,73 @@ impl ReconcileError {
             _ => true,
         }
     }
+
+    /// Turns an API error into a reconcile error saying what was being done.
+    pub fn api(action: impl Into<String>) -> impl FnOnce(kube::Error) -> ReconcileError {
+        let action = action.into();
+        move |source| ReconcileError::Api { action, source }
+    }
 }
 
-fn api_error(action: impl Into<String>) -> impl FnOnce(kube::Error) -> ReconcileError {
-    let action = action.into();
-    move |source| ReconcileError::Api { action, source }
-}
+/// Numbers reconciles within this process, for the span.
+static NEXT_RECONCILE: AtomicU64 = AtomicU64::new(1);
 
 /// Reconciles one parent. Called by the kube-runtime controller, never twice
-/// at once for the same object.
+/// at once for the same object; at most the guest's `concurrency` run at
+/// once across all its namespace scopes.
 pub async fn reconcile(
     parent: Arc<DynamicObject>,
     ctx: Arc<Context>,
 ) -> Result<Action, ReconcileError> {
     let key = ObjectRef::from_obj_with(&*parent, ctx.kinds.primary.resource.clone());
-    match reconcile_inner(&parent, &ctx).await {
-        Ok(action) => {
-            tracing::debug!(guest = %ctx.guest_name, object = %key, "reconciled");
-            ctx.backoff.succeed(&key);
-            ctx.metrics.record_success();
-            Ok(action)
-        }
-        Err(e) => {
-            ctx.metrics.record_failure();
-            report_failure(&parent, &ctx, &e).await;
-            Err(e)
+    let span = tracing::info_span!(
+        "reconcile",
+        guest = %ctx.guest_name,
+        object = %format!("{}/{}", parent.namespace().unwrap_or_default(), parent.name_any()),
+        generation = parent.metadata.generation.unwrap_or_default(),
+        id = NEXT_RECONCILE.fetch_add(1, Ordering::Relaxed),
+    );
+    async move {
+        let Ok(_permit) = ctx.permits.clone().acquire_owned().await else {
+            return Ok(Action::await_change());
+        };
+        tracing::debug!("reconcile started");
+        match reconcile_inner(&parent, &ctx).await {
+            Ok(action) => {
+                tracing::debug!("reconciled");
+                ctx.backoff.succeed(&key);
+                ctx.metrics.record_success();
+                Ok(action)
+            }
+            Err(e) => {
+                ctx.metrics.record_failure();
+                if e.is_retryable() {
+                    let delay = ctx.backoff.fail(&key);
+                    tracing::warn!(reason = %e.reason(), retry_in = ?delay, "reconcile failed: {e}");
+                } else {
+                    tracing::warn!(reason = %e.reason(), "reconcile failed permanently, waiting for a change: {e}");
+                }
+                report_failure(&parent, &ctx, &e).await;
+                Err(e)
+            }
         }
     }
+    .instrument(span)
+    .await
 }
 
-/// What the kube-runtime controller does after a failure: per-key
-/// exponential backoff, or wait for a change if retrying cannot help.
+/// What the kube-runtime controller does after a failure: the per-key
+/// exponential backoff the failure recorded, or wait for a change if
+/// retrying cannot help.
 pub fn error_policy(
     parent: Arc<DynamicObject>,
     error: &ReconcileError,
     ctx: Arc<Context>,
 ) -> Action {
-    let key = ObjectRef::from_obj_with(&*parent, ctx.kinds.primary.resource.clone());
     if error.is_retryable() {
-        let delay = ctx.backoff.fail(&key);
-        tracing::warn!(guest = %ctx.guest_name, object = %key, retry_in = ?delay, "reconcile failed: {error}");
-        Action::requeue(delay)
+        let key = ObjectRef::from_obj_with(&*parent, ctx.kinds.primary.resource.clone());
+        Action::requeue(ctx.backoff.delay(&key).max(Duration::from_millis(1)))
     } else {
-        tracing::warn!(guest = %ctx.guest_name, object = %key, "reconcile failed permanently, waiting for a change: {error}");
         Action::await_change()
     }
 }
@@ -120,6 +180,8 @@ async fn reconcile_inner(parent: &DynamicObject, ctx: &Context) -> Result<Action
     let description = guest.description();
     let api = ctx.parent_api(parent.namespace().as_deref());
     let deleting = parent.metadata.deletion_timestamp.is_some();
+    // The parent as the host's own writes leave it, for the progress check.
+    let mut latest: Option<DynamicObject> = None;
 
     match (&description.finalizer, deleting) {
         // Without our finalizer there is nothing left to do on deletion:
@@ -127,48 +189,83 @@ async fn reconcile_inner(parent: &DynamicObject, ctx: &Context) -> Result<Action
         (None, true) => return Ok(Action::await_change()),
         (Some(f), true) if !finalizer::has(parent, f) => return Ok(Action::await_change()),
         (Some(f), false) if !finalizer::has(parent, f) => {
-            finalizer::add(&api, parent, f)
-                .await
-                .map_err(api_error(format!("adding finalizer {f}")))?;
+            latest = Some(
+                finalizer::add(&api, parent, f)
+                    .await
+                    .map_err(ReconcileError::api(format!("adding finalizer {f}")))?,
+            );
         }
         _ => {}
     }
 
     // Never decide on half-filled caches: a child that is merely not listed
     // yet would look missing (and be re-created) or unwanted.
-    if !ctx.children_ready.clone().await {
-        return Err(ReconcileError::CachesGone);
-    }
-    let observed = ctx.observed_children(parent);
+    ctx.children
+        .wait_ready(CHILD_CACHE_TIMEOUT, &ctx.child_kind_names)
+        .await?;
+    let uid = parent.uid().unwrap_or_default();
+    let observed = ctx.children.children_of(&uid);
+    let versions = observed_versions(&observed);
+    let spec = progress::spec_fingerprint(latest.as_ref().unwrap_or(parent), guest.digest());
+    let start = ctx.progress.start(&uid, spec, &versions);
+
     let request = Request {
-        parent: without_managed_fields(serde_json::to_value(parent).expect("objects serialise")),
+        parent: serde_json::to_value(parent).expect("objects serialise"),
         observed: observed
             .iter()
-            .map(|(_, o)| {
-                without_managed_fields(serde_json::to_value(&**o).expect("objects serialise"))
-            })
+            .map(|(_, o)| serde_json::to_value(&**o).expect("objects serialise"))
             .collect(),
         deleting,
     };
     let call_guest = guest.clone();
-    let raw = tokio::task::spawn_blocking(move || call_guest.reconcile(&request)).await??;
-    let scope = ParentScope {
-        namespace: parent.metadata.namespace.as_deref(),
-    };
-    let answer = validate::validate(guest.name(), description, guest.limits(), scope, raw)?;
+    let span = tracing::Span::current();
+    let raw = tokio::task::spawn_blocking(move || span.in_scope(|| call_guest.reconcile(&request)))
+        .await??;
+    let answer = validate::validate(
+        Rules {
+            description,
+            limits: guest.limits(),
+            parent: ParentScope {
+                namespace: parent.metadata.namespace.as_deref(),
+            },
+            protected: &ctx.protected,
+        },
+        raw,
+    )?;
 
-    write_children(parent, ctx, &answer, &observed).await?;
-    write_status(parent, ctx, answer.status.as_ref(), None).await?;
-    let reference = parent.object_ref(&ctx.kinds.primary.resource);
+    let plan = plan(parent, ctx, &answer, &observed);
+    if !plan.is_empty() || status::needs_write(parent, answer.status.as_ref()) {
+        start.check_write()?;
+    }
+    let mut end = progress::Finish {
+        children: versions.into_iter().collect(),
+        wrote: !plan.is_empty(),
+        ..progress::Finish::default()
+    };
+    execute(parent, ctx, plan, &start, &mut end).await?;
+    if let Some(written) = status::write(
+        parent,
+        ctx,
+        answer.status.as_ref(),
+        HostCondition::Succeeded,
+    )
+    .await?
+    {
+        end.wrote = true;
+        latest = Some(written);
+    }
+    let reference = status::reference(parent, ctx);
     for event in &answer.events {
         ctx.events.publish(&reference, event, "Reconcile").await;
     }
+    end.spec = progress::spec_fingerprint(latest.as_ref().unwrap_or(parent), guest.digest());
+    ctx.progress.finish(&uid, start, end);
     if deleting && answer.finalized {
         if let Some(f) = &description.finalizer {
             finalizer::remove(&api, parent, f)
                 .await
-                .map_err(api_error(format!("removing finalizer {f}")))?;
-            tracing::info!(guest = %ctx.guest_name, object = %parent.name_any(), "finalized");
+                .map_err(ReconcileError::api(format!("removing finalizer {f}")))?;
+            tracing::info!("finalized");
         }
         return Ok(Action::await_change());
     }
@@ -178,24 +275,58 @@ async fn reconcile_inner(parent: &DynamicObject, ctx: &Context) -> Result<Action
     })
 }
 
-async fn write_children(
+/// Each observed child's key and resourceVersion.
+fn observed_versions(observed: &[(usize, Arc<DynamicObject>)]) -> Vec<(ChildKey, String)> {
+    observed
+        .iter()
+        .map(|(kind, o)| {
+            (
+                (*kind, o.name_any()),
+                o.resource_version().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// One write a reconcile makes.
+enum Step<'a> {
+    /// Write a desired child (apply, or create behind the fence).
+    Write {
+        kind: usize,
+        name: &'a str,
+        cluster_scoped: bool,
+        stamped: serde_json::Value,
+        observed: Option<Arc<DynamicObject>>,
+    },
+    /// Delete an observed child that is neither desired nor kept.
+    Prune {
+        kind: usize,
+        child: Arc<DynamicObject>,
+    },
+}
+
+/// The writes an answer needs: desired children that changed or drifted,
+/// and observed children neither desired nor kept. Pure: nothing is sent.
+fn plan<'a>(
     parent: &DynamicObject,
     ctx: &Context,
-    answer: &Validated,
+    answer: &'a Validated,
     observed: &[(usize, Arc<DynamicObject>)],
-) -> Result<(), ReconcileError> {
+) -> Vec<Step<'a>> {
     let primary = &ctx.kinds.primary.resource;
     let uid = parent.uid().unwrap_or_default();
+    let name = parent.name_any();
     let owner = Owner {
         api_version: &primary.api_version,
         kind: &primary.kind,
-        name: &parent.name_any(),
+        name: &name,
         uid: &uid,
         namespace: parent.metadata.namespace.as_deref(),
     };
+    let mut steps = Vec::new();
     let mut kept = vec![false; observed.len()];
     for child in &answer.children {
-        let kind_index = ctx
+        let kind = ctx
             .kinds
             .children
             .iter()
@@ -204,164 +335,150 @@ async fn write_children(
         let stamped = apply::stamp(child, owner, &ctx.guest_name);
         let current = observed
             .iter()
-            .position(|(k, o)| *k == kind_index && o.name_any() == child.name);
+            .position(|(k, o)| *k == kind && o.name_any() == child.name);
         if let Some(i) = current {
             kept[i] = true;
             match apply::drift(&stamped, &observed[i].1) {
                 None => continue,
                 Some(why) => {
-                    tracing::debug!(guest = %ctx.guest_name, kind = %child.kind, name = %child.name, "re-applying: {why}")
+                    tracing::debug!(kind = %child.kind, name = %child.name, "re-applying: {why}");
                 }
             }
         }
-        let ar = &ctx.kinds.children[kind_index].resource;
-        let ns = if child.cluster_scoped {
-            None
-        } else {
-            owner.namespace
-        };
-        apply::apply_child(
-            &ctx.client,
-            ar,
-            ns,
-            &child.name,
-            &ctx.field_manager,
-            &stamped,
-        )
-        .await
-        .map_err(api_error(format!("applying {} {}", child.kind, child.name)))?;
-        tracing::debug!(guest = %ctx.guest_name, kind = %child.kind, name = %child.name, "applied");
+        steps.push(Step::Write {
+            kind,
+            name: &child.name,
+            cluster_scoped: child.cluster_scoped,
+            stamped,
+            observed: current.map(|i| observed[i].1.clone()),
+        });
     }
-    for ((kind_index, child), keep) in observed.iter().zip(kept) {
-        if keep {
-            continue;
+    for (i, (kind, child)) in observed.iter().enumerate() {
+        let keep = answer.keep.iter().any(|k| {
+            k.name == child.name_any()
+                && ctx.kinds.children[*kind]
+                    .kind
+                    .matches(&k.api_version, &k.kind)
+        });
+        if !kept[i] && !keep {
+            steps.push(Step::Prune {
+                kind: *kind,
+                child: child.clone(),
+            });
         }
-        let ar = &ctx.kinds.children[*kind_index].resource;
-        apply::prune_child(&ctx.client, ar, child)
-            .await
-            .map_err(api_error(format!(
-                "pruning {} {}",
-                ar.kind,
-                child.name_any()
-            )))?;
-        tracing::info!(guest = %ctx.guest_name, kind = %ar.kind, name = %child.name_any(), "pruned child no longer desired");
     }
-    Ok(())
+    steps
 }
 
-/// Writes the desired status through the status subresource unless the
-/// parent already shows it. `host_condition` carries a failure to report.
-async fn write_status(
+/// Sends the planned writes, recording in `end` each child's
+/// resourceVersion as the writes leave it and what was pruned.
+async fn execute(
     parent: &DynamicObject,
     ctx: &Context,
-    desired: Option<&Map<String, Value>>,
-    host_condition: Option<(&str, &str)>,
+    steps: Vec<Step<'_>>,
+    start: &progress::Start,
+    end: &mut progress::Finish,
 ) -> Result<(), ReconcileError> {
-    let observed_status = parent.data.get("status").cloned().unwrap_or(Value::Null);
-    let generation = parent.metadata.generation;
-    let api = ctx.parent_api(parent.namespace().as_deref());
-    if let Some(desired) = desired {
-        let mut want = desired.clone();
-        if let Some(g) = generation {
-            want.insert("observedGeneration".into(), g.into());
-        }
-        let want = Value::Object(want);
-        if without_host_condition(&observed_status) != want {
-            let body = status_body(parent, ctx, want);
-            api.patch_status(
-                &parent.name_any(),
-                &PatchParams::apply(&ctx.field_manager).force(),
-                &Patch::Apply(&body),
-            )
-            .await
-            .map_err(api_error("writing status"))?;
-        }
-    }
-    // The host's own condition: False with the reason after a failure, back
-    // to True after the next success. Written only when it changes.
-    let current = host_condition_of(&observed_status);
-    let wanted = match host_condition {
-        Some((reason, message)) => Some(("False", reason, message)),
-        None if current.is_some_and(|c| c["status"] != "True") => Some(("True", "Reconciled", "")),
-        None => None,
-    };
-    if let Some((status, reason, message)) = wanted {
-        let unchanged = current.is_some_and(|c| {
-            c["status"] == status && c["reason"] == reason && c["message"] == message
-        });
-        if !unchanged {
-            let condition = json!({
-                "type": HOST_CONDITION,
-                "status": status,
-                "reason": reason,
-                "message": message,
-                "observedGeneration": generation,
-                "lastTransitionTime": now_rfc3339(),
-            });
-            let body = status_body(parent, ctx, json!({"conditions": [condition]}));
-            api.patch_status(
-                &parent.name_any(),
-                &PatchParams::apply(&ctx.host_manager).force(),
-                &Patch::Apply(&body),
-            )
-            .await
-            .map_err(api_error("writing the host condition"))?;
+    let uid = parent.uid().unwrap_or_default();
+    for step in steps {
+        match step {
+            Step::Write {
+                kind,
+                name,
+                cluster_scoped,
+                stamped,
+                observed,
+            } => {
+                let resource = &ctx.kinds.children[kind].resource;
+                let key = (kind, name.to_owned());
+                if observed.is_none() {
+                    start.check_create(&key, &resource.kind)?;
+                }
+                let target = Target {
+                    resource,
+                    namespace: if cluster_scoped {
+                        None
+                    } else {
+                        parent.metadata.namespace.as_deref()
+                    },
+                    name,
+                    manager: &ctx.field_manager,
+                };
+                let written = apply::write_child(
+                    &ctx.client,
+                    target,
+                    &stamped,
+                    observed.as_deref(),
+                    &uid,
+                    ctx.settings.adopt_orphans,
+                )
+                .await
+                .map_err(ReconcileError::api(format!(
+                    "writing {} {name}",
+                    resource.kind
+                )))?;
+                match written {
+                    Written::Done(object, first) => {
+                        tracing::debug!(kind = %resource.kind, name, "applied");
+                        let rv = object.resource_version().unwrap_or_default();
+                        end.children.insert(key.clone(), rv.clone());
+                        end.written.extend(first.map(|first| (key.clone(), first)));
+                        end.written.push((key, rv));
+                    }
+                    Written::Taken(owner) => {
+                        return Err(ReconcileError::ChildNameTaken {
+                            kind: resource.kind.clone(),
+                            name: name.to_owned(),
+                            owner,
+                        });
+                    }
+                    Written::Vanished => {
+                        return Err(ReconcileError::ChildVanished {
+                            kind: resource.kind.clone(),
+                            name: name.to_owned(),
+                        });
+                    }
+                }
+            }
+            Step::Prune { kind, child } => {
+                let resource = &ctx.kinds.children[kind].resource;
+                apply::prune_child(&ctx.client, resource, &child)
+                    .await
+                    .map_err(ReconcileError::api(format!(
+                        "pruning {} {}",
+                        resource.kind,
+                        child.name_any()
+                    )))?;
+                tracing::info!(kind = %resource.kind, name = %child.name_any(), "pruned child no longer desired");
+                let key = (kind, child.name_any());
+                end.children.remove(&key);
+                end.pruned.insert(key);
+            }
         }
     }
     Ok(())
-}
-
-fn status_body(parent: &DynamicObject, ctx: &Context, status: Value) -> Value {
-    let primary = &ctx.kinds.primary.resource;
-    json!({
-        "apiVersion": primary.api_version,
-        "kind": primary.kind,
-        "metadata": {"name": parent.name_any(), "namespace": parent.namespace()},
-        "status": status,
-    })
-}
-
-fn host_condition_of(status: &Value) -> Option<&Value> {
-    status
-        .get("conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == HOST_CONDITION)
-}
-
-/// The status as the guest's field manager sees it: without the host's own
-/// condition (another manager owns that list entry).
-fn without_host_condition(status: &Value) -> Value {
-    let mut status = status.clone();
-    if let Some(list) = status.get_mut("conditions").and_then(Value::as_array_mut) {
-        list.retain(|c| c["type"] != HOST_CONDITION);
-        if list.is_empty() {
-            status.as_object_mut().map(|m| m.remove("conditions"));
-        }
-    }
-    status
 }
 
 async fn report_failure(parent: &DynamicObject, ctx: &Context, error: &ReconcileError) {
-    let reference = parent.object_ref(&ctx.kinds.primary.resource);
+    let reference = status::reference(parent, ctx);
     let message = error.to_string();
     ctx.events
-        .warn(&reference, error.reason(), message.clone())
+        .host(
+            &reference,
+            EventType::Warning,
+            error.reason(),
+            message.clone(),
+            "Reconcile",
+        )
         .await;
-    if let Err(e) = write_status(parent, ctx, None, Some((error.reason(), &message))).await {
-        tracing::warn!(guest = %ctx.guest_name, "could not record the failure on the parent's status: {e}");
+    if let Err(e) = status::write(
+        parent,
+        ctx,
+        None,
+        HostCondition::Failed(error.reason(), &message),
+    )
+    .await
+    {
+        tracing::warn!("could not record the failure on the parent's status: {e}");
     }
-}
-
-fn without_managed_fields(mut object: Value) -> Value {
-    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.remove("managedFields");
-    }
-    object
-}
-
-fn now_rfc3339() -> String {
-    k8s_openapi::jiff::Timestamp::now()
-        .round(k8s_openapi::jiff::Unit::Second)
-        .map_or_else(|_| String::new(), |t| t.to_string())
 }

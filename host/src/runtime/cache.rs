@@ -41,16 +41,68 @@ pub struct CacheOutcome {
     pub elapsed: Duration,
 }
 
+/// Compiled versions no guest runs that stay in memory, most recently used
+/// first, so that swapping back to the previous version costs no compile
+/// and no disk read; older ones are dropped (the disk cache keeps them).
+pub const KEEP_UNUSED: usize = 2;
+
 /// The compiled-module cache.
 pub struct ModuleCache {
     engine: Engine,
     dir: Option<PathBuf>,
-    memory: Mutex<HashMap<String, Component>>,
+    memory: Mutex<Memory>,
+}
+
+/// Compiled components by digest, with the order they were last used in.
+#[derive(Default)]
+struct Memory {
+    components: HashMap<String, (Component, u64)>,
+    clock: u64,
 }
 
 /// sha256 of `bytes` as lowercase hex.
 pub fn digest(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
+}
+
+/// A module's bytes with their digest, computed once when the bytes are
+/// fetched: everything downstream (the change check, the cache, the
+/// version's identity) reads the digest instead of hashing again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModuleBytes {
+    bytes: std::sync::Arc<[u8]>,
+    digest: String,
+}
+
+impl ModuleBytes {
+    /// `bytes`, hashed.
+    pub fn new(bytes: Vec<u8>) -> Self {
+        let digest = digest(&bytes);
+        Self {
+            bytes: bytes.into(),
+            digest,
+        }
+    }
+
+    /// The bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// sha256 of the bytes, lowercase hex.
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+
+    /// Size in bytes.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Whether there are no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
 }
 
 impl ModuleCache {
@@ -68,7 +120,7 @@ impl ModuleCache {
 
     /// Number of components held in memory.
     pub fn len(&self) -> usize {
-        self.memory.lock().expect("cache lock").len()
+        self.memory.lock().expect("cache lock").components.len()
     }
 
     /// Whether no component is held in memory.
@@ -76,12 +128,19 @@ impl ModuleCache {
         self.len() == 0
     }
 
-    /// Returns the compiled component for `bytes`, compiling only on a miss.
-    pub fn get_or_compile(&self, bytes: &[u8]) -> Result<(Component, CacheOutcome)> {
+    /// Returns the compiled component for `module`, compiling only on a miss.
+    pub fn get_or_compile(&self, module: &ModuleBytes) -> Result<(Component, CacheOutcome)> {
         let started = Instant::now();
-        let digest = digest(bytes);
-        if let Some(c) = self.memory.lock().expect("cache lock").get(&digest) {
-            return Ok((c.clone(), outcome(digest, CacheHit::Memory, started)));
+        let digest = module.digest().to_owned();
+        let bytes = module.bytes();
+        {
+            let mut memory = self.memory.lock().expect("cache lock");
+            memory.clock += 1;
+            let clock = memory.clock;
+            if let Some((c, used)) = memory.components.get_mut(&digest) {
+                *used = clock;
+                return Ok((c.clone(), outcome(digest, CacheHit::Memory, started)));
+            }
         }
         let path = self.artifact_path(&digest);
         if let Some(path) = path.as_ref().filter(|p| p.exists()) {
@@ -105,11 +164,32 @@ impl ModuleCache {
         Ok((component, outcome(digest, CacheHit::Miss, started)))
     }
 
+    /// Drops from memory every compiled version `in_use` refuses (versions
+    /// no guest runs any more) but the [`KEEP_UNUSED`] used last; the disk
+    /// cache keeps them. Returns how many were dropped.
+    pub fn retain(&self, mut in_use: impl FnMut(&str) -> bool) -> usize {
+        let mut memory = self.memory.lock().expect("cache lock");
+        let mut unused: Vec<(u64, String)> = memory
+            .components
+            .iter()
+            .filter(|(digest, _)| !in_use(digest))
+            .map(|(digest, (_, used))| (*used, digest.clone()))
+            .collect();
+        unused.sort_unstable_by(|a, b| b.cmp(a));
+        let dropped = unused.len().saturating_sub(KEEP_UNUSED);
+        for (_, digest) in unused.into_iter().skip(KEEP_UNUSED) {
+            memory.components.remove(&digest);
+        }
+        dropped
+    }
+
     fn remember(&self, digest: &str, component: &Component) {
-        self.memory
-            .lock()
-            .expect("cache lock")
-            .insert(digest.to_string(), component.clone());
+        let mut memory = self.memory.lock().expect("cache lock");
+        memory.clock += 1;
+        let clock = memory.clock;
+        memory
+            .components
+            .insert(digest.to_string(), (component.clone(), clock));
     }
 
     fn artifact_path(&self, digest: &str) -> Option<PathBuf> {

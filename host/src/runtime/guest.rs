@@ -8,23 +8,22 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use wasmtime::component::{Component, ComponentExportIndex};
+use wasmtime::component::{Component, ComponentExportIndex, InstancePre};
 use wasmtime::{Store, Trap};
 
-use super::bindings::{OperatorGuest, OperatorGuestPre, guest_api, types};
+use super::abi::{self, DescribeParams, DescribeResults, ReconcileParams, ReconcileResults};
 use super::sandbox::GuestState;
 use super::{EPOCH_TICK, Error, Limits, Result, Runtime};
-use crate::model::{
-    ChildKind, Description, ErrorKind, EventType, GuestError, GuestEvent, KindRef, ObservedText,
-    RawResponse, Request,
-};
+use crate::model::{Description, ErrorKind, GuestError, ReconcileResponse, Request, response_size};
+use wasmop_contract::Reason;
 
-/// The interface the guest exports, as named in its component.
-const OPERATOR_INTERFACE: &str = "wasmop:operator/operator@0.1.0";
-
-/// Parameters and results of the WIT `reconcile` function.
-type ReconcileParams<'a> = (&'a guest_api::ReconcileRequest,);
-type ReconcileResults = (Result<guest_api::ReconcileResponse, guest_api::ReconcileError>,);
+/// What the host copies out of a guest per call beyond its response limit:
+/// room for the strings' headers and the lists of a legitimate answer.
+/// Wasmtime counts every byte and list element it copies out of a guest
+/// against this "hostcall fuel" (128 MiB by default), so a guest cannot make
+/// the host allocate far more than its response limit: two million empty
+/// strings are tens of MiB on the host and no JSON at all.
+const COPY_ALLOWANCE: usize = 1 << 20;
 
 /// Why a guest call did not produce a response.
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +50,13 @@ pub enum CallError {
         /// The limit.
         limit: usize,
     },
+    /// The guest's answer had more data to copy out than the response limit
+    /// allows (many small strings and list entries count too).
+    #[error("response too large: copying the answer out of the guest passed {limit} bytes")]
+    CopyLimit {
+        /// Bytes the host was willing to copy.
+        limit: usize,
+    },
     /// Every slot of the instance pool is in use: more calls run at once
     /// than `--instance-pool` allows. Retried with backoff.
     #[error(
@@ -63,16 +69,16 @@ pub enum CallError {
 }
 
 impl CallError {
-    /// A short CamelCase reason for Events and conditions.
-    pub fn reason(&self) -> &'static str {
+    /// The reason for Events, conditions and metrics.
+    pub fn reason(&self) -> Reason {
         match self {
-            Self::Timeout(_) => "GuestTimeout",
-            Self::MemoryLimit(_) => "GuestMemoryLimit",
-            Self::Trap { .. } => "GuestTrap",
-            Self::ResponseTooLarge { .. } => "GuestResponseTooLarge",
-            Self::PoolExhausted(_) => "GuestPoolExhausted",
-            Self::Guest(e) if e.kind == ErrorKind::Permanent => "ReconcileFailedPermanently",
-            Self::Guest(_) => "ReconcileFailed",
+            Self::Timeout(_) => Reason::GuestTimeout,
+            Self::MemoryLimit(_) => Reason::GuestMemoryLimit,
+            Self::Trap { .. } => Reason::GuestTrap,
+            Self::ResponseTooLarge { .. } | Self::CopyLimit { .. } => Reason::GuestResponseTooLarge,
+            Self::PoolExhausted(_) => Reason::GuestPoolExhausted,
+            Self::Guest(e) if e.kind == ErrorKind::Permanent => Reason::ReconcileFailedPermanently,
+            Self::Guest(_) => Reason::ReconcileFailed,
         }
     }
 
@@ -83,6 +89,17 @@ impl CallError {
     }
 }
 
+/// Who a loaded version is: its guest name, module digest and settings.
+#[derive(Clone, Debug)]
+pub struct Identity {
+    /// The guest's name (from the guest list or `--guest name=path`).
+    pub name: Arc<str>,
+    /// sha256 of the module bytes (hex).
+    pub digest: String,
+    /// The guest-list entry's settings as JSON text.
+    pub settings: Option<String>,
+}
+
 /// One loaded guest module version. Cheap to clone.
 #[derive(Clone)]
 pub struct Guest {
@@ -90,85 +107,86 @@ pub struct Guest {
 }
 
 struct GuestInner {
-    name: Arc<str>,
+    identity: Identity,
     runtime: Runtime,
-    pre: OperatorGuestPre<GuestState>,
+    pre: InstancePre<GuestState>,
     /// The `reconcile` export, found once: a reconcile looks up and
-    /// type-checks only the function it calls, not every export as the
-    /// generated `OperatorGuestPre::instantiate` does.
+    /// type-checks only the function it calls, not every export as a
+    /// generated `instantiate` does.
     reconcile: ComponentExportIndex,
     description: Description,
     limits: Limits,
-    digest: String,
 }
 
 impl Guest {
     pub(super) fn new(
         runtime: Runtime,
-        name: &str,
+        identity: Identity,
         component: Component,
         limits: Limits,
-        digest: String,
     ) -> Result<Self> {
-        let instance_pre = runtime
+        let pre = runtime
             .linker()
             .instantiate_pre(&component)
             .map_err(Error::WrongWorld)?;
-        let pre = OperatorGuestPre::new(instance_pre).map_err(Error::WrongWorld)?;
-        // `OperatorGuestPre::new` has checked that both exports exist.
-        let reconcile = component
-            .get_export_index(None, OPERATOR_INTERFACE)
-            .and_then(|interface| component.get_export_index(Some(&interface), "reconcile"))
-            .ok_or_else(|| {
-                Error::WrongWorld(wasmtime::format_err!(
-                    "no export {OPERATOR_INTERFACE}#reconcile"
-                ))
-            })?;
-        let name: Arc<str> = name.into();
-        let description = Self::call_describe(&runtime, &pre, &name, &limits)?;
+        // Checks that the component implements the world: both exports, of
+        // the right types.
+        abi::v0_1::OperatorGuestPre::new(pre.clone()).map_err(Error::WrongWorld)?;
+        let export = |name: &str| {
+            component
+                .get_export_index(None, abi::OPERATOR_INTERFACE)
+                .and_then(|interface| component.get_export_index(Some(&interface), name))
+                .ok_or_else(|| {
+                    Error::WrongWorld(wasmtime::format_err!(
+                        "no export {}#{name}",
+                        abi::OPERATOR_INTERFACE
+                    ))
+                })
+        };
+        let reconcile = export("reconcile")?;
+        let describe = export("describe")?;
+        let description = Self::call_describe(&runtime, &pre, describe, &identity, &limits)?;
+        crate::validate::description::check(&description)?;
         Ok(Self {
             inner: Arc::new(GuestInner {
-                name,
+                identity,
                 runtime,
                 pre,
                 reconcile,
                 description,
                 limits,
-                digest,
             }),
         })
     }
 
     fn call_describe(
         runtime: &Runtime,
-        pre: &OperatorGuestPre<GuestState>,
-        name: &Arc<str>,
+        pre: &InstancePre<GuestState>,
+        describe: ComponentExportIndex,
+        identity: &Identity,
         limits: &Limits,
     ) -> Result<Description> {
-        let mut store = new_store(runtime, name, limits);
+        let mut store = new_store(runtime, &identity.name, limits);
         let started = Instant::now();
-        let result = pre
-            .instantiate(&mut store)
-            .and_then(|g: OperatorGuest| g.wasmop_operator_operator().call_describe(&mut store));
+        let result = pre.instantiate(&mut store).and_then(|instance| {
+            let describe = instance
+                .get_typed_func::<DescribeParams<'_>, DescribeResults>(&mut store, describe)?;
+            let (result,) = describe.call(&mut store, (identity.settings.as_deref(),))?;
+            Ok(result)
+        });
         store.data().flush_output();
-        let d = result.map_err(|e| Error::Describe(classify(e, &store, limits, started)))?;
-        Ok(Description {
-            primary: kind_ref(d.primary),
-            children: d
-                .children
-                .into_iter()
-                .map(|c| ChildKind {
-                    kind: kind_ref(c.kind),
-                    cluster_scoped: c.cluster_scoped,
-                })
-                .collect(),
-            finalizer: d.finalizer.filter(|f| !f.is_empty()),
-        })
+        let mut description = result
+            .map_err(|e| Error::Describe(classify(e, &store, limits, started)))?
+            .map_err(Error::InvalidSettings)?;
+        if description.finalizer.as_deref() == Some("") {
+            description.finalizer = None;
+        }
+        Ok(description)
     }
 
     /// The guest's name (from the guest list or `--guest name=path`).
     pub fn name(&self) -> &str {
-        &self.inner.name
+        &self.inner.identity.name
     }
 
     /// What the guest manages.
@@ -183,84 +201,57 @@ impl Guest {
 
     /// The sha256 digest of the module bytes (hex).
     pub fn digest(&self) -> &str {
-        &self.inner.digest
+        &self.inner.identity.digest
+    }
+
+    /// The settings this version was described with, as JSON text.
+    pub fn settings(&self) -> Option<&str> {
+        self.inner.identity.settings.as_deref()
     }
 
     /// Runs one reconcile in a fresh store. Blocking: call it from a thread
     /// that may block (`spawn_blocking`).
-    pub fn reconcile(&self, request: &Request) -> Result<RawResponse, CallError> {
+    pub fn reconcile(&self, request: &Request) -> Result<ReconcileResponse, CallError> {
         let inner = &*self.inner;
-        let (parent, observed) = request.to_texts();
-        let wire = guest_api::ReconcileRequest {
-            parent,
-            observed: observed
-                .into_iter()
-                .map(types::ObservedObject::from)
-                .collect(),
-            deleting: request.deleting,
-            now: unix_seconds(SystemTime::now()),
-        };
-        let mut store = new_store(&inner.runtime, &inner.name, &inner.limits);
+        let wire = request.to_wire(unix_seconds(SystemTime::now()), self.settings());
+        let mut store = new_store(&inner.runtime, &inner.identity.name, &inner.limits);
         let started = Instant::now();
-        let result = inner
-            .pre
-            .instance_pre()
-            .instantiate(&mut store)
-            .and_then(|instance| {
-                let reconcile = instance.get_typed_func::<ReconcileParams<'_>, ReconcileResults>(
-                    &mut store,
-                    inner.reconcile,
-                )?;
-                let (result,) = reconcile.call(&mut store, (&wire,))?;
-                Ok(result)
-            });
+        let result = inner.pre.instantiate(&mut store).and_then(|instance| {
+            let reconcile = instance.get_typed_func::<ReconcileParams<'_>, ReconcileResults>(
+                &mut store,
+                inner.reconcile,
+            )?;
+            let (result,) = reconcile.call(&mut store, (&wire,))?;
+            Ok(result)
+        });
         store.data().flush_output();
         let response = result
             .map_err(|e| classify(e, &store, &inner.limits, started))?
-            .map_err(|e| GuestError {
-                kind: match e.kind {
-                    types::ErrorKind::Retryable => ErrorKind::Retryable,
-                    types::ErrorKind::Permanent => ErrorKind::Permanent,
-                },
-                message: e.message,
-            })?;
-        let raw = RawResponse {
-            children: response.children,
-            status: response.status,
-            requeue_after_seconds: response.requeue_after_seconds,
-            finalized: response.finalized,
-            events: response
-                .events
-                .into_iter()
-                .map(|e| GuestEvent {
-                    event_type: match e.event_type {
-                        types::EventType::Normal => EventType::Normal,
-                        types::EventType::Warning => EventType::Warning,
-                    },
-                    reason: e.reason,
-                    message: e.message,
-                })
-                .collect(),
-        };
-        let size = raw.size();
+            .map_err(GuestError::from)?;
+        let size = response_size(&response);
         if size > inner.limits.max_response_bytes {
             return Err(CallError::ResponseTooLarge {
                 size,
                 limit: inner.limits.max_response_bytes,
             });
         }
-        Ok(raw)
+        Ok(response)
     }
 }
 
 impl std::fmt::Debug for Guest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Guest")
-            .field("name", &self.inner.name)
-            .field("digest", &self.inner.digest)
+            .field("name", &self.inner.identity.name)
+            .field("digest", &self.inner.identity.digest)
             .field("description", &self.inner.description)
             .finish_non_exhaustive()
     }
+}
+
+/// The most the host copies out of a guest in one call under `limits`.
+fn copy_limit(limits: &Limits) -> usize {
+    limits.max_response_bytes.saturating_add(COPY_ALLOWANCE)
 }
 
 fn new_store(runtime: &Runtime, name: &Arc<str>, limits: &Limits) -> Store<GuestState> {
@@ -269,6 +260,7 @@ fn new_store(runtime: &Runtime, name: &Arc<str>, limits: &Limits) -> Store<Guest
         GuestState::new(name.clone(), limits.memory_bytes),
     );
     store.limiter(|s| &mut s.memory);
+    store.set_hostcall_fuel(copy_limit(limits));
     let ticks = limits
         .timeout
         .as_nanos()
@@ -291,6 +283,12 @@ fn classify(
     }
     if let Some(full) = error.downcast_ref::<wasmtime::PoolConcurrencyLimitError>() {
         return CallError::PoolExhausted(full.to_string());
+    }
+    // Wasmtime's copy-limit error has no public type; its message is stable.
+    if format!("{error:#}").contains("too much data is being copied") {
+        return CallError::CopyLimit {
+            limit: copy_limit(limits),
+        };
     }
     match error.downcast_ref::<Trap>() {
         Some(Trap::Interrupt) => CallError::Timeout(limits.timeout),
@@ -325,23 +323,4 @@ fn classify(
 fn unix_seconds(at: SystemTime) -> u64 {
     at.duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |since| since.as_secs())
-}
-
-impl From<ObservedText> for types::ObservedObject {
-    fn from(child: ObservedText) -> Self {
-        Self {
-            api_version: child.api_version,
-            kind: child.kind,
-            name: child.name,
-            object: child.object,
-        }
-    }
-}
-
-fn kind_ref(k: types::KindRef) -> KindRef {
-    KindRef {
-        group: k.group,
-        version: k.version,
-        kind: k.kind,
-    }
 }

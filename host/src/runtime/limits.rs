@@ -21,8 +21,12 @@ pub struct Limits {
     /// Maximum total size of a response (children, status and events as
     /// JSON text). Default 4 MiB: Kubernetes caps one object near 1.5 MiB.
     pub max_response_bytes: usize,
-    /// Maximum number of desired children in one response. Default 100.
+    /// Maximum number of desired children in one response (and of kept
+    /// ones). Default 100.
     pub max_children: usize,
+    /// Maximum number of Events in one response. Default 16: an answer
+    /// reports a few transitions; hundreds are a flood.
+    pub max_events: usize,
 }
 
 impl Default for Limits {
@@ -32,6 +36,7 @@ impl Default for Limits {
             memory_bytes: 64 << 20,
             max_response_bytes: 4 << 20,
             max_children: 100,
+            max_events: 16,
         }
     }
 }

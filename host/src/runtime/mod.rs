@@ -4,9 +4,10 @@
 //! Layout: [`Runtime`] owns the engine, the epoch ticker and the linker;
 //! [`cache`] keeps compiled components by digest; [`guest`] turns a
 //! component into a loaded [`Guest`] (an `InstancePre` plus its description)
-//! and runs one reconcile in a fresh store; [`limits`] holds the knobs.
+//! and runs one reconcile in a fresh store; [`abi`] types the calls of each
+//! WIT version served; [`limits`] holds the knobs.
 
-mod bindings;
+mod abi;
 pub mod cache;
 pub mod guest;
 pub mod limits;
@@ -21,7 +22,7 @@ use std::time::Duration;
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-pub use cache::{CacheOutcome, ModuleCache};
+pub use cache::{CacheOutcome, ModuleBytes, ModuleCache};
 pub use guest::{CallError, Guest};
 pub use limits::Limits;
 use sandbox::GuestState;
@@ -46,6 +47,12 @@ pub enum Error {
     /// The guest's `describe` call failed or trapped.
     #[error("the guest's describe call failed: {0}")]
     Describe(CallError),
+    /// `describe` refused the guest's settings.
+    #[error("the guest refused its settings: {0}")]
+    InvalidSettings(String),
+    /// `describe` answered a description the host refuses.
+    #[error("invalid description: {0}")]
+    InvalidDescription(#[from] crate::validate::description::Error),
     /// The on-disk cache could not be used.
     #[error("compiled module cache: {0}")]
     Cache(std::io::Error),
@@ -169,7 +176,7 @@ impl Runtime {
 
         let mut linker = Linker::<GuestState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(Error::Engine)?;
-        bindings::OperatorGuest::add_to_linker::<_, HasSelf<GuestState>>(&mut linker, |s| s)
+        abi::v0_1::OperatorGuest::add_to_linker::<_, HasSelf<GuestState>>(&mut linker, |s| s)
             .map_err(Error::Engine)?;
 
         let ticker_stop = Arc::new(AtomicBool::new(false));
@@ -215,19 +222,30 @@ impl Runtime {
         &self.inner.cache
     }
 
-    /// Compiles (or fetches from the cache), links and describes a guest.
+    /// Compiles (or fetches from the cache), links and describes a guest
+    /// under `settings` (the guest-list entry's, as JSON text).
     ///
     /// This is the whole validation a new module version goes through before
     /// it may serve reconciles: valid component, our world, a `describe`
-    /// call that succeeds within the limits.
-    pub fn load(&self, name: &str, bytes: &[u8], limits: Limits) -> Result<(Guest, CacheOutcome)> {
-        let (component, outcome) = self.inner.cache.get_or_compile(bytes)?;
+    /// call that succeeds within the limits and accepts the settings, and a
+    /// description the host accepts (see [`crate::validate::description`]).
+    pub fn load(
+        &self,
+        name: &str,
+        module: &ModuleBytes,
+        limits: Limits,
+        settings: Option<String>,
+    ) -> Result<(Guest, CacheOutcome)> {
+        let (component, outcome) = self.inner.cache.get_or_compile(module)?;
         let guest = Guest::new(
             self.clone(),
-            name,
+            guest::Identity {
+                name: name.into(),
+                digest: outcome.digest.clone(),
+                settings,
+            },
             component,
             limits,
-            outcome.digest.clone(),
         )?;
         Ok((guest, outcome))
     }

@@ -13,7 +13,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use super::bindings::{Level, wasmop::operator::log};
+use super::abi::v0_1::{Level, wasmop::operator::log};
 
 /// How much of the guest's stdout/stderr the host keeps per call. A panic
 /// message fits many times over; a guest that floods its stdout gets write
@@ -87,7 +87,8 @@ impl GuestState {
         }
     }
 
-    /// Writes what the guest printed on stdout and stderr to the host log.
+    /// Writes what the guest printed on stdout and stderr to the host log
+    /// (in the span of the call, which names the guest and the object).
     pub(crate) fn flush_output(&self) {
         let Some(wasi) = &self.wasi else { return };
         for (stream, pipe) in [("stdout", &wasi.stdout), ("stderr", &wasi.stderr)] {
@@ -163,7 +164,7 @@ impl log::Host for GuestState {
     }
 }
 
-impl super::bindings::wasmop::operator::types::Host for GuestState {}
+impl super::abi::v0_1::wasmop::operator::types::Host for GuestState {}
 
 /// Caps the linear memory of one call and remembers whether the cap was hit,
 /// so a trap can be reported as "memory limit exceeded" rather than as a

@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::list::{GuestEntry, ModuleSource};
-use crate::runtime::cache::digest;
+use crate::runtime::ModuleBytes;
 
 /// Largest module accepted from any source. A guest component is typically
 /// 0.1–2 MiB; a ConfigMap cannot hold more than ~1 MiB anyway.
@@ -64,21 +64,46 @@ pub enum Error {
 
 impl Error {
     /// The Event reason for this failure.
-    pub fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> wasmop_contract::Reason {
         match self {
-            Self::Digest { .. } => "DigestMismatch",
-            _ => "ModuleFetchFailed",
+            Self::Digest { .. } => wasmop_contract::Reason::DigestMismatch,
+            _ => wasmop_contract::Reason::ModuleFetchFailed,
         }
     }
 }
 
-/// Fetches `entry`'s module. ConfigMap sources are read from `configmaps`,
-/// the watched ConfigMaps of `namespace`.
+/// What identifies the bytes `entry`'s source would give now, without
+/// fetching them: the module ConfigMap's resourceVersion, the file's size
+/// and modification time, the URL (whose digest is pinned). While it stays
+/// the same, the module is neither fetched nor hashed again.
+pub async fn version(configmaps: &Store<ConfigMap>, namespace: &str, entry: &GuestEntry) -> String {
+    match &entry.module {
+        ModuleSource::ConfigMap { name, key } => {
+            let rv = configmaps
+                .get(&ObjectRef::new(name).within(namespace))
+                .and_then(|cm| cm.metadata.resource_version.clone())
+                .unwrap_or_default();
+            format!("configMap {name}/{key}@{rv}")
+        }
+        ModuleSource::File(path) => match tokio::fs::metadata(path).await {
+            Ok(meta) => format!(
+                "file {path} {} bytes, modified {:?}",
+                meta.len(),
+                meta.modified().ok()
+            ),
+            Err(e) => format!("file {path}: {e}"),
+        },
+        ModuleSource::Url(url) => format!("url {url}"),
+    }
+}
+
+/// Fetches `entry`'s module and hashes it once. ConfigMap sources are read
+/// from `configmaps`, the watched ConfigMaps of `namespace`.
 pub async fn fetch(
     configmaps: &Store<ConfigMap>,
     namespace: &str,
     entry: &GuestEntry,
-) -> Result<Vec<u8>, Error> {
+) -> Result<ModuleBytes, Error> {
     let bytes = match &entry.module {
         ModuleSource::ConfigMap { name, key } => {
             let cm = configmaps
@@ -111,20 +136,20 @@ pub async fn fetch(
                 })??
         }
     };
-    verify(entry.sha256.as_deref(), &bytes)?;
-    Ok(bytes)
+    let module = ModuleBytes::new(bytes);
+    verify(entry.sha256.as_deref(), &module)?;
+    Ok(module)
 }
 
-/// Checks `bytes` against `expected` (hex sha256), if given.
-pub fn verify(expected: Option<&str>, bytes: &[u8]) -> Result<(), Error> {
-    if let Some(expected) = expected {
-        let actual = digest(bytes);
-        if !actual.eq_ignore_ascii_case(expected) {
-            return Err(Error::Digest {
-                expected: expected.to_string(),
-                actual,
-            });
-        }
+/// Checks `module` against `expected` (hex sha256), if given.
+pub fn verify(expected: Option<&str>, module: &ModuleBytes) -> Result<(), Error> {
+    if let Some(expected) = expected
+        && !module.digest().eq_ignore_ascii_case(expected)
+    {
+        return Err(Error::Digest {
+            expected: expected.to_string(),
+            actual: module.digest().to_owned(),
+        });
     }
     Ok(())
 }
@@ -153,10 +178,10 @@ mod tests {
 
     #[test]
     fn a_wrong_digest_is_refused_and_a_right_one_passes() {
-        let bytes = b"\0asm";
-        assert!(verify(Some(&digest(bytes)), bytes).is_ok());
-        assert!(verify(None, bytes).is_ok());
-        let err = verify(Some(&"0".repeat(64)), bytes).unwrap_err();
+        let module = ModuleBytes::new(b"\0asm".to_vec());
+        assert!(verify(Some(&module.digest().to_uppercase()), &module).is_ok());
+        assert!(verify(None, &module).is_ok());
+        let err = verify(Some(&"0".repeat(64)), &module).unwrap_err();
         assert!(err.to_string().contains("digest mismatch"));
     }
 }

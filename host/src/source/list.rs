@@ -12,8 +12,11 @@
 //!     memoryLimit: 64Mi
 //!     maxResponseBytes: 4Mi
 //!     maxChildren: 100
+//!     maxEvents: 16
 //!     namespaces: []           # empty: all namespaces
 //!     resync: 10m
+//!     adoptOrphans: false      # adopt existing objects no controller owns (never Secrets)
+//!     settings: {}             # any YAML value, handed to the guest
 //! ```
 
 use std::collections::HashSet;
@@ -24,9 +27,14 @@ use serde::Deserialize;
 use crate::controller::ControllerSettings;
 use crate::runtime::Limits;
 use crate::runtime::limits::parse_duration;
+use crate::validate::names;
 
 /// The ConfigMap data key holding the list (interface contract).
 pub const LIST_KEY: &str = "guests.yaml";
+
+/// Largest `settings` value of one entry, as JSON text. Settings configure
+/// a guest; data belongs in objects the guest reads.
+pub const MAX_SETTINGS_BYTES: usize = 64 << 10;
 
 /// Errors in the guest list.
 #[derive(Debug, thiserror::Error)]
@@ -96,6 +104,17 @@ pub struct GuestEntry {
     /// Most desired children per response (default 100).
     #[serde(default)]
     pub max_children: Option<usize>,
+    /// Most Events per response (default 16).
+    #[serde(default)]
+    pub max_events: Option<usize>,
+    /// Whether a desired child may adopt an existing object no controller
+    /// owns (never a Secret). Default false.
+    #[serde(default)]
+    pub adopt_orphans: Option<bool>,
+    /// The guest's own settings: any YAML value, handed to `describe` and to
+    /// every reconcile as JSON.
+    #[serde(default)]
+    pub settings: Option<serde_json::Value>,
     /// Namespaces to watch (default: all).
     #[serde(default)]
     pub namespaces: Vec<String>,
@@ -115,11 +134,7 @@ impl GuestList {
                 name: entry.name.clone(),
                 reason,
             };
-            if !is_dns_label(&entry.name) {
-                return Err(bad(
-                    "name must be a DNS label (lowercase letters, digits, '-', at most 63)".into(),
-                ));
-            }
+            check_guest_name(&entry.name).map_err(bad)?;
             if !seen.insert(entry.name.as_str()) {
                 return Err(bad("listed twice".into()));
             }
@@ -137,7 +152,8 @@ impl GuestList {
                 return Err(bad("sha256 must be 64 hex digits".into()));
             }
             entry.limits().map_err(bad)?;
-            entry.settings().map_err(bad)?;
+            entry.controller().map_err(bad)?;
+            entry.settings_json().map_err(bad)?;
         }
         Ok(list)
     }
@@ -167,11 +183,28 @@ impl GuestEntry {
                 .transpose()?
                 .unwrap_or(d.max_response_bytes),
             max_children: self.max_children.unwrap_or(d.max_children),
+            max_events: self.max_events.unwrap_or(d.max_events),
         })
     }
 
+    /// The guest's own settings as JSON text, or none when the entry has
+    /// none (or `settings: null`).
+    pub fn settings_json(&self) -> Result<Option<String>, String> {
+        let Some(value) = self.settings.as_ref().filter(|v| !v.is_null()) else {
+            return Ok(None);
+        };
+        let text = crate::model::json_text(value);
+        if text.len() > MAX_SETTINGS_BYTES {
+            return Err(format!(
+                "settings are {} bytes as JSON, at most {MAX_SETTINGS_BYTES} are allowed",
+                text.len()
+            ));
+        }
+        Ok(Some(text))
+    }
+
     /// The controller settings, defaults filled in.
-    pub fn settings(&self) -> Result<ControllerSettings, String> {
+    pub fn controller(&self) -> Result<ControllerSettings, String> {
         let d = ControllerSettings::default();
         let resync: Duration = self
             .resync
@@ -186,6 +219,7 @@ impl GuestEntry {
             concurrency: self.concurrency.unwrap_or(d.concurrency).max(1),
             resync,
             namespaces: self.namespaces.clone(),
+            adopt_orphans: self.adopt_orphans.unwrap_or(d.adopt_orphans),
         })
     }
 }
@@ -212,13 +246,12 @@ pub fn parse_bytes(text: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("size {text:?} too large"))
 }
 
-fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
+/// A guest name must be a DNS label: it becomes a label value and part of
+/// field manager names. The same rule holds for `--guest name=…`.
+pub fn check_guest_name(name: &str) -> Result<(), String> {
+    names::dns_label(name).map_err(|why| {
+        format!("guest name {name:?} is not a DNS label (lowercase letters, digits and '-', at most 63): {why}")
+    })
 }
 
 #[cfg(test)]
@@ -238,6 +271,11 @@ guests:
     memoryLimit: 32Mi
     namespaces: [team-a]
     resync: 1m
+    adoptOrphans: true
+    maxEvents: 4
+    settings:
+      defaultImage: redis:7
+      list: [1, two]
   - name: from-file
     module:
       file: /modules/op.wasm
@@ -259,9 +297,16 @@ guests:
         );
         assert_eq!(e.limits().unwrap().timeout, Duration::from_millis(500));
         assert_eq!(e.limits().unwrap().memory_bytes, 32 << 20);
-        assert_eq!(e.settings().unwrap().concurrency, 8);
-        assert_eq!(e.settings().unwrap().resync, Duration::from_secs(60));
+        assert_eq!(e.controller().unwrap().concurrency, 8);
+        assert_eq!(e.controller().unwrap().resync, Duration::from_secs(60));
+        assert!(e.controller().unwrap().adopt_orphans);
+        assert_eq!(e.limits().unwrap().max_events, 4);
+        assert_eq!(
+            e.settings_json().unwrap().as_deref(),
+            Some(r#"{"defaultImage":"redis:7","list":[1,"two"]}"#)
+        );
         assert_eq!(list.guests[1].limits().unwrap(), Limits::default());
+        assert_eq!(list.guests[1].settings_json().unwrap(), None);
     }
 
     #[test]
@@ -274,6 +319,12 @@ guests:
         assert!(GuestList::parse("guests: [").is_err());
         assert!(GuestList::parse("guests:\n  - name: x\n    module: {file: a, url: b}\n").is_err());
         assert!(GuestList::parse("guests:\n  - name: Bad_Name\n    module: {file: a}\n").is_err());
+        let huge = format!(
+            "guests:\n  - name: x\n    module: {{file: a}}\n    settings: {{blob: {}}}\n",
+            "x".repeat(MAX_SETTINGS_BYTES)
+        );
+        let err = GuestList::parse(&huge).unwrap_err();
+        assert!(err.to_string().contains("settings are"), "{err}");
     }
 
     #[test]

@@ -3,14 +3,18 @@
 //! The host watches the ConfigMaps of the list's namespace (the list and
 //! the module ConfigMaps it references live there) into a local store.
 //! Whenever one of them changes, the list is read again from the store (no
-//! API round trip, no second download of a module) and every entry is
-//! brought up to date:
-//! new entries start, removed ones stop, changed modules are fetched,
-//! verified, compiled, described and swapped in. A failure — broken YAML,
-//! missing key, digest mismatch, not a component, a trapping describe —
+//! API round trip) and every entry is brought up to date: new entries
+//! start, removed ones stop, changed modules are fetched, verified,
+//! compiled, described and swapped in. An entry whose input did not change
+//! (the entry itself and its source's version: the module ConfigMap's
+//! resourceVersion, the file's size and time, the pinned URL) is neither
+//! fetched nor hashed again. A failure — broken YAML, missing key, digest
+//! mismatch, not a component, a trapping describe, refused settings —
 //! leaves the running version alone, is logged and is recorded as a Warning
 //! Event on the list ConfigMap; the same failing input is not retried until
-//! something changes.
+//! something changes. Guests given with `--guest` are never touched here.
+//! The list and its module ConfigMaps are protected objects: no guest may
+//! write them.
 
 use std::collections::HashMap;
 
@@ -24,8 +28,10 @@ use kube::{Client, Resource};
 use super::fetch;
 use super::list::{GuestList, LIST_KEY, ModuleSource};
 use crate::controller::events::Events;
-use crate::host::{Change, GuestSpec, Host};
-use crate::model::{EventType, GuestEvent};
+use crate::host::{Change, GuestSpec, Host, Origin};
+use crate::model::EventType;
+use crate::protected::ProtectedRef;
+use wasmop_contract::Reason;
 
 /// The default guest list (interface contract).
 pub const DEFAULT_LIST: &str = "wasmop-system/wasmop-guests";
@@ -41,12 +47,16 @@ pub fn parse_list_ref(text: &str) -> Option<(String, String)> {
 pub async fn follow(client: Client, host: &mut Host, namespace: &str, name: &str) {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
     let events = Events::new(client.clone(), "guest-list");
+    host.protected()
+        .set("guest-list", [ProtectedRef::config_map(namespace, name)]);
     let (store, writer) = reflector::store();
     let mut syncer = Syncer {
         store,
         namespace: namespace.to_string(),
         name: name.to_string(),
+        client: client.clone(),
         events,
+        guest_events: HashMap::new(),
         attempted: HashMap::new(),
         last_list_error: None,
         referenced: Vec::new(),
@@ -76,9 +86,16 @@ struct Syncer {
     store: Store<ConfigMap>,
     namespace: String,
     name: String,
+    client: Client,
+    /// Events about the list itself.
     events: Events,
-    /// Per guest: the input last attempted and whether it failed, so a
-    /// failing input is reported once, not on every unrelated change.
+    /// Events about each guest's entry: one reporting instance per guest,
+    /// so that two guests' failures with the same reason are two Events,
+    /// not one folded series.
+    guest_events: HashMap<String, Events>,
+    /// Per guest: the input last attempted (the entry and its source's
+    /// version) and whether it failed, so an unchanged input is neither
+    /// fetched again nor, when it failed, reported again.
     attempted: HashMap<String, (String, bool)>,
     last_list_error: Option<String>,
     /// Module ConfigMaps the current list references.
@@ -133,15 +150,28 @@ impl Syncer {
                 _ => None,
             })
             .collect();
+        host.protected().set(
+            "guest-list",
+            std::iter::once(&self.name)
+                .chain(&self.referenced)
+                .map(|name| ProtectedRef::config_map(&self.namespace, name)),
+        );
         let reference = list_cm.object_ref(&());
 
         for entry in &list.guests {
-            let limits = entry.limits().expect("checked by parse");
-            let settings = entry.settings().expect("checked by parse");
+            let input = format!(
+                "{entry:?}|{}",
+                fetch::version(&self.store, &self.namespace, entry).await
+            );
+            let running = host.current(&entry.name).is_some();
+            match self.attempted.get(&entry.name) {
+                Some((i, true)) if *i == input => continue,
+                Some((i, false)) if *i == input && running => continue,
+                _ => {}
+            }
             let module = match fetch::fetch(&self.store, &self.namespace, entry).await {
                 Ok(m) => m,
                 Err(e) => {
-                    let input = format!("fetch-error:{e}");
                     self.fail(
                         &reference,
                         &entry.name,
@@ -153,36 +183,24 @@ impl Syncer {
                     continue;
                 }
             };
-            let input = format!(
-                "{}|{:?}|{:?}|{:?}",
-                crate::runtime::cache::digest(&module),
-                limits,
-                settings.concurrency,
-                settings.namespaces
-            );
-            if self
-                .attempted
-                .get(&entry.name)
-                .is_some_and(|(i, failed)| *i == input && *failed)
-            {
-                continue;
-            }
             let spec = GuestSpec {
                 name: entry.name.clone(),
                 module,
-                limits,
-                settings,
+                limits: entry.limits().expect("checked by parse"),
+                controller: entry.controller().expect("checked by parse"),
+                settings: entry.settings_json().expect("checked by parse"),
+                origin: Origin::List,
             };
             match host.upsert(spec).await {
                 Ok(change) => {
                     if !matches!(change, Change::Unchanged) {
                         let (reason, verb) = match &change {
-                            Change::Started(_) => ("GuestStarted", "started"),
+                            Change::Started(_) => (Reason::GuestStarted, "started"),
                             Change::Swapped(_) => {
-                                ("GuestSwapped", "swapped to a new module version")
+                                (Reason::GuestSwapped, "swapped to a new module version")
                             }
                             Change::Restarted(_) => (
-                                "GuestSwapped",
+                                Reason::GuestSwapped,
                                 "swapped to a new module version with new kinds or settings (its watches restarted)",
                             ),
                             Change::Unchanged => unreachable!(),
@@ -191,7 +209,8 @@ impl Syncer {
                             .current(&entry.name)
                             .map(|g| g.digest()[..12].to_string())
                             .unwrap_or_default();
-                        self.event(
+                        self.guest_event(
+                            &entry.name,
                             &reference,
                             EventType::Normal,
                             reason,
@@ -219,12 +238,16 @@ impl Syncer {
             }
         }
         let listed: Vec<&str> = list.guests.iter().map(|g| g.name.as_str()).collect();
-        for name in host.names() {
+        for name in host.names_from(Origin::List) {
             if !listed.contains(&name.as_str()) && host.remove(&name) {
                 self.attempted.remove(&name);
-                self.event(&reference, EventType::Normal, "GuestStopped", format!("guest {name:?} removed from the list and stopped; its objects are left untouched")).await;
+                self.guest_event(&name, &reference, EventType::Normal, Reason::GuestStopped, format!("guest {name:?} removed from the list and stopped; its objects are left untouched")).await;
             }
         }
+        self.attempted
+            .retain(|name, _| listed.contains(&name.as_str()));
+        self.guest_events
+            .retain(|name, _| listed.contains(&name.as_str()));
     }
 
     async fn fail(
@@ -232,7 +255,7 @@ impl Syncer {
         reference: &ObjectReference,
         guest: &str,
         input: String,
-        reason: &str,
+        reason: Reason,
         message: String,
     ) {
         if self
@@ -243,7 +266,7 @@ impl Syncer {
             return;
         }
         tracing::error!(guest, "{message}");
-        self.event(reference, EventType::Warning, reason, message)
+        self.guest_event(guest, reference, EventType::Warning, reason, message)
             .await;
         self.attempted.insert(guest.to_string(), (input, true));
     }
@@ -257,7 +280,7 @@ impl Syncer {
             self.event(
                 &cm.object_ref(&()),
                 EventType::Warning,
-                "InvalidGuestList",
+                Reason::InvalidGuestList,
                 message.clone(),
             )
             .await;
@@ -269,14 +292,27 @@ impl Syncer {
         &self,
         reference: &ObjectReference,
         event_type: EventType,
-        reason: &str,
+        reason: Reason,
         message: String,
     ) {
-        let event = GuestEvent {
-            event_type,
-            reason: reason.to_string(),
-            message,
-        };
-        self.events.publish(reference, &event, "LoadGuest").await;
+        self.events
+            .host(reference, event_type, reason, message, "LoadGuest")
+            .await;
+    }
+
+    async fn guest_event(
+        &mut self,
+        guest: &str,
+        reference: &ObjectReference,
+        event_type: EventType,
+        reason: Reason,
+        message: String,
+    ) {
+        let client = &self.client;
+        self.guest_events
+            .entry(guest.to_owned())
+            .or_insert_with(|| Events::new(client.clone(), guest))
+            .host(reference, event_type, reason, message, "LoadGuest")
+            .await;
     }
 }

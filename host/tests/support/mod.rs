@@ -319,3 +319,135 @@ pub async fn wait_for_event(
     })
     .await
 }
+
+/// Runs `wasmop rbac` for the built guests `stems` (the Role for the guest
+/// list in `list_ns`), applies the ClusterRole and Role it prints under the
+/// name `wasmop-<tag>`, binds both to a fresh user and returns that user and
+/// its kubeconfig: the host's identity in production.
+pub async fn least_privilege(
+    env: &TestEnv,
+    tag: &str,
+    list_ns: &str,
+    stems: &[&str],
+) -> anyhow::Result<(String, PathBuf)> {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+    let name = format!("wasmop-{tag}");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_wasmop"));
+    command.args(["rbac", "--name", &name, "--namespace", list_ns]);
+    for stem in stems {
+        command.arg("--guest").arg(guest_module(stem)?);
+    }
+    let out = command.output()?;
+    if !out.status.success() {
+        bail!(
+            "wasmop rbac failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let text = String::from_utf8(out.stdout)?;
+    if text.contains('*') {
+        bail!("wasmop rbac printed a wildcard:\n{text}");
+    }
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text)?;
+    let client = env.client();
+    let pp = PatchParams::apply("wasmop-tests").force();
+    let user = format!("wasmop-least-{tag}");
+    let subject = serde_json::json!([{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}]);
+    for doc in docs.into_iter().filter(|d| !d.is_null()) {
+        match doc["kind"].as_str() {
+            Some("ClusterRole") => {
+                let role: ClusterRole = serde_json::from_value(doc)?;
+                Api::<ClusterRole>::all(client.clone())
+                    .patch(&name, &pp, &Patch::Apply(&role))
+                    .await?;
+                let binding: ClusterRoleBinding = serde_json::from_value(serde_json::json!({
+                    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                    "metadata": {"name": name},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+                    "subjects": subject,
+                }))?;
+                Api::<ClusterRoleBinding>::all(client.clone())
+                    .patch(&name, &pp, &Patch::Apply(&binding))
+                    .await?;
+            }
+            Some("Role") => {
+                let role: Role = serde_json::from_value(doc)?;
+                Api::<Role>::namespaced(client.clone(), list_ns)
+                    .patch(&name, &pp, &Patch::Apply(&role))
+                    .await?;
+                let binding: RoleBinding = serde_json::from_value(serde_json::json!({
+                    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                    "metadata": {"name": name, "namespace": list_ns},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+                    "subjects": subject,
+                }))?;
+                Api::<RoleBinding>::namespaced(client.clone(), list_ns)
+                    .patch(&name, &pp, &Patch::Apply(&binding))
+                    .await?;
+            }
+            other => bail!("wasmop rbac printed an unexpected {other:?}"),
+        }
+    }
+    let (_, kubeconfig) = env.user_kubeconfig(&user, &[]).await?;
+    Ok((user, kubeconfig))
+}
+
+/// The writes `user` made that the API server carried out (2xx), as
+/// `(verb, resource, subresource, name)`: what a refused or failed request
+/// never changed is left out.
+pub fn successful_writes_by(
+    env: &TestEnv,
+    user: &str,
+) -> anyhow::Result<Vec<(String, String, String, String)>> {
+    Ok(env
+        .audit_events()?
+        .into_iter()
+        .filter(|e| e["user"]["username"] == user)
+        .filter(|e| {
+            matches!(
+                e["verb"].as_str(),
+                Some("create" | "update" | "patch" | "delete" | "deletecollection")
+            )
+        })
+        .filter(|e| {
+            e["responseStatus"]["code"]
+                .as_u64()
+                .is_some_and(|c| c < 300)
+        })
+        .map(|e| {
+            let field = |k: &str| e["objectRef"][k].as_str().unwrap_or_default().to_owned();
+            (
+                e["verb"].as_str().unwrap_or_default().to_owned(),
+                field("resource"),
+                field("subresource"),
+                field("name"),
+            )
+        })
+        .collect())
+}
+
+/// Reconcile spans of `guest` in a host log, in order: `(id, started)` for
+/// each "reconcile started" line and `(id, false)` for each line that ends
+/// one ("reconciled", "reconcile failed").
+pub fn reconcile_spans(log: &str, guest: &str) -> Vec<(u64, bool)> {
+    let needle = format!("reconcile{{guest={guest} ");
+    log.lines()
+        .filter(|l| l.contains(&needle))
+        .filter_map(|l| {
+            let id = l
+                .split(" id=")
+                .nth(1)?
+                .split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse()
+                .ok()?;
+            if l.ends_with("reconcile started") {
+                Some((id, true))
+            } else if l.ends_with(": reconciled") || l.contains("reconcile failed") {
+                Some((id, false))
+            } else {
+                None
+            }
+        })
+        .collect()
+}

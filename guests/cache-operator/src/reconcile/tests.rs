@@ -6,7 +6,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Value, json};
 use wasmop_guest::time::time_at;
-use wasmop_guest::{Event, EventType, Request, Response, WireResponse};
+use wasmop_guest::{Event, EventType, ReconcileResponse, Request, Response};
 
 use super::reconcile;
 use crate::children::CONFIG_HASH_ANNOTATION;
@@ -95,7 +95,9 @@ struct Rendered {
     events: Vec<Event>,
     finalized: bool,
     requeue_after_seconds: Option<u32>,
-    wire: WireResponse,
+    /// The observed children kept, as `kind/name`.
+    kept: Vec<String>,
+    wire: ReconcileResponse,
 }
 
 fn rendered(response: Response) -> Rendered {
@@ -105,6 +107,11 @@ fn rendered(response: Response) -> Rendered {
         events: response.events.clone(),
         finalized: response.finalized,
         requeue_after_seconds: response.requeue_after_seconds,
+        kept: response
+            .kept()
+            .iter()
+            .map(|r| format!("{}/{}", r.kind, r.name))
+            .collect(),
         wire: response.into_wire(),
     }
 }
@@ -415,37 +422,18 @@ fn identical_input_gives_byte_identical_output() {
 }
 
 #[test]
-fn paused_keeps_the_observed_children_unchanged() {
+fn paused_keeps_the_observed_children_without_sending_them_back() {
     let converged = converged(spec());
     let mut parent = converged.parent.clone();
     parent["spec"]["paused"] = json!(true);
     parent["spec"]["replicas"] = json!(7);
     parent["spec"]["image"] = json!("redis:8");
     let response = run(&request(parent, converged.observed.clone()), &at(100));
-    assert_eq!(response.children.len(), converged.observed.len());
-    for (kept, observed) in response.children.iter().zip(&converged.observed) {
-        assert_eq!(kept["spec"], observed["spec"]);
-        assert_eq!(kept["data"], observed["data"]);
-        assert_eq!(kept["metadata"]["name"], observed["metadata"]["name"]);
-        assert!(kept.get("status").is_none());
-        for server_field in [
-            "uid",
-            "resourceVersion",
-            "ownerReferences",
-            "creationTimestamp",
-            "namespace",
-            "generation",
-        ] {
-            assert!(
-                kept["metadata"].get(server_field).is_none(),
-                "{server_field}"
-            );
-        }
-        assert!(kept["metadata"]["labels"].get("wasmop.dev/guest").is_none());
-    }
-    let deployment = child(&response, "Deployment");
-    assert_eq!(deployment["spec"]["replicas"], 2, "paused must not scale");
-    assert!(deployment["metadata"].get("annotations").is_none());
+    assert!(response.children.is_empty(), "paused must not write");
+    assert_eq!(
+        response.kept,
+        ["ConfigMap/demo-config", "Deployment/demo", "Service/demo"]
+    );
     let status = response.status.as_ref().unwrap();
     assert_eq!(status["phase"], "Paused");
     assert_eq!(status["readyReplicas"], 2);
@@ -465,20 +453,19 @@ fn a_paused_resync_changes_nothing_and_emits_nothing() {
     let again = run(&request(parent, converged.observed.clone()), &at(200));
     assert!(again.events.is_empty());
     assert_eq!(again.status, first.status);
-    assert_eq!(again.children, first.children);
+    assert_eq!(again.kept, first.kept);
 }
 
 #[test]
-fn paused_v1_drops_a_disruption_budget_left_by_v2() {
+fn paused_keeps_whatever_it_observes_even_a_budget_left_by_v2() {
     let converged = converged(spec());
     let mut observed = converged.observed.clone();
     observed.push(json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "demo"}}));
     let mut parent = converged.parent.clone();
     parent["spec"]["paused"] = json!(true);
-    let v1 = run(&request(parent.clone(), observed.clone()), &at(100));
-    assert_eq!(v1.children.len(), 3);
-    let v2 = rendered(reconcile(&request(parent, observed), &at(100), Flavor::V2).unwrap());
-    assert_eq!(v2.children.len(), 4);
+    let v1 = run(&request(parent, observed), &at(100));
+    assert_eq!(v1.kept.len(), 4);
+    assert!(v1.children.is_empty());
 }
 
 #[test]
@@ -486,7 +473,7 @@ fn a_paused_cache_with_nothing_observed_creates_nothing() {
     let mut s = spec();
     s["paused"] = json!(true);
     let response = run(&request(parent(s, None), vec![]), &at(0));
-    assert!(response.children.is_empty());
+    assert!(response.children.is_empty() && response.kept.is_empty());
     assert_eq!(response.status.unwrap()["phase"], "Paused");
 }
 
@@ -529,16 +516,16 @@ fn deletion_scales_the_deployment_to_zero_and_waits() {
         response.events[0].message,
         "scaling Deployment demo from 2 to 0 replicas before deletion"
     );
-    assert_eq!(child(&response, "Deployment")["spec"]["replicas"], 0);
-    // The other children stay as they are.
-    assert_eq!(response.children.len(), 3);
-    let service = child(&response, "Service");
-    let observed_service = converged
-        .observed
-        .iter()
-        .find(|o| o["kind"] == "Service")
-        .unwrap();
-    assert_eq!(service["spec"], observed_service["spec"]);
+    // The Deployment is the one child desired, as the spec says but with
+    // no replicas; the others are kept as they are.
+    assert_eq!(kinds(&response), ["Deployment/demo"]);
+    let deployment = child(&response, "Deployment");
+    assert_eq!(deployment["spec"]["replicas"], 0);
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["containers"][0]["image"],
+        "redis:7.2"
+    );
+    assert_eq!(response.kept, ["ConfigMap/demo-config", "Service/demo"]);
     assert_eq!(
         response.status, None,
         "the status of a terminating Cache is left alone"
@@ -580,6 +567,8 @@ fn deletion_finishes_once_no_pods_are_left() {
         assert!(response.finalized);
         assert_eq!(response.requeue_after_seconds, None);
         assert_eq!(reasons(&response), ["CleanupComplete"]);
+        assert!(response.children.is_empty());
+        assert_eq!(response.kept.len(), 3, "nothing is pruned on the way out");
     }
 }
 
@@ -595,8 +584,15 @@ fn deletion_without_a_deployment_finishes_at_once() {
 fn deletion_works_for_a_paused_or_invalid_cache() {
     let mut parent = deleting(vec![]).parent().clone();
     parent["spec"] = json!({"image": "", "paused": true});
-    let response = run(&Request::new(parent, vec![], true), &at(0));
+    let response = run(&Request::new(parent.clone(), vec![], true), &at(0));
     assert!(response.finalized);
+    // With pods still running but a spec that makes no Deployment, the
+    // Deployment is left to the garbage collector.
+    let converged = converged(spec());
+    let response = run(&Request::new(parent, converged.observed, true), &at(0));
+    assert!(response.finalized);
+    assert!(response.children.is_empty());
+    assert_eq!(reasons(&response), ["CleanupSkipped"]);
 }
 
 #[test]
@@ -614,7 +610,7 @@ fn v2_labels_every_child_and_adds_a_disruption_budget() {
     );
     for c in &response.children {
         assert_eq!(
-            c["metadata"]["labels"]["wasmop.dev/version"], "v2",
+            c["metadata"]["labels"]["apps.example.com/version"], "v2",
             "{}",
             c["kind"]
         );
@@ -622,7 +618,7 @@ fn v2_labels_every_child_and_adds_a_disruption_budget() {
     let deployment = child(&response, "Deployment");
     assert!(
         deployment["spec"]["selector"]["matchLabels"]
-            .get("wasmop.dev/version")
+            .get("apps.example.com/version")
             .is_none()
     );
 }

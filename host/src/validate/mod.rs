@@ -1,18 +1,30 @@
 //! Checks a guest's answer before anything reaches the API server.
 //!
-//! All or nothing: one bad child, a bad status or a bad event and nothing
-//! from that reconcile is applied. The checks are the ones that keep a guest
-//! inside its lane: only declared kinds, only the parent's namespace, no
-//! ownership claims of its own, no label pointing at another guest.
+//! All or nothing: one bad child, a bad status, a bad event or a bad keep
+//! and nothing from that reconcile is applied. The checks keep a guest
+//! inside its lane: only declared kinds, only the parent's namespace, only
+//! metadata the host can stamp ([`metadata`]), none of the host's own
+//! objects, bounded events with well-formed reasons. What the host writes
+//! beyond this (only children the parent controls) is decided against the
+//! cluster, in `controller::apply`. [`description`] checks what a guest
+//! describes when its module loads; [`names`] holds Kubernetes' name rules.
+
+pub mod description;
+pub mod metadata;
+pub mod names;
 
 use serde_json::{Map, Value};
+use wasmop_contract::Reason;
+use wasmop_contract::names::HOST_CONDITION;
 
-use crate::model::{Description, GuestEvent, RawResponse};
+use crate::model::{Description, Event, ObjectRef, ReconcileResponse};
+use crate::protected::ProtectedObjects;
 use crate::runtime::Limits;
 
-/// The label the host stamps on every child with the owning guest's name
-/// (interface contract).
-pub const GUEST_LABEL: &str = "wasmop.dev/guest";
+pub use wasmop_contract::names::GUEST_LABEL;
+
+/// Events a guest message keeps: what Kubernetes allows in an Event note.
+pub const MAX_EVENT_MESSAGE: usize = 1024;
 
 /// A guest answer that broke a rule.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -83,23 +95,15 @@ pub enum Violation {
         /// Child name.
         name: String,
     },
-    /// The guest set ownerReferences itself.
-    #[error("child {kind}/{name} sets ownerReferences; only the host stamps ownership")]
-    OwnerReferences {
+    /// The child's metadata has a field or shape the host does not stamp.
+    #[error("child {kind}/{name}: {source}")]
+    Metadata {
         /// Child kind.
         kind: String,
         /// Child name.
         name: String,
-    },
-    /// The guest label names another guest.
-    #[error("child {kind}/{name} carries label {GUEST_LABEL}={value:?}, which is not this guest")]
-    ForeignGuestLabel {
-        /// Child kind.
-        kind: String,
-        /// Child name.
-        name: String,
-        /// The label value the guest set.
-        value: String,
+        /// What is wrong.
+        source: metadata::Error,
     },
     /// Not a valid Kubernetes object name.
     #[error("child {kind} has invalid name {name:?}: {reason}")]
@@ -119,12 +123,54 @@ pub enum Violation {
         /// Child name.
         name: String,
     },
+    /// A child that is one of the host's own objects.
+    #[error("child {kind}/{name} is the host's own object; no guest may write it")]
+    Protected {
+        /// Child kind.
+        kind: String,
+        /// Child name.
+        name: String,
+    },
     /// The status is not a JSON object.
     #[error("status is not a JSON object: {0}")]
     InvalidStatus(String),
-    /// An event with an empty or over-long reason.
-    #[error("event reason {0:?} must be 1 to 128 characters")]
-    InvalidEventReason(String),
+    /// More events than the guest's limit.
+    #[error("too many events: {count}, limit {limit}")]
+    TooManyEvents {
+        /// Returned.
+        count: usize,
+        /// Allowed.
+        limit: usize,
+    },
+    /// An event reason that is not CamelCase of at most 128 characters.
+    #[error("event reason {reason:?} {why}")]
+    InvalidEventReason {
+        /// The reason.
+        reason: String,
+        /// Why.
+        why: &'static str,
+    },
+    /// More kept children than the guest's child limit.
+    #[error("too many kept children: {count}, limit {limit}")]
+    TooManyKept {
+        /// Returned.
+        count: usize,
+        /// Allowed.
+        limit: usize,
+    },
+    /// A child both kept and desired.
+    #[error("{0} is both kept and desired")]
+    KeptAndDesired(ObjectRef),
+}
+
+impl Violation {
+    /// The reason for Events, conditions and metrics.
+    pub fn reason(&self) -> Reason {
+        match self {
+            Self::Protected { .. } => Reason::ProtectedObject,
+            _ => Reason::InvalidGuestResponse,
+        }
+    }
 }
 
 /// A child the guest wants, checked, with its kind declaration resolved.
@@ -147,14 +193,16 @@ pub struct DesiredChild {
 pub struct Validated {
     /// Desired children.
     pub children: Vec<DesiredChild>,
-    /// Desired status.
+    /// Desired status, without the host's own condition.
     pub status: Option<Map<String, Value>>,
     /// Requested requeue delay in seconds.
     pub requeue_after_seconds: Option<u32>,
     /// Deletion path: cleanup done.
     pub finalized: bool,
-    /// Events to record (message cut to the 1 KiB Kubernetes allows).
-    pub events: Vec<GuestEvent>,
+    /// Events to record (messages cut to [`MAX_EVENT_MESSAGE`]).
+    pub events: Vec<Event>,
+    /// Observed children to leave as they are.
+    pub keep: Vec<ObjectRef>,
 }
 
 /// Where the parent lives, for the namespace rules.
@@ -164,24 +212,40 @@ pub struct ParentScope<'a> {
     pub namespace: Option<&'a str>,
 }
 
-/// Checks `raw` against the guest's description, its limits and the rules
-/// above. Returns every child parsed, or the first violation.
-pub fn validate(
-    guest: &str,
-    description: &Description,
-    limits: &Limits,
-    parent: ParentScope<'_>,
-    raw: RawResponse,
-) -> Result<Validated, Violation> {
-    if raw.children.len() > limits.max_children {
+/// What a guest's answer is checked against.
+#[derive(Clone, Copy, Debug)]
+pub struct Rules<'a> {
+    /// What the guest declared.
+    pub description: &'a Description,
+    /// Its limits.
+    pub limits: &'a Limits,
+    /// Where the parent lives.
+    pub parent: ParentScope<'a>,
+    /// The host's own objects.
+    pub protected: &'a ProtectedObjects,
+}
+
+/// Checks `raw` against the rules above. Returns every child parsed, or the
+/// first violation.
+pub fn validate(rules: Rules<'_>, raw: ReconcileResponse) -> Result<Validated, Violation> {
+    let ReconcileResponse {
+        children: raw_children,
+        status,
+        requeue_after_seconds,
+        finalized,
+        events,
+        keep,
+    } = raw;
+    let limits = rules.limits;
+    if raw_children.len() > limits.max_children {
         return Err(Violation::TooManyChildren {
-            count: raw.children.len(),
+            count: raw_children.len(),
             limit: limits.max_children,
         });
     }
-    let mut children: Vec<DesiredChild> = Vec::with_capacity(raw.children.len());
-    for (index, text) in raw.children.iter().enumerate() {
-        let child = check_child(guest, description, parent, index, text)?;
+    let mut children: Vec<DesiredChild> = Vec::with_capacity(raw_children.len());
+    for (index, text) in raw_children.iter().enumerate() {
+        let child = check_child(rules, index, text)?;
         if children.iter().any(|c| {
             c.kind == child.kind && c.api_version == child.api_version && c.name == child.name
         }) {
@@ -192,10 +256,10 @@ pub fn validate(
         }
         children.push(child);
     }
-    let status = match raw.status.as_deref() {
+    let status = match status.as_deref() {
         None => None,
         Some(text) => match serde_json::from_str::<Value>(text) {
-            Ok(Value::Object(map)) => Some(map),
+            Ok(Value::Object(map)) => Some(without_host_condition(map)),
             Ok(other) => {
                 return Err(Violation::InvalidStatus(format!(
                     "got {}",
@@ -205,29 +269,57 @@ pub fn validate(
             Err(e) => return Err(Violation::InvalidStatus(e.to_string())),
         },
     };
-    let mut events = raw.events;
+    if events.len() > limits.max_events {
+        return Err(Violation::TooManyEvents {
+            count: events.len(),
+            limit: limits.max_events,
+        });
+    }
+    let mut events = events;
     for e in &mut events {
-        if e.reason.is_empty() || e.reason.len() > 128 {
-            return Err(Violation::InvalidEventReason(e.reason.clone()));
-        }
-        truncate(&mut e.message, 1024);
+        names::event_reason(&e.reason).map_err(|why| Violation::InvalidEventReason {
+            reason: e.reason.clone(),
+            why,
+        })?;
+        truncate(&mut e.message, MAX_EVENT_MESSAGE);
+    }
+    if keep.len() > limits.max_children {
+        return Err(Violation::TooManyKept {
+            count: keep.len(),
+            limit: limits.max_children,
+        });
+    }
+    if let Some(both) = keep.iter().find(|k| {
+        children
+            .iter()
+            .any(|c| c.api_version == k.api_version && c.kind == k.kind && c.name == k.name)
+    }) {
+        return Err(Violation::KeptAndDesired(both.clone()));
     }
     Ok(Validated {
         children,
         status,
-        requeue_after_seconds: raw.requeue_after_seconds,
-        finalized: raw.finalized,
+        requeue_after_seconds,
+        finalized,
         events,
+        keep,
     })
 }
 
-fn check_child(
-    guest: &str,
-    description: &Description,
-    parent: ParentScope<'_>,
-    index: usize,
-    text: &str,
-) -> Result<DesiredChild, Violation> {
+/// The status without the host's own condition: the host alone writes it,
+/// so a guest that copies its previous conditions neither takes it over
+/// nor drops it (one rule, in the WIT).
+pub fn without_host_condition(mut status: Map<String, Value>) -> Map<String, Value> {
+    if let Some(list) = status.get_mut("conditions").and_then(Value::as_array_mut) {
+        list.retain(|c| c["type"] != HOST_CONDITION);
+        if list.is_empty() {
+            status.remove("conditions");
+        }
+    }
+    status
+}
+
+fn check_child(rules: Rules<'_>, index: usize, text: &str) -> Result<DesiredChild, Violation> {
     let object = match serde_json::from_str::<Value>(text) {
         Ok(Value::Object(map)) => map,
         Ok(other) => {
@@ -263,37 +355,26 @@ fn check_child(
             field: "metadata.name",
         })?
         .to_string();
-    let Some(declared) = description.child(&api_version, &kind) else {
+    let Some(declared) = rules.description.child_kind(&api_version, &kind) else {
         return Err(Violation::UndeclaredKind {
             name,
             api_version,
             kind,
         });
     };
-    if let Err(reason) = check_name(&name) {
+    if let Err(reason) = names::dns_subdomain(&name) {
         return Err(Violation::InvalidName { kind, name, reason });
     }
     let metadata = metadata.expect("name was found in metadata");
-    if metadata
-        .get("ownerReferences")
-        .is_some_and(|v| !v.is_null())
-    {
-        return Err(Violation::OwnerReferences { kind, name });
-    }
-    if let Some(value) = metadata.get("labels").and_then(|l| l.get(GUEST_LABEL))
-        && value.as_str() != Some(guest)
-    {
-        let value = value
-            .as_str()
-            .map_or_else(|| value.to_string(), str::to_string);
-        return Err(Violation::ForeignGuestLabel { kind, name, value });
+    if let Err(source) = metadata::check(metadata) {
+        return Err(Violation::Metadata { kind, name, source });
     }
     let namespace = metadata
         .get("namespace")
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty());
-    if !declared.cluster_scoped {
-        match parent.namespace {
+    let target_namespace = if !declared.cluster_scoped {
+        match rules.parent.namespace {
             None => return Err(Violation::NamespacedChildOfClusterParent { kind, name }),
             Some(parent_ns) => {
                 if let Some(ns) = namespace.filter(|ns| *ns != parent_ns) {
@@ -304,9 +385,10 @@ fn check_child(
                         parent: parent_ns.to_string(),
                     });
                 }
+                Some(parent_ns)
             }
         }
-    } else if parent.namespace.is_some() {
+    } else if rules.parent.namespace.is_some() {
         // Kubernetes garbage collection cannot follow an ownerReference from
         // a cluster-scoped object to a namespaced owner: it would treat the
         // child as orphaned and delete it.
@@ -318,6 +400,14 @@ fn check_child(
             namespace: ns.to_string(),
             parent: String::new(),
         });
+    } else {
+        None
+    };
+    if rules
+        .protected
+        .contains(&declared.kind.group, &kind, target_namespace, &name)
+    {
+        return Err(Violation::Protected { kind, name });
     }
     Ok(DesiredChild {
         api_version,
@@ -328,26 +418,7 @@ fn check_child(
     })
 }
 
-/// A DNS-1123 subdomain, the rule most kinds use for names; kinds with a
-/// stricter rule (Service: DNS-1035 label) are checked by the API server.
-fn check_name(name: &str) -> Result<(), &'static str> {
-    if name.len() > 253 {
-        return Err("longer than 253 characters");
-    }
-    let ok_chars = name
-        .bytes()
-        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
-    if !ok_chars {
-        return Err("only lowercase letters, digits, '-' and '.' are allowed");
-    }
-    let alnum = |b: Option<u8>| b.is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
-    if !alnum(name.bytes().next()) || !alnum(name.bytes().last()) {
-        return Err("must start and end with a lowercase letter or digit");
-    }
-    Ok(())
-}
-
-fn type_name(v: &Value) -> &'static str {
+pub(crate) fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -374,44 +445,54 @@ mod tests {
 
     use super::*;
     use crate::model::{ChildKind, KindRef};
+    use crate::protected::ProtectedRef;
 
     fn description() -> Description {
-        Description {
-            primary: KindRef::new("apps.example.com", "v1alpha1", "Cache"),
-            children: vec![
-                ChildKind {
-                    kind: KindRef::new("", "v1", "ConfigMap"),
-                    cluster_scoped: false,
-                },
-                ChildKind {
-                    kind: KindRef::new("rbac.authorization.k8s.io", "v1", "ClusterRole"),
-                    cluster_scoped: true,
-                },
-            ],
-            finalizer: None,
+        Description::new(KindRef::new("apps.example.com", "v1alpha1", "Cache"))
+            .child(ChildKind::namespaced(KindRef::new("", "v1", "ConfigMap")))
+            .child(ChildKind::cluster_scoped(KindRef::new(
+                "rbac.authorization.k8s.io",
+                "v1",
+                "ClusterRole",
+            )))
+    }
+
+    fn raw(children: Vec<Value>) -> ReconcileResponse {
+        ReconcileResponse {
+            children: children.iter().map(ToString::to_string).collect(),
+            status: Some(json!({"phase": "Ready"}).to_string()),
+            ..ReconcileResponse::default()
         }
     }
 
-    fn raw(children: Vec<Value>) -> RawResponse {
-        RawResponse {
-            children: children.iter().map(ToString::to_string).collect(),
-            status: Some(json!({"phase": "Ready"}).to_string()),
-            requeue_after_seconds: None,
-            finalized: false,
-            events: vec![],
-        }
+    fn validate_in(
+        namespace: Option<&str>,
+        limits: &Limits,
+        protected: &ProtectedObjects,
+        raw: ReconcileResponse,
+    ) -> Result<Validated, Violation> {
+        validate(
+            Rules {
+                description: &description(),
+                limits,
+                parent: ParentScope { namespace },
+                protected,
+            },
+            raw,
+        )
+    }
+
+    fn check_raw(raw: ReconcileResponse) -> Result<Validated, Violation> {
+        validate_in(
+            Some("team-a"),
+            &Limits::default(),
+            &ProtectedObjects::new(),
+            raw,
+        )
     }
 
     fn check(children: Vec<Value>) -> Result<Validated, Violation> {
-        validate(
-            "cache",
-            &description(),
-            &Limits::default(),
-            ParentScope {
-                namespace: Some("team-a"),
-            },
-            raw(children),
-        )
+        check_raw(raw(children))
     }
 
     fn cm(meta: Value) -> Value {
@@ -441,45 +522,29 @@ mod tests {
     }
 
     #[test]
-    fn owner_references_set_by_the_guest_are_refused() {
-        let err = check(vec![cm(
+    fn owner_references_and_host_keys_set_by_the_guest_are_refused() {
+        for meta in [
             json!({"name": "x", "ownerReferences": [{"uid": "1"}]}),
-        )])
-        .unwrap_err();
-        assert!(matches!(err, Violation::OwnerReferences { .. }));
-    }
-
-    #[test]
-    fn a_guest_label_naming_another_guest_is_refused() {
-        let err = check(vec![cm(
             json!({"name": "x", "labels": {GUEST_LABEL: "other"}}),
-        )])
-        .unwrap_err();
-        assert!(matches!(err, Violation::ForeignGuestLabel { .. }));
-        assert!(
-            check(vec![cm(
-                json!({"name": "x", "labels": {GUEST_LABEL: "cache"}})
-            )])
-            .is_ok()
-        );
+            json!({"name": "x", "labels": {GUEST_LABEL: "cache"}}),
+            json!({"name": "x", "labels": null}),
+        ] {
+            let err = check(vec![cm(meta.clone())]).unwrap_err();
+            assert!(matches!(err, Violation::Metadata { .. }), "{meta}: {err}");
+            assert_eq!(err.reason(), Reason::InvalidGuestResponse);
+        }
     }
 
     #[test]
     fn invalid_json_and_bad_names_are_refused() {
-        let bad = RawResponse {
+        let bad = ReconcileResponse {
             children: vec!["{not json".into()],
             ..raw(vec![])
         };
-        let err = validate(
-            "cache",
-            &description(),
-            &Limits::default(),
-            ParentScope {
-                namespace: Some("a"),
-            },
-            bad,
-        );
-        assert!(matches!(err.unwrap_err(), Violation::InvalidJson { .. }));
+        assert!(matches!(
+            check_raw(bad).unwrap_err(),
+            Violation::InvalidJson { .. }
+        ));
         assert!(matches!(
             check(vec![cm(json!({"name": "Bad_Name"}))]).unwrap_err(),
             Violation::InvalidName { .. }
@@ -495,11 +560,10 @@ mod tests {
             "{err}"
         );
         let cluster = |c: Value| {
-            validate(
-                "cache",
-                &description(),
+            validate_in(
+                None,
                 &Limits::default(),
-                ParentScope { namespace: None },
+                &ProtectedObjects::new(),
                 raw(vec![c]),
             )
         };
@@ -513,34 +577,20 @@ mod tests {
 
     #[test]
     fn status_must_be_an_object_and_children_are_bounded() {
-        let bad = RawResponse {
+        let bad = ReconcileResponse {
             status: Some("[1]".into()),
             ..raw(vec![])
         };
-        let err = validate(
-            "cache",
-            &description(),
-            &Limits::default(),
-            ParentScope {
-                namespace: Some("a"),
-            },
-            bad,
-        );
-        assert!(matches!(err.unwrap_err(), Violation::InvalidStatus(_)));
+        assert!(matches!(
+            check_raw(bad).unwrap_err(),
+            Violation::InvalidStatus(_)
+        ));
         let limits = Limits {
             max_children: 1,
             ..Limits::default()
         };
         let two = raw(vec![cm(json!({"name": "a"})), cm(json!({"name": "b"}))]);
-        let err = validate(
-            "cache",
-            &description(),
-            &limits,
-            ParentScope {
-                namespace: Some("a"),
-            },
-            two,
-        );
+        let err = validate_in(Some("a"), &limits, &ProtectedObjects::new(), two);
         assert!(matches!(
             err.unwrap_err(),
             Violation::TooManyChildren { .. }
@@ -551,5 +601,103 @@ mod tests {
     fn duplicate_children_are_refused() {
         let err = check(vec![cm(json!({"name": "a"})), cm(json!({"name": "a"}))]).unwrap_err();
         assert!(matches!(err, Violation::Duplicate { .. }));
+    }
+
+    #[test]
+    fn the_hosts_own_objects_are_refused_with_their_own_reason() {
+        let protected = ProtectedObjects::new();
+        protected.set(
+            "guest-list",
+            [ProtectedRef::config_map("team-a", "wasmop-guests")],
+        );
+        let err = validate_in(
+            Some("team-a"),
+            &Limits::default(),
+            &protected,
+            raw(vec![cm(json!({"name": "wasmop-guests"}))]),
+        )
+        .unwrap_err();
+        assert_eq!(err.reason(), Reason::ProtectedObject, "{err}");
+        // The same name in another namespace is the guest's to use.
+        assert!(
+            validate_in(
+                Some("team-b"),
+                &Limits::default(),
+                &protected,
+                raw(vec![cm(json!({"name": "wasmop-guests"}))]),
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn events_are_bounded_and_their_reasons_must_be_camel_case() {
+        let many = ReconcileResponse {
+            events: vec![Event::normal("Tick", "m"); Limits::default().max_events + 1],
+            ..raw(vec![])
+        };
+        assert!(matches!(
+            check_raw(many).unwrap_err(),
+            Violation::TooManyEvents { .. }
+        ));
+        let control = ReconcileResponse {
+            events: vec![Event::warning("Bad\nReason", "m")],
+            ..raw(vec![])
+        };
+        assert!(matches!(
+            check_raw(control).unwrap_err(),
+            Violation::InvalidEventReason { .. }
+        ));
+        let long = ReconcileResponse {
+            events: vec![Event::normal("Ok", "x".repeat(5000))],
+            ..raw(vec![])
+        };
+        assert_eq!(
+            check_raw(long).unwrap().events[0].message.len(),
+            MAX_EVENT_MESSAGE
+        );
+    }
+
+    #[test]
+    fn a_child_both_kept_and_desired_is_refused() {
+        let both = ReconcileResponse {
+            keep: vec![ObjectRef::new("v1", "ConfigMap", "a")],
+            ..raw(vec![cm(json!({"name": "a"}))])
+        };
+        assert!(matches!(
+            check_raw(both).unwrap_err(),
+            Violation::KeptAndDesired(_)
+        ));
+    }
+
+    #[test]
+    fn the_host_condition_is_stripped_from_the_desired_status() {
+        let forged = ReconcileResponse {
+            status: Some(
+                json!({"phase": "Ready", "conditions": [
+                    {"type": "GuestReconciled", "status": "True"},
+                    {"type": "Available", "status": "True"}
+                ]})
+                .to_string(),
+            ),
+            ..raw(vec![])
+        };
+        let status = check_raw(forged).unwrap().status.unwrap();
+        assert_eq!(
+            status["conditions"],
+            json!([{"type": "Available", "status": "True"}])
+        );
+        let only_host = ReconcileResponse {
+            status: Some(json!({"conditions": [{"type": "GuestReconciled"}]}).to_string()),
+            ..raw(vec![])
+        };
+        assert!(
+            check_raw(only_host)
+                .unwrap()
+                .status
+                .unwrap()
+                .get("conditions")
+                .is_none()
+        );
     }
 }

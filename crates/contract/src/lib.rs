@@ -1,0 +1,37 @@
+//! The contract between the wasmop host and its guests, as plain Rust.
+//!
+//! `wit/operator.wit` is the contract; this crate is its one Rust rendering,
+//! shared by the host's model and the guest SDK, so that a new field is one
+//! edit here (and in the WIT) plus its use. With the feature `wasmtime` the
+//! types implement the component-model traits and the host lowers requests
+//! and lifts answers straight into them; the guest SDK converts between
+//! them and its `wit-bindgen` bindings in one place (`guests/sdk/src/export.rs`).
+//!
+//! Beside the records, [`names`] holds the labels, annotations and field
+//! managers the host stamps, and [`Reason`] every Event reason the host
+//! records: each is defined once, here.
+//!
+//! Several WIT versions can be served side by side: each version the host
+//! supports maps onto these types in a module of its own
+//! (`host/src/runtime/abi/`), so the host's logic sees one model.
+
+mod description;
+mod kind;
+pub mod names;
+mod reason;
+mod request;
+mod response;
+
+pub use description::Description;
+#[cfg(feature = "k8s")]
+pub use kind::ObjectScope;
+pub use kind::{ChildKind, KindRef};
+pub use reason::Reason;
+pub use request::{ObservedObject, ReconcileRequest};
+pub use response::{ErrorKind, Event, EventType, ObjectRef, ReconcileError, ReconcileResponse};
+
+/// The WIT package these types render.
+pub const WIT_PACKAGE: &str = "wasmop:operator@0.1.0";
+
+/// The interface a guest exports, as its component names it.
+pub const OPERATOR_INTERFACE: &str = "wasmop:operator/operator@0.1.0";

@@ -1,0 +1,147 @@
+//! Writing the parent's status: the guest's desired status, and the host's
+//! own `GuestReconciled` condition.
+//!
+//! Both go through the status subresource by server-side apply, under two
+//! field managers: the guest's (`wasmop-<guest>`) for what the guest asked,
+//! the host's (`wasmop-host-<guest>`) for its condition. The guest's status
+//! arrives without the host's condition (`validate` strips it), and is
+//! compared with the observed status without it, so each manager owns
+//! exactly its part and a converged parent gets no write.
+
+use kube::api::{DynamicObject, Patch, PatchParams};
+use kube::{Resource as _, ResourceExt};
+use serde_json::{Map, Value, json};
+use wasmop_contract::Reason;
+use wasmop_contract::names::HOST_CONDITION;
+
+use super::Context;
+use super::reconcile::ReconcileError;
+use crate::validate::without_host_condition;
+
+/// What the host's condition should say.
+#[derive(Clone, Copy, Debug)]
+pub enum HostCondition<'a> {
+    /// The reconcile succeeded: `True` again if it was `False`.
+    Succeeded,
+    /// It failed with this reason and message.
+    Failed(Reason, &'a str),
+}
+
+/// The status `desired` asks for, as it is compared with the parent's:
+/// with `observedGeneration`.
+fn wanted(parent: &DynamicObject, desired: &Map<String, Value>) -> Value {
+    let mut want = desired.clone();
+    if let Some(g) = parent.metadata.generation {
+        want.insert("observedGeneration".into(), g.into());
+    }
+    Value::Object(want)
+}
+
+/// The parent's status without the host's condition.
+fn observed(parent: &DynamicObject) -> Value {
+    match parent.data.get("status") {
+        Some(Value::Object(map)) => Value::Object(without_host_condition(map.clone())),
+        Some(other) => other.clone(),
+        None => Value::Null,
+    }
+}
+
+/// Whether writing `desired` would change the parent's status.
+pub fn needs_write(parent: &DynamicObject, desired: Option<&Map<String, Value>>) -> bool {
+    desired.is_some_and(|desired| observed(parent) != wanted(parent, desired))
+}
+
+/// Writes `desired` (the guest's status, host condition already removed)
+/// unless the parent already shows it, and brings the host's condition up
+/// to date. Returns the parent as the last write left it, if one was made.
+pub async fn write(
+    parent: &DynamicObject,
+    ctx: &Context,
+    desired: Option<&Map<String, Value>>,
+    condition: HostCondition<'_>,
+) -> Result<Option<DynamicObject>, ReconcileError> {
+    let observed_status = parent.data.get("status").cloned().unwrap_or(Value::Null);
+    let generation = parent.metadata.generation;
+    let api = ctx.parent_api(parent.namespace().as_deref());
+    let mut written = None;
+    if let Some(desired) = desired.filter(|d| needs_write(parent, Some(d))) {
+        let body = status_body(parent, ctx, wanted(parent, desired));
+        written = Some(
+            api.patch_status(
+                &parent.name_any(),
+                &PatchParams::apply(&ctx.field_manager).force(),
+                &Patch::Apply(&body),
+            )
+            .await
+            .map_err(ReconcileError::api("writing status"))?,
+        );
+    }
+    // The host's own condition: False with the reason after a failure, back
+    // to True after the next success. Written only when it changes.
+    let current = host_condition_of(&observed_status);
+    let host_wants = match condition {
+        HostCondition::Failed(reason, message) => Some(("False", reason.as_str(), message)),
+        HostCondition::Succeeded if current.is_some_and(|c| c["status"] != "True") => {
+            Some(("True", Reason::Reconciled.as_str(), ""))
+        }
+        HostCondition::Succeeded => None,
+    };
+    if let Some((status, reason, message)) = host_wants {
+        let unchanged = current.is_some_and(|c| {
+            c["status"] == status && c["reason"] == reason && c["message"] == message
+        });
+        if !unchanged {
+            let condition = json!({
+                "type": HOST_CONDITION,
+                "status": status,
+                "reason": reason,
+                "message": message,
+                "observedGeneration": generation,
+                "lastTransitionTime": now_rfc3339(),
+            });
+            let body = status_body(parent, ctx, json!({"conditions": [condition]}));
+            written = Some(
+                api.patch_status(
+                    &parent.name_any(),
+                    &PatchParams::apply(&ctx.host_manager).force(),
+                    &Patch::Apply(&body),
+                )
+                .await
+                .map_err(ReconcileError::api("writing the host condition"))?,
+            );
+        }
+    }
+    Ok(written)
+}
+
+fn status_body(parent: &DynamicObject, ctx: &Context, status: Value) -> Value {
+    let primary = &ctx.kinds.primary.resource;
+    json!({
+        "apiVersion": primary.api_version,
+        "kind": primary.kind,
+        "metadata": {"name": parent.name_any(), "namespace": parent.namespace()},
+        "status": status,
+    })
+}
+
+fn host_condition_of(status: &Value) -> Option<&Value> {
+    status
+        .get("conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == HOST_CONDITION)
+}
+
+fn now_rfc3339() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .round(k8s_openapi::jiff::Unit::Second)
+        .map_or_else(|_| String::new(), |t| t.to_string())
+}
+
+/// The parent's object reference, for Events.
+pub fn reference(
+    parent: &DynamicObject,
+    ctx: &Context,
+) -> k8s_openapi::api::core::v1::ObjectReference {
+    parent.object_ref(&ctx.kinds.primary.resource)
+}

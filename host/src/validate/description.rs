@@ -1,0 +1,198 @@
+//! The checks of a guest's description, made when a module version loads:
+//! a version that fails one is refused like a bad module, and the running
+//! version keeps serving. `wasmop rbac` refuses the same descriptions, so
+//! it never prints a rule for a kind the host would not serve.
+
+use std::collections::HashSet;
+
+use crate::model::{Description, KindRef};
+
+use super::names;
+
+/// Most child kinds one guest may declare. Every child kind costs a watch
+/// and a cache; the operators this host is for own a handful.
+pub const MAX_CHILD_KINDS: usize = 32;
+
+/// A description the host refuses.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// The primary kind is a built-in kind: a guest may reconcile only a
+    /// custom resource, not, say, every Secret.
+    #[error("primary kind {0} is a built-in kind; a guest reconciles a custom resource")]
+    BuiltinPrimary(KindRef),
+    /// A child kind is the primary kind: its children would be reconciled
+    /// as parents again, without bound.
+    #[error("child kind {0} is the primary kind")]
+    ChildIsPrimary(KindRef),
+    /// The same group and kind is declared twice (in any versions): the
+    /// host would watch one set of objects twice and prune what one watch
+    /// sees but the answer names under the other.
+    #[error("child kind {0} is declared more than once")]
+    DuplicateKind(KindRef),
+    /// More child kinds than [`MAX_CHILD_KINDS`].
+    #[error("{0} child kinds declared, at most {MAX_CHILD_KINDS} are allowed")]
+    TooManyKinds(usize),
+    /// A group, version or kind that is not a valid name (a wildcard, an
+    /// empty kind).
+    #[error("kind {kind}: {part} {value:?} {why}")]
+    InvalidName {
+        /// The kind, as `apiVersion/kind`.
+        kind: String,
+        /// Which part: group, version or kind.
+        part: &'static str,
+        /// The offending text.
+        value: String,
+        /// Why.
+        why: &'static str,
+    },
+    /// The finalizer is not a qualified name with a domain prefix; the API
+    /// server would refuse it on every parent.
+    #[error("finalizer {name:?} {why}")]
+    Finalizer {
+        /// The finalizer.
+        name: String,
+        /// Why.
+        why: &'static str,
+    },
+}
+
+/// Checks `description` (see the module docs).
+pub fn check(description: &Description) -> Result<(), Error> {
+    check_kind(&description.primary)?;
+    if is_builtin_group(&description.primary.group) {
+        return Err(Error::BuiltinPrimary(description.primary.clone()));
+    }
+    if description.children.len() > MAX_CHILD_KINDS {
+        return Err(Error::TooManyKinds(description.children.len()));
+    }
+    let mut seen = HashSet::new();
+    for child in &description.children {
+        check_kind(&child.kind)?;
+        if child.kind.same_resource(&description.primary) {
+            return Err(Error::ChildIsPrimary(child.kind.clone()));
+        }
+        if !seen.insert((child.kind.group.as_str(), child.kind.kind.as_str())) {
+            return Err(Error::DuplicateKind(child.kind.clone()));
+        }
+    }
+    if let Some(finalizer) = &description.finalizer {
+        names::finalizer(finalizer).map_err(|why| Error::Finalizer {
+            name: finalizer.clone(),
+            why,
+        })?;
+    }
+    Ok(())
+}
+
+fn check_kind(kind: &KindRef) -> Result<(), Error> {
+    let invalid = |part, value: &str, why| Error::InvalidName {
+        kind: kind.to_string(),
+        part,
+        value: value.to_owned(),
+        why,
+    };
+    if !kind.group.is_empty() {
+        names::dns_subdomain(&kind.group).map_err(|why| invalid("group", &kind.group, why))?;
+    }
+    names::version(&kind.version).map_err(|why| invalid("version", &kind.version, why))?;
+    names::kind(&kind.kind).map_err(|why| invalid("kind", &kind.kind, why))?;
+    Ok(())
+}
+
+/// Whether `group` belongs to Kubernetes itself. A CustomResourceDefinition's
+/// group must contain a dot, and the `*.k8s.io` and `*.kubernetes.io`
+/// groups are reserved for the project's own APIs; the rest of the built-in
+/// groups have no dot. Against a cluster the host also checks that a
+/// CustomResourceDefinition serves the primary kind.
+pub fn is_builtin_group(group: &str) -> bool {
+    !group.contains('.')
+        || group.ends_with(".k8s.io")
+        || group == "k8s.io"
+        || group.ends_with(".kubernetes.io")
+        || group == "kubernetes.io"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ChildKind;
+
+    fn cache() -> Description {
+        Description::new(KindRef::new("apps.example.com", "v1alpha1", "Cache"))
+            .child(ChildKind::namespaced(KindRef::new(
+                "apps",
+                "v1",
+                "Deployment",
+            )))
+            .child(ChildKind::namespaced(KindRef::new("", "v1", "ConfigMap")))
+            .finalizer("apps.example.com/cache-cleanup")
+    }
+
+    #[test]
+    fn the_cache_operator_description_passes() {
+        assert_eq!(check(&cache()), Ok(()));
+    }
+
+    #[test]
+    fn a_built_in_primary_kind_is_refused() {
+        for group in [
+            "",
+            "apps",
+            "rbac.authorization.k8s.io",
+            "node.kubernetes.io",
+        ] {
+            let d = Description::new(KindRef::new(group, "v1", "Secret"));
+            assert!(
+                matches!(check(&d), Err(Error::BuiltinPrimary(_))),
+                "{group:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_primary_kind_as_a_child_and_duplicate_kinds_are_refused() {
+        let own = cache().child(ChildKind::namespaced(KindRef::new(
+            "apps.example.com",
+            "v1beta1",
+            "Cache",
+        )));
+        assert!(matches!(check(&own), Err(Error::ChildIsPrimary(_))));
+        let twice = cache().child(ChildKind::namespaced(KindRef::new(
+            "apps",
+            "v1beta1",
+            "Deployment",
+        )));
+        assert!(matches!(check(&twice), Err(Error::DuplicateKind(_))));
+    }
+
+    #[test]
+    fn wildcards_empty_kinds_and_too_many_kinds_are_refused() {
+        for kind in [
+            KindRef::new("*", "v1", "Thing"),
+            KindRef::new("example.com", "*", "Thing"),
+            KindRef::new("example.com", "v1", "*"),
+            KindRef::new("example.com", "v1", ""),
+        ] {
+            let d = cache().child(ChildKind::namespaced(kind.clone()));
+            assert!(
+                matches!(check(&d), Err(Error::InvalidName { .. })),
+                "{kind}"
+            );
+        }
+        let many = (0..=MAX_CHILD_KINDS).fold(cache(), |d, i| {
+            d.child(ChildKind::namespaced(KindRef::new(
+                "example.com",
+                "v1",
+                format!("K{i}"),
+            )))
+        });
+        assert!(matches!(check(&many), Err(Error::TooManyKinds(_))));
+    }
+
+    #[test]
+    fn a_finalizer_without_a_domain_prefix_is_refused() {
+        let d = cache().finalizer("cleanup");
+        let err = check(&d).unwrap_err();
+        assert!(err.to_string().contains("domain prefix"), "{err}");
+    }
+}

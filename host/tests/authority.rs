@@ -1,0 +1,713 @@
+//! End to end on the real control plane: the host's authority. A guest can
+//! touch only what its parent controls (issue: the host's authority). Each
+//! attack comes from `guests/hostile` and must fail the reconcile (or the
+//! load) with a named reason, write nothing outside what the fence allows
+//! (the API server's audit log, by the host's identity), leave the host
+//! serving a well-behaved guest and not spin. The host runs under exactly
+//! the roles `wasmop rbac` prints for its guests.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, ensure};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServicePort, ServiceSpec};
+use kube::api::{Api, DynamicObject, ObjectMeta, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+use support::{
+    HostProcess, at, dyn_api, events_about, guest_module, install_yaml, put_guest_list, put_module,
+    successful_writes_by, wait_for, wait_for_event, workspace,
+};
+use wasmop_testenv::TestEnv;
+use wasmop_testenv::harness::{Test, run};
+
+const LONG: Duration = Duration::from_secs(90);
+
+fn hostiles(client: &Client, ns: &str) -> Api<DynamicObject> {
+    dyn_api(
+        client,
+        "test.wasmop.dev",
+        "v1alpha1",
+        "Hostile",
+        "hostiles",
+        ns,
+    )
+}
+
+async fn attack(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    attack: &str,
+    target: &str,
+) -> anyhow::Result<()> {
+    let obj = serde_json::from_value(json!({
+        "apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
+        "metadata": {"name": name}, "spec": {"attack": attack, "target": target},
+    }))?;
+    hostiles(client, ns)
+        .create(&PostParams::default(), &obj)
+        .await?;
+    Ok(())
+}
+
+/// The CRDs, a namespace, and a host running the hostile guest there under
+/// its least-privilege roles.
+async fn setup(
+    env: &TestEnv,
+    prefix: &str,
+) -> anyhow::Result<(Client, String, String, HostProcess)> {
+    let client = env.client();
+    install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
+    let ns = env.create_namespace(prefix).await?;
+    let (user, kubeconfig) = support::least_privilege(env, &ns, &ns, &["hostile"]).await?;
+    let host = HostProcess::start(
+        env,
+        &kubeconfig,
+        &ns,
+        &[
+            "--guest",
+            &format!("hostile={}", guest_module("hostile")?.display()),
+            "--namespace",
+            &ns,
+        ],
+    )?;
+    Ok((client, ns, user, host))
+}
+
+/// The host's `GuestReconciled` condition on a Hostile.
+async fn host_condition(
+    client: &Client,
+    ns: &str,
+    name: &str,
+) -> anyhow::Result<Option<serde_json::Value>> {
+    let obj = hostiles(client, ns).get(name).await?;
+    Ok(at(&obj, "/status/conditions")
+        .and_then(|c| c.as_array())
+        .and_then(|c| c.iter().find(|c| c["type"] == "GuestReconciled"))
+        .cloned())
+}
+
+/// Waits until the Hostile `name` failed with `reason`: a Warning Event and
+/// the condition, and returns the event's note.
+async fn refused(client: &Client, ns: &str, name: &str, reason: &str) -> anyhow::Result<String> {
+    let note = wait_for_event(client, ns, name, reason, LONG)
+        .await
+        .with_context(|| format!("attack {name}"))?;
+    wait_for(LONG, || async {
+        let c = host_condition(client, ns, name).await?;
+        Ok(
+            c.filter(|c| c["status"] == "False" && c["reason"] == reason)
+                .map(|_| ()),
+        )
+    })
+    .await
+    .with_context(|| format!("attack {name}: no GuestReconciled=False/{reason} condition"))?;
+    Ok(note)
+}
+
+/// A well-behaved Hostile is still reconciled: the host kept serving.
+async fn still_serving(client: &Client, ns: &str, host: &mut HostProcess) -> anyhow::Result<()> {
+    ensure!(host.is_running(), "the host died");
+    attack(client, ns, "fine", "none", "").await?;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    wait_for(LONG, || async {
+        Ok(cms.get_opt("fine-ok").await?.map(|_| ()))
+    })
+    .await
+    .context("a well-behaved Hostile was not reconciled")
+}
+
+/// Writes the host made that changed something, other than Events and the
+/// status of its parents.
+fn writes_beyond_status_and_events(
+    env: &TestEnv,
+    user: &str,
+) -> anyhow::Result<Vec<(String, String, String, String)>> {
+    Ok(successful_writes_by(env, user)?
+        .into_iter()
+        .filter(|(_, resource, sub, _)| {
+            !(resource == "events" || (resource == "hostiles" && sub == "status"))
+        })
+        .collect())
+}
+
+async fn a_guest_cannot_take_over_objects_its_parent_does_not_control(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    let (client, ns, user, mut host) = setup(&env, "take").await?;
+    let meta = |name: &str| ObjectMeta {
+        name: Some(name.into()),
+        labels: Some(BTreeMap::from([("owner".to_owned(), "user".to_owned())])),
+        ..ObjectMeta::default()
+    };
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let svcs: Api<Service> = Api::namespaced(client.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let cm = cms
+        .create(
+            &PostParams::default(),
+            &ConfigMap {
+                metadata: meta("user-config"),
+                data: Some(BTreeMap::from([("a".to_owned(), "1".to_owned())])),
+                ..ConfigMap::default()
+            },
+        )
+        .await?;
+    let svc = svcs
+        .create(
+            &PostParams::default(),
+            &Service {
+                metadata: meta("user-svc"),
+                spec: Some(ServiceSpec {
+                    ports: Some(vec![ServicePort {
+                        port: 80,
+                        ..ServicePort::default()
+                    }]),
+                    ..ServiceSpec::default()
+                }),
+                ..Service::default()
+            },
+        )
+        .await?;
+    let secret = secrets
+        .create(
+            &PostParams::default(),
+            &Secret {
+                metadata: meta("user-secret"),
+                data: Some(BTreeMap::from([(
+                    "password".to_owned(),
+                    ByteString(b"hunter2".to_vec()),
+                )])),
+                ..Secret::default()
+            },
+        )
+        .await?;
+    for (name, kind, target) in [
+        ("take-cm", "take-configmap", "user-config"),
+        ("take-svc", "take-service", "user-svc"),
+        ("take-secret", "take-secret", "user-secret"),
+    ] {
+        attack(&client, &ns, name, kind, target).await?;
+    }
+    for (name, kind, target) in [
+        ("take-cm", "ConfigMap", "user-config"),
+        ("take-svc", "Service", "user-svc"),
+        ("take-secret", "Secret", "user-secret"),
+    ] {
+        let note = refused(&client, &ns, name, "ChildNameTaken").await?;
+        ensure!(
+            note.contains(&format!("{kind} {target} already exists"))
+                && note.contains("left as it is"),
+            "{name}: the event does not name the existing object: {note:?}"
+        );
+    }
+    // Give the retries (with backoff) time to try again, then look: nothing
+    // about the users' objects changed.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = (
+        cms.get("user-config").await?,
+        svcs.get("user-svc").await?,
+        secrets.get("user-secret").await?,
+    );
+    for (before, now) in [
+        (cm.resource_version(), after.0.resource_version()),
+        (svc.resource_version(), after.1.resource_version()),
+        (secret.resource_version(), after.2.resource_version()),
+    ] {
+        ensure!(
+            before == now,
+            "a user's object was written: resourceVersion {before:?} -> {now:?}"
+        );
+    }
+    ensure!(
+        after.2.owner_references().is_empty() && !after.2.labels().contains_key("wasmop.dev/guest"),
+        "the user's Secret was stamped: {:?}",
+        after.2.metadata
+    );
+    let status = at(&hostiles(&client, &ns).get("take-secret").await?, "/status").cloned();
+    ensure!(
+        !status.as_ref().is_some_and(
+            |s| s.to_string().contains("hunter2") || s.to_string().contains("aHVudGVyMg")
+        ),
+        "the Secret's data reached the guest: {status:?}"
+    );
+    let writes = writes_beyond_status_and_events(&env, &user)?;
+    ensure!(
+        writes.is_empty(),
+        "the host wrote outside the fence: {writes:?}"
+    );
+    still_serving(&client, &ns, &mut host).await
+}
+
+async fn a_guest_cannot_write_the_hosts_own_objects(env: Arc<TestEnv>) -> anyhow::Result<()> {
+    let client = env.client();
+    install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
+    // The guest list, its module and the parents all live in one namespace.
+    let ns = env.create_namespace("protect").await?;
+    put_module(
+        &client,
+        &ns,
+        "hostile-module",
+        "module.wasm",
+        &std::fs::read(guest_module("hostile")?)?,
+    )
+    .await?;
+    let list = format!(
+        "guests:\n  - name: hostile\n    module:\n      configMap: {{name: hostile-module, key: module.wasm}}\n    namespaces: [{ns}]\n"
+    );
+    put_guest_list(&client, &ns, "wasmop-guests", &list).await?;
+    let (user, kubeconfig) = support::least_privilege(&env, &ns, &ns, &["hostile"]).await?;
+    let mut host = HostProcess::start(
+        &env,
+        &kubeconfig,
+        &ns,
+        &["--guests-configmap", &format!("{ns}/wasmop-guests")],
+    )?;
+    host.wait_for_log("started guest", LONG).await?;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let list_before = cms.get("wasmop-guests").await?.resource_version();
+    let module_before = cms.get("hostile-module").await?.resource_version();
+    attack(
+        &client,
+        &ns,
+        "steal-list",
+        "take-configmap",
+        "wasmop-guests",
+    )
+    .await?;
+    attack(
+        &client,
+        &ns,
+        "steal-module",
+        "take-configmap",
+        "hostile-module",
+    )
+    .await?;
+    for name in ["steal-list", "steal-module"] {
+        let note = refused(&client, &ns, name, "ProtectedObject").await?;
+        ensure!(note.contains("the host's own object"), "{name}: {note:?}");
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    ensure!(
+        cms.get("wasmop-guests").await?.resource_version() == list_before,
+        "the guest list was written"
+    );
+    ensure!(
+        cms.get("hostile-module").await?.resource_version() == module_before,
+        "the module ConfigMap was written"
+    );
+    let writes = writes_beyond_status_and_events(&env, &user)?;
+    ensure!(
+        writes.is_empty(),
+        "the host wrote outside the fence: {writes:?}"
+    );
+    still_serving(&client, &ns, &mut host).await
+}
+
+async fn a_description_the_host_refuses_is_never_loaded(env: Arc<TestEnv>) -> anyhow::Result<()> {
+    let client = env.client();
+    install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
+    let ns = env.create_namespace("describe").await?;
+    put_module(
+        &client,
+        &ns,
+        "hostile-module",
+        "module.wasm",
+        &std::fs::read(guest_module("hostile")?)?,
+    )
+    .await?;
+    let cases = [
+        (
+            "builtin",
+            "builtin-primary",
+            "InvalidDescription",
+            "built-in kind",
+        ),
+        (
+            "self",
+            "child-is-primary",
+            "InvalidDescription",
+            "is the primary kind",
+        ),
+        (
+            "twice",
+            "duplicate-child",
+            "InvalidDescription",
+            "more than once",
+        ),
+        (
+            "versions",
+            "two-versions",
+            "InvalidDescription",
+            "more than once",
+        ),
+        ("wildcard", "wildcard", "InvalidDescription", "\"*\""),
+        (
+            "nameless",
+            "empty-kind",
+            "InvalidDescription",
+            "must not be empty",
+        ),
+        (
+            "finalizer",
+            "bad-finalizer",
+            "InvalidDescription",
+            "domain prefix",
+        ),
+        (
+            "sprawl",
+            "too-many-children",
+            "InvalidDescription",
+            "at most 32",
+        ),
+        (
+            "refusal",
+            "refuse-settings",
+            "InvalidSettings",
+            "refused on purpose",
+        ),
+    ];
+    let mut list = String::from("guests:\n");
+    for (name, describe, _, _) in &cases {
+        list.push_str(&format!(
+            "  - name: {name}\n    module:\n      configMap: {{name: hostile-module, key: module.wasm}}\n    namespaces: [{ns}]\n    settings: {{describe: {describe}}}\n"
+        ));
+    }
+    put_guest_list(&client, &ns, "wasmop-guests", &list).await?;
+    let (_, kubeconfig) = support::admin_identity(&env, &format!("wasmop-{ns}")).await?;
+    let mut host = HostProcess::start(
+        &env,
+        &kubeconfig,
+        &ns,
+        &["--guests-configmap", &format!("{ns}/wasmop-guests")],
+    )?;
+    for (name, _, reason, needle) in &cases {
+        let note = wait_for(LONG, || async {
+            let events = events_about(&client, &ns, "wasmop-guests").await?;
+            Ok(events
+                .into_iter()
+                .find(|(_, r, note)| r == reason && note.contains(&format!("guest \"{name}\"")))
+                .map(|(_, _, note)| note))
+        })
+        .await
+        .with_context(|| format!("no {reason} event for guest {name}"))?;
+        ensure!(note.contains(needle), "{name}: {note:?}");
+    }
+    ensure!(
+        !host.log().contains("started guest"),
+        "a refused description was loaded:\n{}",
+        host.log()
+    );
+    // `wasmop rbac` refuses the same descriptions, so it never prints a
+    // rule for them.
+    for (_, describe, _, needle) in cases.iter().filter(|c| c.2 == "InvalidDescription") {
+        let file = env.temp_dir().join(format!("settings-{describe}.yaml"));
+        std::fs::write(&file, format!("describe: {describe}\n"))?;
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmop"))
+            .args(["rbac", "--guest"])
+            .arg(guest_module("hostile")?)
+            .arg("--settings")
+            .arg(format!("hostile={}", file.display()))
+            .output()?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        ensure!(
+            !out.status.success() && out.stdout.is_empty(),
+            "rbac printed roles for {describe}"
+        );
+        ensure!(
+            stderr.contains(needle) && stderr.lines().count() == 1,
+            "rbac for {describe}: {stderr}"
+        );
+    }
+    ensure!(host.is_running(), "the host died");
+    Ok(())
+}
+
+async fn metadata_the_host_cannot_stamp_is_refused(env: Arc<TestEnv>) -> anyhow::Result<()> {
+    let (client, ns, user, mut host) = setup(&env, "metadata").await?;
+    let cases = [
+        ("null-labels", "metadata.labels must be a map of strings"),
+        (
+            "list-annotations",
+            "metadata.annotations must be a map of strings",
+        ),
+        ("number-label", "a number for key"),
+        ("bad-label-key", "\"not a key!\""),
+        ("host-label", "wasmop.dev/owner"),
+        ("host-annotation", "wasmop.dev/desired-hash"),
+        ("server-metadata", "metadata.finalizers"),
+        ("keep-and-desire", "both kept and desired"),
+    ];
+    for (attack_name, _) in &cases {
+        attack(&client, &ns, attack_name, attack_name, "").await?;
+    }
+    for (name, needle) in &cases {
+        let note = refused(&client, &ns, name, "InvalidGuestResponse").await?;
+        ensure!(
+            note.contains(needle),
+            "{name}: {note:?} does not mention {needle:?}"
+        );
+    }
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let names: Vec<String> = cms
+        .list(&Default::default())
+        .await?
+        .items
+        .iter()
+        .map(|c| c.name_any())
+        .collect();
+    ensure!(
+        !names.iter().any(|n| n.ends_with("-odd")),
+        "an odd ConfigMap was written: {names:?}"
+    );
+    let writes = writes_beyond_status_and_events(&env, &user)?;
+    ensure!(writes.is_empty(), "the host wrote: {writes:?}");
+    still_serving(&client, &ns, &mut host).await
+}
+
+async fn events_are_bounded_and_well_formed(env: Arc<TestEnv>) -> anyhow::Result<()> {
+    let (client, ns, _user, mut host) = setup(&env, "events").await?;
+    attack(&client, &ns, "flood", "event-flood", "").await?;
+    attack(&client, &ns, "reason", "event-reason", "").await?;
+    let note = refused(&client, &ns, "flood", "InvalidGuestResponse").await?;
+    ensure!(note.contains("too many events: 1000, limit 16"), "{note:?}");
+    let note = refused(&client, &ns, "reason", "InvalidGuestResponse").await?;
+    ensure!(note.contains("event reason"), "{note:?}");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    for name in ["flood", "reason"] {
+        let events = events_about(&client, &ns, name).await?;
+        ensure!(
+            events.iter().all(|(_, r, _)| r == "InvalidGuestResponse"),
+            "{name}: a guest event was recorded: {events:?}"
+        );
+        ensure!(
+            events.len() <= 3,
+            "{name}: {} events (folded repeats expected): {events:?}",
+            events.len()
+        );
+    }
+    still_serving(&client, &ns, &mut host).await
+}
+
+async fn answers_that_make_no_progress_are_backed_off(env: Arc<TestEnv>) -> anyhow::Result<()> {
+    let (client, ns, user, mut host) = setup(&env, "progress").await?;
+    attack(&client, &ns, "recreate", "recreate", "").await?;
+    attack(&client, &ns, "flap", "flap", "").await?;
+    let note = refused(&client, &ns, "recreate", "ChildRecreated").await?;
+    ensure!(note.contains("create/delete cycle"), "{note:?}");
+    let note = refused(&client, &ns, "flap", "ChildFlapping").await?;
+    ensure!(note.contains("does not settle"), "{note:?}");
+    // Ten seconds later the host has backed off: a handful of writes to the
+    // contested ConfigMaps, not the thousands a hot loop makes.
+    let counted = |writes: &[(String, String, String, String)], name: &str| {
+        writes
+            .iter()
+            .filter(|(_, r, _, n)| r == "configmaps" && n == name)
+            .count()
+    };
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let writes = successful_writes_by(&env, &user)?;
+    let (recreate, flap) = (
+        counted(&writes, "recreate-flap"),
+        counted(&writes, "flap-flap"),
+    );
+    ensure!(
+        recreate <= 8 && flap <= 12,
+        "writes kept coming: recreate {recreate}, flap {flap}"
+    );
+    let failures = host
+        .log()
+        .lines()
+        .filter(|l| l.contains("reconcile failed") && l.contains(&format!("object={ns}/flap ")))
+        .count();
+    ensure!(
+        failures < 30,
+        "the flapping guest was retried {failures} times in ~10 s"
+    );
+    still_serving(&client, &ns, &mut host).await
+}
+
+async fn the_host_condition_stays_the_hosts_whatever_the_guest_answers(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    let (client, ns, _user, mut host) = setup(&env, "condition").await?;
+    attack(&client, &ns, "forger", "claim-host-condition", "").await?;
+    let api = hostiles(&client, &ns);
+    wait_for(LONG, || async {
+        let o = api.get("forger").await?;
+        Ok((at(&o, "/status/ok") == Some(&json!(true))).then_some(()))
+    })
+    .await?;
+    let o = api.get("forger").await?;
+    let forged = at(&o, "/status/conditions")
+        .and_then(|c| c.as_array())
+        .is_some_and(|c| c.iter().any(|c| c["reason"] == "Forged"));
+    ensure!(
+        !forged,
+        "the guest wrote the host's condition: {:?}",
+        at(&o, "/status")
+    );
+    let raw: serde_json::Value = client
+        .request(
+            http::Request::get(format!(
+                "/apis/test.wasmop.dev/v1alpha1/namespaces/{ns}/hostiles/forger?showManagedFields=true"
+            ))
+            .body(Vec::new())?,
+        )
+        .await?;
+    let guest_fields = raw["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["manager"] == "wasmop-hostile")
+        .map(|m| m["fieldsV1"].to_string())
+        .collect::<Vec<_>>();
+    ensure!(
+        guest_fields.iter().all(|f| !f.contains("GuestReconciled")),
+        "the guest's field manager claims the host's condition: {guest_fields:?}"
+    );
+    still_serving(&client, &ns, &mut host).await
+}
+
+async fn an_orphan_is_adopted_only_where_the_guest_list_allows_and_never_a_secret(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    let client = env.client();
+    install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
+    let ns = env.create_namespace("adopt").await?;
+    put_module(
+        &client,
+        &ns,
+        "hostile-module",
+        "module.wasm",
+        &std::fs::read(guest_module("hostile")?)?,
+    )
+    .await?;
+    let list = format!(
+        "guests:\n  - name: hostile\n    module:\n      configMap: {{name: hostile-module, key: module.wasm}}\n    namespaces: [{ns}]\n    adoptOrphans: true\n"
+    );
+    put_guest_list(&client, &ns, "wasmop-guests", &list).await?;
+    let (_, kubeconfig) = support::least_privilege(&env, &ns, &ns, &["hostile"]).await?;
+    let mut host = HostProcess::start(
+        &env,
+        &kubeconfig,
+        &ns,
+        &["--guests-configmap", &format!("{ns}/wasmop-guests")],
+    )?;
+    host.wait_for_log("started guest", LONG).await?;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    cms.create(
+        &PostParams::default(),
+        &ConfigMap {
+            metadata: ObjectMeta {
+                name: Some("orphan".into()),
+                ..ObjectMeta::default()
+            },
+            data: Some(BTreeMap::from([("a".to_owned(), "1".to_owned())])),
+            ..ConfigMap::default()
+        },
+    )
+    .await?;
+    secrets
+        .create(
+            &PostParams::default(),
+            &Secret {
+                metadata: ObjectMeta {
+                    name: Some("orphan-secret".into()),
+                    ..ObjectMeta::default()
+                },
+                ..Secret::default()
+            },
+        )
+        .await?;
+    // Controlled by the first Hostile: another parent may not take it.
+    attack(&client, &ns, "first", "take-configmap", "orphan").await?;
+    let adopted = wait_for(LONG, || async {
+        let cm = cms.get("orphan").await?;
+        Ok(cm
+            .data
+            .as_ref()
+            .and_then(|d| d.get("stolen"))
+            .is_some()
+            .then_some(cm))
+    })
+    .await
+    .context("the orphan ConfigMap was not adopted")?;
+    let first = hostiles(&client, &ns).get("first").await?;
+    ensure!(
+        adopted
+            .owner_references()
+            .iter()
+            .any(|o| Some(&o.uid) == first.uid().as_ref() && o.controller == Some(true)),
+        "adopted without the parent as controller: {:?}",
+        adopted.metadata.owner_references
+    );
+    attack(&client, &ns, "second", "take-configmap", "orphan").await?;
+    let note = refused(&client, &ns, "second", "ChildNameTaken").await?;
+    ensure!(note.contains("controlled by Hostile first"), "{note:?}");
+    attack(&client, &ns, "secret", "take-secret", "orphan-secret").await?;
+    let note = refused(&client, &ns, "secret", "ChildNameTaken").await?;
+    ensure!(note.contains("Secrets are never adopted"), "{note:?}");
+    ensure!(
+        secrets
+            .get("orphan-secret")
+            .await?
+            .owner_references()
+            .is_empty(),
+        "a Secret was adopted"
+    );
+    ensure!(host.is_running(), "the host died");
+    Ok(())
+}
+
+fn main() -> std::process::ExitCode {
+    let long = Duration::from_secs(240);
+    run(vec![
+        Test::new(
+            "a_guest_cannot_take_over_objects_its_parent_does_not_control",
+            a_guest_cannot_take_over_objects_its_parent_does_not_control,
+        )
+        .with_timeout(long),
+        Test::new(
+            "a_guest_cannot_write_the_hosts_own_objects",
+            a_guest_cannot_write_the_hosts_own_objects,
+        )
+        .with_timeout(long),
+        Test::new(
+            "a_description_the_host_refuses_is_never_loaded",
+            a_description_the_host_refuses_is_never_loaded,
+        )
+        .with_timeout(long),
+        Test::new(
+            "metadata_the_host_cannot_stamp_is_refused",
+            metadata_the_host_cannot_stamp_is_refused,
+        )
+        .with_timeout(long),
+        Test::new(
+            "events_are_bounded_and_well_formed",
+            events_are_bounded_and_well_formed,
+        )
+        .with_timeout(long),
+        Test::new(
+            "answers_that_make_no_progress_are_backed_off",
+            answers_that_make_no_progress_are_backed_off,
+        )
+        .with_timeout(long),
+        Test::new(
+            "the_host_condition_stays_the_hosts_whatever_the_guest_answers",
+            the_host_condition_stays_the_hosts_whatever_the_guest_answers,
+        )
+        .with_timeout(long),
+        Test::new(
+            "an_orphan_is_adopted_only_where_the_guest_list_allows_and_never_a_secret",
+            an_orphan_is_adopted_only_where_the_guest_list_allows_and_never_a_secret,
+        )
+        .with_timeout(long),
+    ])
+}
