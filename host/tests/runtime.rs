@@ -231,3 +231,34 @@ fn settings_the_guest_refuses_fail_the_load_and_good_ones_reach_the_guest() {
     assert_eq!(guest.settings(), Some("{}"));
     assert_eq!(guest.description().children.len(), 3);
 }
+
+#[test]
+fn compiled_versions_no_guest_runs_are_dropped_from_memory_but_the_two_used_last() {
+    let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
+    let mut rebuilt = std::fs::read(support::guest_module("cache-operator").unwrap()).unwrap();
+    wasm_encoder::ComponentSection::append_to_component(
+        &wasm_encoder::CustomSection {
+            name: "wasmop-test-rebuild".into(),
+            data: b"1".into(),
+        },
+        &mut rebuilt,
+    );
+    let versions = [
+        module("cache-operator"),
+        module("cache-operator-v2"),
+        module("hostile"),
+        ModuleBytes::new(rebuilt),
+    ];
+    for version in &versions {
+        runtime.cache().get_or_compile(version).unwrap();
+    }
+    assert_eq!(runtime.cache().len(), 4);
+    // Only the hostile guest runs: of the three others, the two used last
+    // stay for a cheap swap back, the oldest goes.
+    let in_use = versions[2].digest().to_owned();
+    assert_eq!(runtime.cache().retain(|d| d == in_use), 1);
+    assert_eq!(runtime.cache().len(), 3);
+    // The dropped one compiles again on demand.
+    let (_, outcome) = runtime.cache().get_or_compile(&versions[0]).unwrap();
+    assert_eq!(outcome.hit, wasmop_host::runtime::cache::CacheHit::Miss);
+}
