@@ -16,11 +16,15 @@ use serde_json::Value;
 
 use crate::client::Clients;
 use crate::controller::ControllerSettings;
+use crate::health::Health;
 use crate::host::{GuestSpec, Host, Origin};
-use crate::protected::ProtectedObjects;
+use crate::leader::{LeaderConfig, Leadership};
+use crate::protected::{ProtectedObjects, ProtectedRef};
 use crate::runtime::{Limits, ModuleBytes, Runtime, RuntimeConfig, limits::parse_duration};
 use crate::source::list::{check_guest_name, parse_bytes};
 use crate::source::watch;
+use crate::telemetry::Metrics;
+use crate::telemetry::logs::LogFormat;
 
 /// wasmop runs Kubernetes operators as sandboxed WebAssembly components.
 #[derive(Debug, Parser)]
@@ -35,7 +39,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the host against a cluster.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Run one reconcile offline and print the result.
     Render(RenderArgs),
     /// Print the least-privilege roles for a set of guests.
@@ -112,6 +116,47 @@ pub struct RunArgs {
     /// Sandbox limits (for --guest files).
     #[command(flatten)]
     pub limits: LimitArgs,
+    /// Leader election and the endpoints a cluster needs.
+    #[command(flatten)]
+    pub production: ProductionArgs,
+}
+
+/// Flags for running in a cluster (interface contract).
+#[derive(Debug, clap::Args)]
+pub struct ProductionArgs {
+    /// Elect a leader on a Lease; only the leader writes.
+    #[arg(long)]
+    pub leader_elect: bool,
+    /// The Lease's name.
+    #[arg(long, default_value = "wasmop")]
+    pub leader_elect_lease_name: String,
+    /// The Lease's namespace (default: the guest list's).
+    #[arg(long)]
+    pub leader_elect_namespace: Option<String>,
+    /// How long a lease lasts after its last renewal.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    pub leader_elect_lease_duration: std::time::Duration,
+    /// How long the leader may fail to renew before it stops writing.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub leader_elect_renew_deadline: std::time::Duration,
+    /// How often the leader renews and a standby retries.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub leader_elect_retry_period: std::time::Duration,
+    /// Where `/metrics` is served (`:8080`, `127.0.0.1:8080`; `0`: off).
+    #[arg(long, default_value = ":8080")]
+    pub metrics_bind_address: String,
+    /// Where `/healthz` and `/readyz` are served (`0`: off).
+    #[arg(long, default_value = ":8081")]
+    pub health_probe_bind_address: String,
+    /// Only the leader reports ready.
+    #[arg(long)]
+    pub readyz_requires_leader: bool,
+    /// How long SIGTERM waits for running reconciles before it exits.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub graceful_shutdown_timeout: std::time::Duration,
+    /// Log lines as text or JSON (with the reconcile span's fields).
+    #[arg(long, value_enum, default_value = "text")]
+    pub log_format: LogFormat,
 }
 
 /// Output format of `render`.
@@ -161,6 +206,9 @@ pub struct RbacArgs {
     /// The guest list's namespace, where the Role goes.
     #[arg(long, default_value = "wasmop-system")]
     pub namespace: String,
+    /// The leader-election Lease's name.
+    #[arg(long, default_value = "wasmop")]
+    pub lease_name: String,
     /// A guest's settings, as `<file stem>=<file.yaml>` (they may change
     /// what it describes); repeatable.
     #[arg(long = "settings", value_name = "NAME=FILE")]
@@ -170,11 +218,14 @@ pub struct RbacArgs {
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing();
+    crate::telemetry::logs::init(match &cli.command {
+        Command::Run(args) => args.production.log_format,
+        _ => LogFormat::Text,
+    });
     let result = match cli.command {
         Command::Run(args) => tokio::runtime::Runtime::new()
             .context("starting the async runtime")
-            .and_then(|rt| rt.block_on(run(args))),
+            .and_then(|rt| rt.block_on(run(*args))),
         Command::Render(args) => render(&args),
         Command::Rbac(args) => rbac(&args),
     };
@@ -204,17 +255,6 @@ pub fn one_line(error: &anyhow::Error) -> String {
         parts.push(text);
     }
     parts.join(": ")
-}
-
-fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("WASMOP_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube_runtime=warn"));
-    use std::io::IsTerminal as _;
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
-        .init();
 }
 
 async fn config(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Config> {
@@ -290,6 +330,22 @@ fn file_guests(args: &RunArgs) -> anyhow::Result<Vec<GuestSpec>> {
     Ok(specs)
 }
 
+/// This host's identity in the Lease: the pod (or machine) name and a
+/// random suffix, so two processes on one machine never share one.
+fn identity() -> String {
+    let host = std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .unwrap_or_else(|| "wasmop".into());
+    let mut bytes = [0u8; 4];
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    bytes.copy_from_slice(&(nanos ^ std::process::id().rotate_left(16)).to_le_bytes());
+    format!("{}_{}", host.trim(), hex::encode(bytes))
+}
+
 async fn run(args: RunArgs) -> anyhow::Result<()> {
     let specs = file_guests(&args)?;
     let list = match (&args.guests_configmap, args.guests.is_empty()) {
@@ -304,19 +360,85 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             })
         })
         .transpose()?;
-    let clients = Clients::new(config(args.kubeconfig.as_ref()).await?)?;
+    let prod = &args.production;
+    let metrics_addr = crate::server::parse_bind(&prod.metrics_bind_address)?;
+    let probe_addr = crate::server::parse_bind(&prod.health_probe_bind_address)?;
+    let lease_namespace = match (&prod.leader_elect_namespace, &list) {
+        (Some(ns), _) => ns.clone(),
+        (None, Some((ns, _))) => ns.clone(),
+        (None, None) if prod.leader_elect => {
+            bail!("--leader-elect without a guest list needs --leader-elect-namespace")
+        }
+        (None, None) => String::new(),
+    };
+    if prod.leader_elect && prod.leader_elect_renew_deadline >= prod.leader_elect_lease_duration {
+        bail!("--leader-elect-renew-deadline must be shorter than --leader-elect-lease-duration");
+    }
+
+    let config = config(args.kubeconfig.as_ref()).await?;
+    let metrics = Metrics::new();
+    let protected = ProtectedObjects::new();
+    let (leadership, elector) = if prod.leader_elect {
+        let client = crate::client::for_leader_election(&config, &metrics)?;
+        protected.set(
+            "lease",
+            [ProtectedRef::namespaced(
+                "coordination.k8s.io",
+                "Lease",
+                &lease_namespace,
+                &prod.leader_elect_lease_name,
+            )],
+        );
+        let (leadership, elector) = crate::leader::start(
+            client,
+            LeaderConfig {
+                lease_name: prod.leader_elect_lease_name.clone(),
+                namespace: lease_namespace.clone(),
+                identity: identity(),
+                lease_duration: prod.leader_elect_lease_duration,
+                renew_deadline: prod.leader_elect_renew_deadline,
+                retry_period: prod.leader_elect_retry_period,
+            },
+            metrics.clone(),
+        );
+        (leadership, Some(elector))
+    } else {
+        (Leadership::always(), None)
+    };
+    let clients = Clients::new(config, metrics.clone(), leadership.clone())?;
     let runtime = Runtime::new(RuntimeConfig {
         cache_dir: args.cache_dir.clone(),
         instance_pool: args.instance_pool,
+        metrics: metrics.clone(),
     })?;
-    let mut host = Host::new(clients.clone(), runtime, ProtectedObjects::new());
+    let health = Health::new();
+    if let Some(addr) = metrics_addr {
+        let bound =
+            crate::server::serve(addr, crate::server::metrics_router(metrics.registry())).await?;
+        tracing::info!(%bound, "serving metrics on /metrics");
+    }
+    if let Some(addr) = probe_addr {
+        let probes = crate::server::probes::Probes {
+            health: health.clone(),
+            leadership: leadership.clone(),
+            requires_leader: prod.readyz_requires_leader,
+            runtime: runtime.clone(),
+        };
+        let bound = crate::server::serve(addr, crate::server::probes::router(probes)).await?;
+        tracing::info!(%bound, "serving probes on /healthz and /readyz");
+    }
+    let mut host = Host::new(clients.clone(), runtime, protected, health);
     for spec in specs {
         let name = spec.name.clone();
         host.upsert(spec)
             .await
             .with_context(|| format!("loading guest {name:?}"))?;
     }
-    tracing::info!(pid = std::process::id(), "wasmop host running");
+    tracing::info!(
+        pid = std::process::id(),
+        leader_elect = prod.leader_elect,
+        "wasmop host running"
+    );
     let shutdown = shutdown_signal();
     match list {
         Some((ns, name)) => {
@@ -328,8 +450,15 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
         None => shutdown.await,
     }
-    for name in host.names() {
-        host.remove(&name);
+    // Graceful shutdown: no new reconciles, the running ones finish (within
+    // the timeout), then the lease goes so a standby takes over at once.
+    let deadline = std::time::Instant::now() + prod.graceful_shutdown_timeout;
+    host.shutdown(prod.graceful_shutdown_timeout).await;
+    if let Some(elector) = elector {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        elector
+            .release(left.max(std::time::Duration::from_secs(1)))
+            .await;
     }
     tracing::info!("wasmop host stopped");
     Ok(())
@@ -434,9 +563,10 @@ fn rbac(args: &RbacArgs) -> anyhow::Result<()> {
     if let Some(name) = settings.keys().next() {
         bail!("--settings {name}=…: no --guest file is named {name}.wasm");
     }
-    print!(
-        "{}",
-        crate::rbac::roles(&args.name, &args.namespace, &guests)?
-    );
+    let host = crate::rbac::HostObjects {
+        namespace: &args.namespace,
+        lease: &args.lease_name,
+    };
+    print!("{}", crate::rbac::roles(&args.name, host, &guests)?);
     Ok(())
 }

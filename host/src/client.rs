@@ -1,13 +1,32 @@
 //! The host's API clients: one per guest, each telling the API server who
-//! it is.
+//! it is, each counted and fenced.
 //!
 //! Every request carries the User-Agent `wasmop/<version>`, and the
 //! requests made for a guest `wasmop/<version> guest/<name>`, so the API
 //! server's audit log and metrics tell the host's requests apart, and each
 //! guest's from the others'. Each guest's client has its own connection
 //! pool, so one guest's slow requests do not queue another's.
+//!
+//! A tower layer under every client counts requests by status code, method
+//! and host (`rest_client_requests_total`) and fences writes: while leader
+//! election is on and this host is not the leader (or could not renew its
+//! lease before the renew deadline), a request that is not a read fails
+//! before it leaves the process. The fence is in the transport, so no code
+//! path can write around it; only the leader-election client itself, which
+//! must write the Lease, goes without it.
 
-use http::{HeaderName, HeaderValue};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http::{HeaderName, HeaderValue, Method, Request, Response};
+use kube::client::{Body, ClientBuilder};
+use tower::{BoxError, Layer, Service};
+
+use crate::leader::Leadership;
+use crate::telemetry::Metrics;
+use crate::telemetry::metrics::RestLabels;
 
 /// The User-Agent of the host's own requests.
 pub fn user_agent() -> String {
@@ -18,14 +37,30 @@ pub fn user_agent() -> String {
 #[derive(Clone)]
 pub struct Clients {
     config: kube::Config,
+    metrics: Arc<Metrics>,
+    leadership: Leadership,
     host: kube::Client,
 }
 
+/// A write refused because this host is not the leader.
+#[derive(Debug, thiserror::Error)]
+#[error("not the leader: writes are fenced until this host holds the lease")]
+pub struct NotLeader;
+
 impl Clients {
     /// Clients for `config`; fails if it cannot make one.
-    pub fn new(config: kube::Config) -> kube::Result<Self> {
-        let host = build(&config, user_agent())?;
-        Ok(Self { config, host })
+    pub fn new(
+        config: kube::Config,
+        metrics: Arc<Metrics>,
+        leadership: Leadership,
+    ) -> kube::Result<Self> {
+        let host = build(&config, user_agent(), &metrics, Some(&leadership))?;
+        Ok(Self {
+            config,
+            metrics,
+            leadership,
+            host,
+        })
     }
 
     /// The client of the host's own requests (the guest list, discovery).
@@ -35,8 +70,32 @@ impl Clients {
 
     /// A client for the requests made for guest `name`.
     pub fn for_guest(&self, name: &str) -> kube::Result<kube::Client> {
-        build(&self.config, format!("{} guest/{name}", user_agent()))
+        build(
+            &self.config,
+            format!("{} guest/{name}", user_agent()),
+            &self.metrics,
+            Some(&self.leadership),
+        )
     }
+
+    /// Whether this host may write now.
+    pub fn leadership(&self) -> &Leadership {
+        &self.leadership
+    }
+}
+
+/// The client leader election runs on: counted, never fenced (it must
+/// write the Lease to become the leader).
+pub fn for_leader_election(
+    config: &kube::Config,
+    metrics: &Arc<Metrics>,
+) -> kube::Result<kube::Client> {
+    build(
+        config,
+        format!("{} leader-election", user_agent()),
+        metrics,
+        None,
+    )
 }
 
 impl std::fmt::Debug for Clients {
@@ -47,7 +106,12 @@ impl std::fmt::Debug for Clients {
     }
 }
 
-fn build(config: &kube::Config, agent: String) -> kube::Result<kube::Client> {
+fn build(
+    config: &kube::Config,
+    agent: String,
+    metrics: &Arc<Metrics>,
+    fence: Option<&Leadership>,
+) -> kube::Result<kube::Client> {
     let mut config = config.clone();
     config
         .headers
@@ -57,5 +121,100 @@ fn build(config: &kube::Config, agent: String) -> kube::Result<kube::Client> {
     config
         .headers
         .push((HeaderName::from_static("user-agent"), value));
-    kube::Client::try_from(config)
+    let host = config
+        .cluster_url
+        .authority()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let layer = Counted {
+        metrics: metrics.clone(),
+        host: Arc::from(host.as_str()),
+        fence: fence.cloned(),
+    };
+    Ok(ClientBuilder::try_from(config)?.with_layer(&layer).build())
+}
+
+/// The counting and fencing layer.
+#[derive(Clone)]
+struct Counted {
+    metrics: Arc<Metrics>,
+    host: Arc<str>,
+    fence: Option<Leadership>,
+}
+
+impl<S> Layer<S> for Counted {
+    type Service = CountedService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        CountedService {
+            inner,
+            layer: self.clone(),
+        }
+    }
+}
+
+/// See [`Counted`].
+#[derive(Clone)]
+struct CountedService<S> {
+    inner: S,
+    layer: Counted,
+}
+
+fn is_read(method: &Method) -> bool {
+    matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
+impl<S, B> Service<Request<Body>> for CountedService<S>
+where
+    S: Service<Request<Body>, Response = Response<B>>,
+    S::Error: Into<BoxError>,
+    S::Future: Send + 'static,
+{
+    type Response = Response<B>;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<B>, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, request: Request<Body>) -> Self::Future {
+        let method = request.method().clone();
+        let layer = self.layer.clone();
+        if !is_read(&method)
+            && layer
+                .fence
+                .as_ref()
+                .is_some_and(|leadership| !leadership.is_leader())
+        {
+            layer.count("<fenced>", &method);
+            return Box::pin(async { Err(Box::new(NotLeader) as BoxError) });
+        }
+        let response = self.inner.call(request);
+        Box::pin(async move {
+            match response.await {
+                Ok(response) => {
+                    layer.count(response.status().as_str(), &method);
+                    Ok(response)
+                }
+                Err(e) => {
+                    layer.count("<error>", &method);
+                    Err(e.into())
+                }
+            }
+        })
+    }
+}
+
+impl Counted {
+    fn count(&self, code: &str, method: &Method) {
+        self.metrics
+            .rest_requests
+            .get_or_create(&RestLabels {
+                code: code.to_owned(),
+                method: method.as_str().to_owned(),
+                host: self.host.to_string(),
+            })
+            .inc();
+    }
 }

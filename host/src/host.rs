@@ -15,8 +15,10 @@ use crate::client::Clients;
 use crate::controller::{
     ControllerSettings, Environment, GuestSlot, Metrics, RunningController, discovery,
 };
+use crate::health::Health;
 use crate::protected::ProtectedObjects;
 use crate::runtime::{CacheOutcome, Guest, Limits, ModuleBytes, Runtime};
+use crate::telemetry::metrics::SwapLabels;
 
 /// Why a guest could not be (re)loaded. The running version, if any, keeps
 /// serving.
@@ -134,18 +136,35 @@ pub struct Host {
     clients: Clients,
     runtime: Runtime,
     protected: ProtectedObjects,
+    health: Health,
     guests: HashMap<String, Running>,
 }
 
 impl Host {
     /// A host with no guests yet.
-    pub fn new(clients: Clients, runtime: Runtime, protected: ProtectedObjects) -> Self {
+    pub fn new(
+        clients: Clients,
+        runtime: Runtime,
+        protected: ProtectedObjects,
+        health: Health,
+    ) -> Self {
         Self {
             clients,
             runtime,
             protected,
+            health,
             guests: HashMap::new(),
         }
+    }
+
+    /// What the probes report.
+    pub fn health(&self) -> &Health {
+        &self.health
+    }
+
+    /// The API clients.
+    pub fn clients(&self) -> &Clients {
+        &self.clients
     }
 
     /// The wasm runtime.
@@ -201,8 +220,43 @@ impl Host {
         })
     }
 
-    /// Starts `spec`, or swaps it in if a guest of that name runs.
+    /// Starts `spec`, or swaps it in if a guest of that name runs. Every
+    /// change and failure is counted (`wasmop_guest_swaps_total`) and
+    /// reaches the health state.
     pub async fn upsert(&mut self, spec: GuestSpec) -> Result<Change, Error> {
+        let name = spec.name.clone();
+        let old = self.current(&name).map(|g| g.digest().to_owned());
+        let result = self.upsert_inner(spec).await;
+        let metrics = self.runtime.metrics();
+        let swap = |result: &'static str| SwapLabels {
+            guest: name.clone(),
+            result,
+        };
+        match &result {
+            Ok(Change::Unchanged) => {}
+            Ok(change) => {
+                if let Some(guest) = self.current(&name) {
+                    metrics.set_version(&name, old.as_deref(), guest.digest());
+                }
+                if matches!(change, Change::Swapped(_) | Change::Restarted(_)) {
+                    metrics.guest_swaps.get_or_create(&swap("success")).inc();
+                }
+                self.health.loaded(&name);
+            }
+            Err(e) => {
+                if old.is_some() {
+                    metrics
+                        .guest_swaps
+                        .get_or_create(&swap(e.reason().as_str()))
+                        .inc();
+                }
+                self.health.failed(&name, e.to_string());
+            }
+        }
+        result
+    }
+
+    async fn upsert_inner(&mut self, spec: GuestSpec) -> Result<Change, Error> {
         if let Some(running) = self.guests.get(&spec.name)
             && running.origin != spec.origin
         {
@@ -259,7 +313,7 @@ impl Host {
         // gracefully (running reconciles finish on the old version).
         let restarted = match self.guests.remove(&spec.name) {
             Some(running) => {
-                running.controller.stop();
+                drop(running.controller.stop());
                 true
             }
             None => false,
@@ -269,11 +323,14 @@ impl Host {
             Environment {
                 client,
                 protected: self.protected.clone(),
+                leadership: self.clients.leadership().clone(),
+                telemetry: self.runtime.metrics().clone(),
             },
             slot.clone(),
             kinds,
             &spec.controller,
         );
+        self.health.running(&spec.name, controller.synced());
         self.guests.insert(
             spec.name.clone(),
             Running {
@@ -296,14 +353,40 @@ impl Host {
 
     /// Stops a guest's controller; its children stay as they are.
     pub fn remove(&mut self, name: &str) -> bool {
+        self.health.removed(name);
         match self.guests.remove(name) {
             Some(running) => {
-                running.controller.stop();
+                let old = running.slot.current().digest().to_owned();
+                drop(running.controller.stop());
+                self.runtime.metrics().forget_guest(name);
+                self.runtime.metrics().guest_info.remove(
+                    &crate::telemetry::metrics::GuestInfoLabels {
+                        guest: name.to_owned(),
+                        sha256: old,
+                    },
+                );
                 tracing::info!(guest = %name, "stopped guest; its objects are left untouched");
                 self.evict_unused();
                 true
             }
             None => false,
+        }
+    }
+
+    /// Stops every guest gracefully: no new reconciles start and the ones
+    /// running finish, for at most `timeout`. Children stay as they are.
+    pub async fn shutdown(&mut self, timeout: std::time::Duration) {
+        let tasks: Vec<_> = self
+            .guests
+            .drain()
+            .flat_map(|(_, running)| running.controller.stop())
+            .collect();
+        let all = futures::future::join_all(tasks);
+        if tokio::time::timeout(timeout, all).await.is_err() {
+            tracing::warn!(
+                ?timeout,
+                "reconciles still running at the end of the graceful shutdown"
+            );
         }
     }
 

@@ -13,17 +13,23 @@
 //!
 //! `render` runs one reconcile offline; `rbac` prints the least-privilege
 //! roles for a set of guests; `cli` wires the `wasmop` binary; `client`
-//! builds the API clients; `protected` holds the host's own objects, which
-//! no guest may write.
+//! builds the API clients (counted, and fenced by `leader`'s election);
+//! `protected` holds the host's own objects, which no guest may write;
+//! `telemetry` the metrics and logs, `health` what the probes report,
+//! `server` the HTTP endpoints.
 
 pub mod cli;
 pub mod client;
 pub mod controller;
+pub mod health;
 pub mod host;
+pub mod leader;
 pub mod model;
 pub mod protected;
 pub mod rbac;
 pub mod render;
 pub mod runtime;
+pub mod server;
 pub mod source;
+pub mod telemetry;
 pub mod validate;

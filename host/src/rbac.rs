@@ -14,7 +14,8 @@
 //!
 //! And a Role in the guest list's namespace: configmaps get, list, watch
 //! (the guest list and the module ConfigMaps it names), nothing
-//! cluster-wide. Every description is checked as the host checks it when a
+//! cluster-wide; and the leader-election Lease: create, and get, list,
+//! watch, patch, update on that one Lease by name. Every description is checked as the host checks it when a
 //! module loads, so no wildcard and no built-in primary kind ever reaches a
 //! rule; a rule that grants Secrets, RBAC objects or a cluster-scoped kind
 //! carries a comment naming the guests that ask for it.
@@ -63,9 +64,20 @@ struct Rule {
     notes: BTreeSet<String>,
 }
 
-/// The roles for `guests`: a ClusterRole `name` and a Role `name` in
-/// `namespace` (the guest list's), as YAML documents.
-pub fn roles(name: &str, namespace: &str, guests: &[GuestRbac]) -> Result<String, Error> {
+/// Where the host's own objects live: the guest list's namespace and the
+/// leader-election Lease's name.
+#[derive(Clone, Copy, Debug)]
+pub struct HostObjects<'a> {
+    /// The guest list's namespace (the Role's).
+    pub namespace: &'a str,
+    /// The Lease's name.
+    pub lease: &'a str,
+}
+
+/// The roles for `guests`: a ClusterRole `name` and a Role `name` in the
+/// guest list's namespace, as YAML documents.
+pub fn roles(name: &str, host: HostObjects<'_>, guests: &[GuestRbac]) -> Result<String, Error> {
+    let HostObjects { namespace, lease } = host;
     let mut rules: BTreeMap<(String, String), Rule> = BTreeMap::new();
     fn grant<'a>(
         rules: &'a mut BTreeMap<(String, String), Rule>,
@@ -148,9 +160,12 @@ pub fn roles(name: &str, namespace: &str, guests: &[GuestRbac]) -> Result<String
     }
     let _ = write!(
         out,
-        "---\n# The guest list and the module ConfigMaps it names, in its namespace only.\n\
+        "---\n# The guest list and the module ConfigMaps it names, and the leader-election\n\
+         # Lease, in the guest list's namespace only.\n\
          apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: {name}\n  namespace: {namespace}\n  labels:\n    app.kubernetes.io/name: wasmop\nrules:\n\
-         \x20 - apiGroups: [\"\"]\n    resources: [configmaps]\n    verbs: [get, list, watch]\n"
+         \x20 - apiGroups: [\"\"]\n    resources: [configmaps]\n    verbs: [get, list, watch]\n\
+         \x20 - apiGroups: [coordination.k8s.io]\n    resources: [leases]\n    verbs: [create]\n\
+         \x20 - apiGroups: [coordination.k8s.io]\n    resources: [leases]\n    resourceNames: [{lease}]\n    verbs: [get, list, patch, update, watch]\n"
     );
     Ok(out)
 }
@@ -183,6 +198,11 @@ mod tests {
     use crate::model::ChildKind;
     use k8s_openapi::api::rbac::v1::{ClusterRole, Role};
 
+    const HOST: HostObjects<'static> = HostObjects {
+        namespace: "wasmop-system",
+        lease: "wasmop",
+    };
+
     fn cache() -> GuestRbac {
         GuestRbac {
             name: "cache-operator".into(),
@@ -207,7 +227,7 @@ mod tests {
 
     #[test]
     fn the_roles_grant_exactly_what_the_host_uses() {
-        let (role, list_role) = parse(&roles("wasmop", "wasmop-system", &[cache()]).unwrap());
+        let (role, list_role) = parse(&roles("wasmop", HOST, &[cache()]).unwrap());
         let rules = role.rules.unwrap();
         let find = |g: &str, r: &str| {
             rules
@@ -281,7 +301,7 @@ mod tests {
                     "Namespace",
                 ))),
         };
-        let text = roles("wasmop", "wasmop-system", &[guest]).unwrap();
+        let text = roles("wasmop", HOST, &[guest]).unwrap();
         for note in [
             "# Secrets: asked for by guest \"vault\"",
             "# RBAC objects: asked for by guest \"vault\"",

@@ -199,6 +199,10 @@ fn start_host(wasmop: &Path, kubeconfig: &Path, log: &Path) -> Result<Child> {
             "run",
             "--guests-configmap",
             &format!("{NS}/wasmop-guests"),
+            "--metrics-bind-address",
+            "127.0.0.1:0",
+            "--health-probe-bind-address",
+            "127.0.0.1:0",
             "--kubeconfig",
         ])
         .arg(kubeconfig)
@@ -331,13 +335,44 @@ async fn install(client: &Client, guest_dir: &Path) -> Result<()> {
     ] {
         apply_file(client, &deploy.join(file), NS).await?;
     }
+    // The host runs here as the user `wasmop-host`, not as the in-cluster
+    // ServiceAccount: bind the same roles to it.
+    apply_value(client, &user_bindings(), NS).await?;
     put_module(
         client,
         &std::fs::read(guest_dir.join("cache-operator.wasm"))?,
     )
     .await?;
-    apply_file(client, &deploy.join("host/guests.yaml"), NS).await?;
+    // deploy/host/guests.yaml lists the module from the image; the demo
+    // lists it from the ConfigMap it swaps.
+    apply_value(client, &demo_guest_list(), NS).await?;
     Ok(())
+}
+
+/// The demo's guest list: deploy/host/guests.yaml with the module from the
+/// ConfigMap `cache-operator-module`.
+fn demo_guest_list() -> Value {
+    let guests = "guests:\n  - name: cache-operator\n    module:\n      configMap: {name: cache-operator-module, key: module.wasm}\n";
+    serde_json::json!([{
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "wasmop-guests", "namespace": NS},
+        "data": {"guests.yaml": guests},
+    }])
+}
+
+/// Bindings of deploy/rbac/roles.yaml to the demo host's user.
+fn user_bindings() -> Value {
+    let subject = serde_json::json!([{"kind": "User", "name": "wasmop-host", "apiGroup": "rbac.authorization.k8s.io"}]);
+    serde_json::json!([
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": "wasmop-demo-host"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "wasmop"},
+         "subjects": subject},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": "wasmop-demo-host", "namespace": NS},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "wasmop"},
+         "subjects": subject},
+    ])
 }
 
 /// Server-side applies every document of a YAML file.
@@ -346,6 +381,21 @@ async fn apply_file(client: &Client, path: &Path, default_ns: &str) -> Result<()
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let docs: Vec<Value> = serde_saphyr::from_multiple(&text)
         .with_context(|| format!("parsing {}", path.display()))?;
+    apply_docs(client, &path.display().to_string(), docs, default_ns).await
+}
+
+/// Server-side applies a JSON list of objects.
+async fn apply_value(client: &Client, docs: &Value, default_ns: &str) -> Result<()> {
+    let docs = docs.as_array().cloned().unwrap_or_default();
+    apply_docs(client, "the demo", docs, default_ns).await
+}
+
+async fn apply_docs(
+    client: &Client,
+    origin: &str,
+    docs: Vec<Value>,
+    default_ns: &str,
+) -> Result<()> {
     let pp = PatchParams::apply(MANAGER).force();
     for doc in docs.into_iter().filter(|d| !d.is_null()) {
         let name = doc
@@ -358,7 +408,7 @@ async fn apply_file(client: &Client, path: &Path, default_ns: &str) -> Result<()
         let gvk = GroupVersionKind::gvk(group, version, doc["kind"].as_str().unwrap_or_default());
         let (resource, caps) = kube::discovery::pinned_kind(client, &gvk)
             .await
-            .with_context(|| format!("{}: {} {name}", path.display(), gvk.kind))?;
+            .with_context(|| format!("{origin}: {} {name}", gvk.kind))?;
         let api: Api<DynamicObject> = if caps.scope == kube::discovery::Scope::Namespaced {
             let ns = doc
                 .pointer("/metadata/namespace")
@@ -370,7 +420,7 @@ async fn apply_file(client: &Client, path: &Path, default_ns: &str) -> Result<()
         };
         api.patch(&name, &pp, &Patch::Apply(&doc))
             .await
-            .with_context(|| format!("{}: applying {} {name}", path.display(), gvk.kind))?;
+            .with_context(|| format!("{origin}: applying {} {name}", gvk.kind))?;
     }
     Ok(())
 }

@@ -18,6 +18,7 @@ use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Reco
 use wasmop_contract::Reason;
 use wasmop_contract::names::REPORTER;
 
+use crate::leader::Leadership;
 use crate::model::{Event, EventType};
 
 /// Events one object may get at once (client-go's spam filter: 25).
@@ -32,6 +33,7 @@ const MAX_BUCKETS: usize = 4096;
 pub struct Events {
     recorder: Recorder,
     buckets: Mutex<HashMap<String, Bucket>>,
+    leadership: Option<Leadership>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -82,7 +84,16 @@ impl Events {
         Self {
             recorder: Recorder::new(client, reporter),
             buckets: Mutex::default(),
+            leadership: None,
         }
+    }
+
+    /// Records nothing while this host is not the leader (a standby's
+    /// client would refuse the write anyway; this keeps its log quiet).
+    #[must_use]
+    pub fn fenced_by(mut self, leadership: Leadership) -> Self {
+        self.leadership = Some(leadership);
+        self
     }
 
     /// Whether the object may get one more Event now.
@@ -105,6 +116,9 @@ impl Events {
     /// Records `event` on `object`. Failing to record an event is logged,
     /// never fatal: the reconcile's real work matters more.
     pub async fn publish(&self, object: &ObjectReference, event: &Event, action: &str) {
+        if self.leadership.as_ref().is_some_and(|l| !l.is_leader()) {
+            return;
+        }
         if !self.allow(object) {
             tracing::debug!(reason = %event.reason, "event dropped: the object had {SPAM_BURST} events recently");
             return;

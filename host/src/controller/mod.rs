@@ -24,7 +24,7 @@ pub mod status;
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt, TryStreamExt};
@@ -37,7 +37,9 @@ use kube::{Client, ResourceExt};
 pub use discovery::{ResolvedKind, ResolvedKinds};
 pub use slot::GuestSlot;
 
+use crate::leader::Leadership;
 use crate::protected::ProtectedObjects;
+use crate::telemetry::{Metrics as Telemetry, QueueTracker};
 use crate::validate::GUEST_LABEL;
 use backoff::Backoff;
 use events::Events;
@@ -122,6 +124,9 @@ pub struct Context {
     metrics: Arc<Metrics>,
     permits: Arc<tokio::sync::Semaphore>,
     protected: ProtectedObjects,
+    leadership: Leadership,
+    telemetry: Arc<Telemetry>,
+    queue: Arc<QueueTracker>,
 }
 
 impl Context {
@@ -154,6 +159,8 @@ pub struct RunningController {
     requeue_all: tokio::sync::broadcast::Sender<()>,
     shutdown: tokio::sync::watch::Sender<bool>,
     metrics: Arc<Metrics>,
+    synced: Vec<Arc<AtomicBool>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 /// What a controller needs from the host besides the guest.
@@ -163,6 +170,10 @@ pub struct Environment {
     pub client: Client,
     /// The host's own objects.
     pub protected: ProtectedObjects,
+    /// Whether this host may write (it reconciles only while it leads).
+    pub leadership: Leadership,
+    /// The host's metrics.
+    pub telemetry: Arc<Telemetry>,
 }
 
 impl RunningController {
@@ -187,8 +198,17 @@ impl RunningController {
         let permits = Arc::new(tokio::sync::Semaphore::new(usize::from(
             settings.concurrency.max(1),
         )));
+        let guest = slot.current().name().to_owned();
+        env.telemetry
+            .init_controller(&guest)
+            .set(i64::from(settings.concurrency.max(1)));
+        let queue = env.telemetry.queue(&guest);
+        let mut synced = Vec::new();
+        let mut tasks = Vec::new();
         for namespace in scopes {
-            tokio::spawn(run_scope(
+            let flag = Arc::new(AtomicBool::new(false));
+            synced.push(flag.clone());
+            tasks.push(tokio::spawn(run_scope(
                 Scope {
                     env: env.clone(),
                     slot: slot.clone(),
@@ -197,18 +217,28 @@ impl RunningController {
                     namespace,
                     permits: permits.clone(),
                     metrics: metrics.clone(),
+                    queue: queue.clone(),
+                    synced: flag,
                 },
                 Signals {
                     requeue: requeue_all.subscribe(),
                     shutdown: shutdown.subscribe(),
                 },
-            ));
+            )));
         }
         Self {
             requeue_all,
             shutdown,
             metrics,
+            synced,
+            tasks,
         }
+    }
+
+    /// One flag per namespace scope: set once its parent and child caches
+    /// have their first lists.
+    pub fn synced(&self) -> Vec<Arc<AtomicBool>> {
+        self.synced.clone()
     }
 
     /// Queues every parent of this guest again (after a hot swap).
@@ -223,9 +253,11 @@ impl RunningController {
 
     /// Stops the watches and the queue gracefully: no new reconciles start,
     /// the ones running finish (on the module version they started with).
-    /// Children are left untouched.
-    pub fn stop(self) {
+    /// Children are left untouched. Await the handles to know when the
+    /// running reconciles have finished.
+    pub fn stop(self) -> Vec<tokio::task::JoinHandle<()>> {
         let _ = self.shutdown.send(true);
+        self.tasks
     }
 }
 
@@ -244,6 +276,13 @@ struct Scope {
     namespace: Option<String>,
     permits: Arc<tokio::sync::Semaphore>,
     metrics: Arc<Metrics>,
+    queue: Arc<QueueTracker>,
+    synced: Arc<AtomicBool>,
+}
+
+/// The queue key of an object: `namespace/name`.
+pub(crate) fn queue_key(namespace: Option<&str>, name: &str) -> String {
+    format!("{}/{name}", namespace.unwrap_or_default())
 }
 
 fn scoped_api(client: &Client, kind: &ResolvedKind, namespace: Option<&str>) -> Api<DynamicObject> {
@@ -284,6 +323,8 @@ async fn run_scope(scope: Scope, signals: Signals) {
         namespace,
         permits,
         metrics,
+        queue,
+        synced,
     } = scope;
     let Signals {
         requeue,
@@ -296,18 +337,32 @@ async fn run_scope(scope: Scope, signals: Signals) {
         reflector::store::Writer::<DynamicObject>::new(kinds.primary.resource.clone());
     let parent_reader = parent_writer.as_reader();
     let parent_kind = kinds.primary.kind.to_string();
+    let (tele, parents_queue) = (env.telemetry.clone(), queue.clone());
+    // Set at the parents' first complete list (the store's own readiness
+    // future wakes only one waiter, and the controller waits on it).
+    let parents_listed = Arc::new(AtomicBool::new(false));
+    let listed = parents_listed.clone();
     let parent_stream = watcher(
         scoped_api(&client, &kinds.primary, ns),
         watcher::Config::default(),
     )
     .map_ok(typed_events(kinds.primary.resource.clone()))
     .default_backoff()
+    .inspect_ok(move |event| {
+        if matches!(event, watcher::Event::InitDone) {
+            listed.store(true, Ordering::Release);
+        }
+    })
     .inspect_err(
         move |e| tracing::warn!(kind = %parent_kind, "watch of the parents failed, retrying: {e}"),
     )
     .reflect(parent_writer)
     .applied_objects()
-    .predicate_filter(spec_predicate, Default::default());
+    .predicate_filter(spec_predicate, Default::default())
+    .inspect_ok(move |parent| {
+        let key = queue_key(parent.metadata.namespace.as_deref(), &parent.name_any());
+        parents_queue.add(&tele, key, Duration::ZERO);
+    });
 
     let selector = format!("{GUEST_LABEL}={guest_name}");
     let children = Arc::new(ChildIndex::new(kinds.children.len()));
@@ -315,6 +370,8 @@ async fn run_scope(scope: Scope, signals: Signals) {
     for (i, kind) in kinds.children.iter().enumerate() {
         let index = children.clone();
         let name = kind.kind.to_string();
+        let (tele, children_queue) = (env.telemetry.clone(), queue.clone());
+        let primary = kinds.primary.resource.clone();
         let stream = watcher(
             scoped_api(&client, kind, ns),
             watcher::Config::default().labels(&selector),
@@ -329,14 +386,26 @@ async fn run_scope(scope: Scope, signals: Signals) {
             }
         })
         .touched_objects()
-        .filter(|object| std::future::ready(object.is_ok()));
+        .filter(|object| std::future::ready(object.is_ok()))
+        .inspect_ok(move |child| {
+            // The parent the controller will queue: the child's controller
+            // ownerReference, as kube-runtime maps it.
+            if let Some(owner) = child.owner_references().iter().find(|o| {
+                o.controller == Some(true)
+                    && o.kind == primary.kind
+                    && o.api_version == primary.api_version
+            }) {
+                let key = queue_key(child.metadata.namespace.as_deref(), &owner.name);
+                children_queue.add(&tele, key, Duration::ZERO);
+            }
+        });
         child_streams.push((stream, kind.resource.clone()));
     }
 
     let ctx = Arc::new(Context {
         field_manager: field_manager(&guest_name),
         host_manager: host_field_manager(&guest_name),
-        events: Events::new(client.clone(), &guest_name),
+        events: Events::new(client.clone(), &guest_name).fenced_by(env.leadership.clone()),
         guest_name: guest_name.clone(),
         client,
         slot,
@@ -349,12 +418,30 @@ async fn run_scope(scope: Scope, signals: Signals) {
         metrics,
         permits,
         protected: env.protected,
+        leadership: env.leadership.clone(),
+        telemetry: env.telemetry.clone(),
+        queue: queue.clone(),
     });
 
     let sweeper = tokio::spawn(sweep(ctx.clone(), parent_reader.clone(), shutdown.clone()));
+    let watcher_sync = tokio::spawn(report_synced(parents_listed, ctx.clone(), synced));
     let resync = settings.resync;
+    // Every parent again: on each resync, after a swap, and when this host
+    // becomes the leader (a standby's caches are warm; only its reconciles
+    // were held back).
+    let became_leader = futures::stream::unfold(env.leadership.subscribe(), |mut rx| async move {
+        loop {
+            rx.changed().await.ok()?;
+            if *rx.borrow_and_update() {
+                return Some(((), rx));
+            }
+        }
+    });
+    let all_queue = queue.clone();
+    let all_store = parent_reader.clone();
+    let tele = env.telemetry.clone();
     let triggers = futures::stream::select(
-        ticks(resync),
+        futures::stream::select(ticks(resync), became_leader),
         futures::stream::unfold(requeue, |mut rx| async move {
             loop {
                 match rx.recv().await {
@@ -364,7 +451,13 @@ async fn run_scope(scope: Scope, signals: Signals) {
                 }
             }
         }),
-    );
+    )
+    .inspect(move |()| {
+        for parent in all_store.state() {
+            let key = queue_key(parent.metadata.namespace.as_deref(), &parent.name_any());
+            all_queue.add(&tele, key, Duration::ZERO);
+        }
+    });
 
     let mut controller =
         Controller::for_stream_with(parent_stream, parent_reader, kinds.primary.resource.clone())
@@ -386,6 +479,31 @@ async fn run_scope(scope: Scope, signals: Signals) {
         })
         .await;
     sweeper.abort();
+    watcher_sync.abort();
+}
+
+/// Sets `synced` once the parents and every child kind have their first
+/// lists (what `/readyz` waits for).
+async fn report_synced(
+    parents_listed: Arc<AtomicBool>,
+    ctx: Arc<Context>,
+    synced: Arc<AtomicBool>,
+) {
+    while !parents_listed.load(Ordering::Acquire) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    loop {
+        if ctx
+            .children
+            .wait_ready(reconcile::CHILD_CACHE_TIMEOUT, &ctx.child_kind_names)
+            .await
+            .is_ok()
+        {
+            synced.store(true, Ordering::Release);
+            return;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
 }
 
 /// Forgets, every [`SWEEP_PERIOD`], the backoff and progress records of

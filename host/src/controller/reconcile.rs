@@ -26,6 +26,7 @@ use super::status::{self, HostCondition};
 use super::{Context, finalizer};
 use crate::model::{EventType, Request};
 use crate::runtime::CallError;
+use crate::telemetry::metrics::{ControllerLabels, GuestLabels, ReasonLabels, ResultLabels};
 use crate::validate::{self, ParentScope, Rules, Validated, Violation};
 
 /// How long a reconcile waits for the child caches' first lists before it
@@ -123,31 +124,75 @@ pub async fn reconcile(
     ctx: Arc<Context>,
 ) -> Result<Action, ReconcileError> {
     let key = ObjectRef::from_obj_with(&*parent, ctx.kinds.primary.resource.clone());
+    let queue_key = super::queue_key(parent.metadata.namespace.as_deref(), &parent.name_any());
+    let id = NEXT_RECONCILE.fetch_add(1, Ordering::Relaxed);
     let span = tracing::info_span!(
         "reconcile",
         guest = %ctx.guest_name,
-        object = %format!("{}/{}", parent.namespace().unwrap_or_default(), parent.name_any()),
+        object = %queue_key,
         generation = parent.metadata.generation.unwrap_or_default(),
-        id = NEXT_RECONCILE.fetch_add(1, Ordering::Relaxed),
+        id,
     );
     async move {
+        // A standby keeps its caches warm but does not reconcile; the
+        // leader it becomes reconciles every parent.
+        if !ctx.leadership.is_leader() {
+            return Ok(Action::await_change());
+        }
         let Ok(_permit) = ctx.permits.clone().acquire_owned().await else {
             return Ok(Action::await_change());
         };
         tracing::debug!("reconcile started");
-        match reconcile_inner(&parent, &ctx).await {
+        let tele = &ctx.telemetry;
+        let labels = ControllerLabels {
+            controller: ctx.guest_name.clone(),
+        };
+        ctx.queue.start(tele, &queue_key, id);
+        let workers = tele.active_workers.get_or_create(&labels).clone();
+        workers.inc();
+        let started = std::time::Instant::now();
+        let result = reconcile_inner(&parent, &ctx).await;
+        workers.dec();
+        ctx.queue.finish(tele, id);
+        tele.reconcile_time
+            .get_or_create(&labels)
+            .observe(started.elapsed().as_secs_f64());
+        let result_label = |result: &'static str| ResultLabels {
+            controller: ctx.guest_name.clone(),
+            result,
+        };
+        match result {
             Ok(action) => {
                 tracing::debug!("reconciled");
                 ctx.backoff.succeed(&key);
                 ctx.metrics.record_success();
-                Ok(action)
+                let (label, after) = match &action.requeue {
+                    Requeue::After(delay) => ("requeue_after", Some(*delay)),
+                    Requeue::No => ("success", None),
+                };
+                tele.reconcile_total.get_or_create(&result_label(label)).inc();
+                if let Some(after) = after {
+                    ctx.queue.add(tele, queue_key, after);
+                }
+                Ok(action.into())
             }
             Err(e) => {
                 ctx.metrics.record_failure();
+                tele.reconcile_total.get_or_create(&result_label("error")).inc();
+                tele.reconcile_errors.get_or_create(&labels).inc();
+                tele.guest_failures
+                    .get_or_create(&ReasonLabels {
+                        guest: ctx.guest_name.clone(),
+                        reason: e.reason().as_str(),
+                    })
+                    .inc();
                 if e.is_retryable() {
                     let delay = ctx.backoff.fail(&key);
+                    tele.queue_retries.get_or_create(ctx.queue.labels()).inc();
+                    ctx.queue.add(tele, queue_key, delay);
                     tracing::warn!(reason = %e.reason(), retry_in = ?delay, "reconcile failed: {e}");
                 } else {
+                    tele.terminal_errors.get_or_create(&labels).inc();
                     tracing::warn!(reason = %e.reason(), "reconcile failed permanently, waiting for a change: {e}");
                 }
                 report_failure(&parent, &ctx, &e).await;
@@ -157,6 +202,44 @@ pub async fn reconcile(
     }
     .instrument(span)
     .await
+}
+
+/// What a reconcile asks of the queue: nothing, or another run after a
+/// delay (the guest's `requeueAfterSeconds`).
+#[derive(Debug)]
+enum Requeue {
+    No,
+    After(Duration),
+}
+
+/// A successful reconcile's outcome, before it becomes a kube-runtime
+/// `Action` (which keeps its delay to itself).
+#[derive(Debug)]
+struct Outcome {
+    requeue: Requeue,
+}
+
+impl Outcome {
+    fn done() -> Self {
+        Self {
+            requeue: Requeue::No,
+        }
+    }
+
+    fn after(delay: Duration) -> Self {
+        Self {
+            requeue: Requeue::After(delay),
+        }
+    }
+}
+
+impl From<Outcome> for Action {
+    fn from(outcome: Outcome) -> Self {
+        match outcome.requeue {
+            Requeue::No => Action::await_change(),
+            Requeue::After(delay) => Action::requeue(delay),
+        }
+    }
 }
 
 /// What the kube-runtime controller does after a failure: the per-key
@@ -175,7 +258,7 @@ pub fn error_policy(
     }
 }
 
-async fn reconcile_inner(parent: &DynamicObject, ctx: &Context) -> Result<Action, ReconcileError> {
+async fn reconcile_inner(parent: &DynamicObject, ctx: &Context) -> Result<Outcome, ReconcileError> {
     let guest = ctx.slot.current();
     let description = guest.description();
     let api = ctx.parent_api(parent.namespace().as_deref());
@@ -186,8 +269,8 @@ async fn reconcile_inner(parent: &DynamicObject, ctx: &Context) -> Result<Action
     match (&description.finalizer, deleting) {
         // Without our finalizer there is nothing left to do on deletion:
         // garbage collection removes the children.
-        (None, true) => return Ok(Action::await_change()),
-        (Some(f), true) if !finalizer::has(parent, f) => return Ok(Action::await_change()),
+        (None, true) => return Ok(Outcome::done()),
+        (Some(f), true) if !finalizer::has(parent, f) => return Ok(Outcome::done()),
         (Some(f), false) if !finalizer::has(parent, f) => {
             latest = Some(
                 finalizer::add(&api, parent, f)
@@ -267,11 +350,11 @@ async fn reconcile_inner(parent: &DynamicObject, ctx: &Context) -> Result<Action
                 .map_err(ReconcileError::api(format!("removing finalizer {f}")))?;
             tracing::info!("finalized");
         }
-        return Ok(Action::await_change());
+        return Ok(Outcome::done());
     }
     Ok(match answer.requeue_after_seconds {
-        Some(s) => Action::requeue(Duration::from_secs(u64::from(s.max(1)))),
-        None => Action::await_change(),
+        Some(s) => Outcome::after(Duration::from_secs(u64::from(s.max(1)))),
+        None => Outcome::done(),
     })
 }
 
@@ -339,7 +422,15 @@ fn plan<'a>(
         if let Some(i) = current {
             kept[i] = true;
             match apply::drift(&stamped, &observed[i].1) {
-                None => continue,
+                None => {
+                    ctx.telemetry
+                        .writes_skipped
+                        .get_or_create(&GuestLabels {
+                            guest: ctx.guest_name.clone(),
+                        })
+                        .inc();
+                    continue;
+                }
                 Some(why) => {
                     tracing::debug!(kind = %child.kind, name = %child.name, "re-applying: {why}");
                 }

@@ -175,6 +175,7 @@ impl Guest {
             Ok(result)
         });
         store.data().flush_output();
+        observe_call(runtime, &identity.name, "describe", started);
         let mut description = result
             .map_err(|e| Error::Describe(classify(e, &store, limits, started)))?
             .map_err(Error::InvalidSettings)?;
@@ -225,6 +226,7 @@ impl Guest {
             Ok(result)
         });
         store.data().flush_output();
+        observe_call(&inner.runtime, &inner.identity.name, "reconcile", started);
         let response = result
             .map_err(|e| classify(e, &store, &inner.limits, started))?
             .map_err(GuestError::from)?;
@@ -247,6 +249,18 @@ impl std::fmt::Debug for Guest {
             .field("description", &self.inner.description)
             .finish_non_exhaustive()
     }
+}
+
+/// Records how long a call to `export` of guest `name` took.
+fn observe_call(runtime: &Runtime, name: &str, export: &'static str, started: Instant) {
+    runtime
+        .metrics()
+        .guest_call
+        .get_or_create(&crate::telemetry::metrics::ExportLabels {
+            guest: name.to_owned(),
+            export,
+        })
+        .observe(started.elapsed().as_secs_f64());
 }
 
 /// The most the host copies out of a guest in one call under `limits`.

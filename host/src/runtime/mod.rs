@@ -15,9 +15,11 @@ mod sandbox;
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use crate::telemetry::Metrics;
 
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
@@ -71,6 +73,8 @@ pub struct RuntimeConfig {
     /// size of the instance pool. A call beyond it fails (retryably) instead
     /// of allocating. Default [`DEFAULT_INSTANCE_POOL`].
     pub instance_pool: u32,
+    /// Where call durations and compile times are recorded.
+    pub metrics: Arc<Metrics>,
 }
 
 /// Default size of the instance pool: far above `guests x --concurrency` for
@@ -86,6 +90,7 @@ impl Default for RuntimeConfig {
         Self {
             cache_dir: None,
             instance_pool: DEFAULT_INSTANCE_POOL,
+            metrics: Metrics::new(),
         }
     }
 }
@@ -131,8 +136,12 @@ struct Inner {
     pooled: bool,
     linker: Linker<GuestState>,
     cache: ModuleCache,
+    metrics: Arc<Metrics>,
     ticker_stop: Arc<AtomicBool>,
     ticker: Option<JoinHandle<()>>,
+    /// Milliseconds since `started` at the ticker's last tick.
+    heartbeat: Arc<AtomicU64>,
+    started: Instant,
 }
 
 impl Drop for Inner {
@@ -180,15 +189,20 @@ impl Runtime {
             .map_err(Error::Engine)?;
 
         let ticker_stop = Arc::new(AtomicBool::new(false));
+        let heartbeat = Arc::new(AtomicU64::new(0));
+        let started = Instant::now();
         let ticker = {
             let engine = engine.clone();
             let stop = ticker_stop.clone();
+            let heartbeat = heartbeat.clone();
             std::thread::Builder::new()
                 .name("wasmop-epoch".into())
                 .spawn(move || {
                     while !stop.load(Ordering::Relaxed) {
                         std::thread::sleep(EPOCH_TICK);
                         engine.increment_epoch();
+                        let now = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                        heartbeat.store(now, Ordering::Relaxed);
                     }
                 })
                 .map_err(|e| Error::Engine(e.into()))?
@@ -200,8 +214,11 @@ impl Runtime {
                 pooled,
                 linker,
                 cache,
+                metrics: config.metrics,
                 ticker_stop,
                 ticker: Some(ticker),
+                heartbeat,
+                started,
             }),
         })
     }
@@ -222,6 +239,18 @@ impl Runtime {
         &self.inner.cache
     }
 
+    /// Where the runtime records call durations and compile times.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.inner.metrics
+    }
+
+    /// Whether the epoch ticker, which enforces every deadline, ticked in
+    /// the last second.
+    pub fn ticker_alive(&self) -> bool {
+        let now = u64::try_from(self.inner.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        now.saturating_sub(self.inner.heartbeat.load(Ordering::Relaxed)) < 1000
+    }
+
     /// Compiles (or fetches from the cache), links and describes a guest
     /// under `settings` (the guest-list entry's, as JSON text).
     ///
@@ -237,6 +266,12 @@ impl Runtime {
         settings: Option<String>,
     ) -> Result<(Guest, CacheOutcome)> {
         let (component, outcome) = self.inner.cache.get_or_compile(module)?;
+        if outcome.hit == cache::CacheHit::Miss {
+            self.inner
+                .metrics
+                .module_compile
+                .observe(outcome.elapsed.as_secs_f64());
+        }
         let guest = Guest::new(
             self.clone(),
             guest::Identity {

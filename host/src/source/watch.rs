@@ -46,15 +46,18 @@ pub fn parse_list_ref(text: &str) -> Option<(String, String)> {
 /// Follows the guest list until the watch ends (it does not end on its own).
 pub async fn follow(client: Client, host: &mut Host, namespace: &str, name: &str) {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    let events = Events::new(client.clone(), "guest-list");
+    let leadership = host.clients().leadership().clone();
+    let events = Events::new(client.clone(), "guest-list").fenced_by(leadership.clone());
     host.protected()
         .set("guest-list", [ProtectedRef::config_map(namespace, name)]);
+    host.health().follow_list();
     let (store, writer) = reflector::store();
     let mut syncer = Syncer {
         store,
         namespace: namespace.to_string(),
         name: name.to_string(),
         client: client.clone(),
+        leadership,
         events,
         guest_events: HashMap::new(),
         attempted: HashMap::new(),
@@ -87,6 +90,7 @@ struct Syncer {
     namespace: String,
     name: String,
     client: Client,
+    leadership: crate::leader::Leadership,
     /// Events about the list itself.
     events: Events,
     /// Events about each guest's entry: one reporting instance per guest,
@@ -172,6 +176,7 @@ impl Syncer {
             let module = match fetch::fetch(&self.store, &self.namespace, entry).await {
                 Ok(m) => m,
                 Err(e) => {
+                    host.health().failed(&entry.name, e.to_string());
                     self.fail(
                         &reference,
                         &entry.name,
@@ -244,10 +249,17 @@ impl Syncer {
                 self.guest_event(&name, &reference, EventType::Normal, Reason::GuestStopped, format!("guest {name:?} removed from the list and stopped; its objects are left untouched")).await;
             }
         }
+        for name in self.attempted.keys() {
+            if !listed.contains(&name.as_str()) {
+                // A listed guest that never loaded is no longer expected.
+                host.health().removed(name);
+            }
+        }
         self.attempted
             .retain(|name, _| listed.contains(&name.as_str()));
         self.guest_events
             .retain(|name, _| listed.contains(&name.as_str()));
+        host.health().list_read();
     }
 
     async fn fail(
@@ -308,10 +320,10 @@ impl Syncer {
         reason: Reason,
         message: String,
     ) {
-        let client = &self.client;
+        let (client, leadership) = (&self.client, &self.leadership);
         self.guest_events
             .entry(guest.to_owned())
-            .or_insert_with(|| Events::new(client.clone(), guest))
+            .or_insert_with(|| Events::new(client.clone(), guest).fenced_by(leadership.clone()))
             .host(reference, event_type, reason, message, "LoadGuest")
             .await;
     }

@@ -139,11 +139,20 @@ impl HostProcess {
             .join(format!("wasmop-{label}-{}.log", std::process::id()));
         let log = unique(log);
         let file = std::fs::File::create(&log)?;
+        // Many hosts run at once here: each serves its metrics and probes
+        // on a port of its own (read back with `HostProcess::endpoint`).
+        let mut endpoints = Vec::new();
+        for flag in ["--metrics-bind-address", "--health-probe-bind-address"] {
+            if !args.contains(&flag) {
+                endpoints.extend([flag, "127.0.0.1:0"]);
+            }
+        }
         let child = Command::new(env!("CARGO_BIN_EXE_wasmop"))
             .arg("run")
             .arg("--kubeconfig")
             .arg(kubeconfig)
             .args(args)
+            .args(endpoints)
             .env("WASMOP_LOG", "info,wasmop_host=debug,kube_runtime=warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -156,6 +165,40 @@ impl HostProcess {
     /// The process id.
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Where the host serves `which` ("metrics" or "probes"), once it says
+    /// so in its log.
+    pub async fn endpoint(&mut self, which: &str) -> anyhow::Result<std::net::SocketAddr> {
+        let needle = format!("serving {which} on");
+        self.wait_for_log(&needle, Duration::from_secs(60)).await?;
+        let log = self.log();
+        let line = log
+            .lines()
+            .find(|l| l.contains(&needle))
+            .context("endpoint line")?;
+        let addr = line
+            .split("bound=")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .context("no bound= in the endpoint line")?;
+        Ok(addr.parse()?)
+    }
+
+    /// Sends SIGTERM and waits (at most `timeout`) for the exit status.
+    pub fn terminate(&mut self, timeout: Duration) -> anyhow::Result<std::process::ExitStatus> {
+        let pid = rustix::process::Pid::from_raw(self.child.id() as i32).context("pid")?;
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM)?;
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                return Ok(status);
+            }
+            if Instant::now() > deadline {
+                bail!("wasmop did not exit within {timeout:?} of SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// Everything the host logged so far.
@@ -450,4 +493,101 @@ pub fn reconcile_spans(log: &str, guest: &str) -> Vec<(u64, bool)> {
             }
         })
         .collect()
+}
+
+/// `GET http://<addr><path>`: the status and the body.
+pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> anyhow::Result<(u16, String)> {
+    let url = format!("http://{addr}{path}");
+    tokio::task::spawn_blocking(move || {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(10)))
+            .build()
+            .into();
+        let mut response = agent.get(&url).call()?;
+        let status = response.status().as_u16();
+        let body = response.body_mut().read_to_string()?;
+        anyhow::Ok((status, body))
+    })
+    .await?
+}
+
+/// The Python `prometheus_client` package (PyPI), installed once into the
+/// cache outside the repo: its parser reads our /metrics, so the format is
+/// checked by Prometheus' own code, not ours.
+fn prometheus_client_dir() -> anyhow::Result<PathBuf> {
+    const VERSION: &str = "0.26.0";
+    let home = std::env::var_os("HOME").context("HOME is not set")?;
+    let dir = PathBuf::from(home)
+        .join(".cache/wasmop/python")
+        .join(format!("prometheus_client-{VERSION}"));
+    if dir.join("prometheus_client").is_dir() {
+        return Ok(dir);
+    }
+    let tmp = dir.with_extension(format!("tmp{}", std::process::id()));
+    let out = Command::new("python3")
+        .args(["-m", "pip", "install", "--quiet", "--no-deps", "--target"])
+        .arg(&tmp)
+        .arg(format!("prometheus_client=={VERSION}"))
+        .output()
+        .context("running python3 -m pip (python3 is needed to check /metrics)")?;
+    if !out.status.success() {
+        bail!(
+            "installing prometheus_client {VERSION} from PyPI failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    std::fs::create_dir_all(dir.parent().context("cache dir")?)?;
+    match std::fs::rename(&tmp, &dir) {
+        Ok(()) => {}
+        // Another test installed it meanwhile.
+        Err(_) if dir.join("prometheus_client").is_dir() => {
+            let _ = std::fs::remove_dir_all(&tmp);
+        }
+        Err(e) => return Err(e.into()),
+    }
+    Ok(dir)
+}
+
+/// Parses Prometheus text with the Python client's parser: family name →
+/// `{"type": …, "samples": [{"name", "labels", "value"}]}`.
+pub fn parse_prometheus(text: &str) -> anyhow::Result<Value> {
+    use std::io::Write as _;
+    const SCRIPT: &str = r#"import sys, json
+from prometheus_client.parser import text_string_to_metric_families
+out = {}
+for f in text_string_to_metric_families(sys.stdin.read()):
+    out[f.name] = {'type': f.type, 'samples': [{'name': s.name, 'labels': s.labels, 'value': s.value} for s in f.samples]}
+print(json.dumps(out))
+"#;
+    let mut child = Command::new("python3")
+        .args(["-c", SCRIPT])
+        .env("PYTHONPATH", prometheus_client_dir()?)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    child
+        .stdin
+        .take()
+        .context("stdin")?
+        .write_all(text.as_bytes())?;
+    let out = child.wait_with_output()?;
+    if !out.status.success() {
+        bail!(
+            "the Prometheus parser refused /metrics: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+/// The value of the sample `name` whose labels include `labels`, in parsed
+/// metrics.
+pub fn sample(metrics: &Value, family: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    metrics[family]["samples"]
+        .as_array()?
+        .iter()
+        .find(|s| s["name"] == name && labels.iter().all(|(k, v)| s["labels"][*k] == *v))
+        .and_then(|s| s["value"].as_f64())
 }

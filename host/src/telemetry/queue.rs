@@ -1,0 +1,141 @@
+//! The work-queue view of one guest's controller, for controller-runtime's
+//! `workqueue_*` metrics.
+//!
+//! kube-runtime's controller keeps its queue to itself, so the host tracks
+//! what a queue would report from the outside: a key is *queued* from the
+//! first trigger that reaches it (a parent or child event, a resync, a
+//! retry or a requested requeue, at the time it is due) until its reconcile
+//! starts; it is *running* until the reconcile ends. Triggers for a key
+//! already queued are deduplicated, as client-go's queue does (they do not
+//! count as adds).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::metrics::{Metrics, QueueLabels};
+
+/// One guest's queue, as seen from its triggers and reconciles.
+#[derive(Debug)]
+pub struct QueueTracker {
+    labels: QueueLabels,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Key → when it became due.
+    queued: HashMap<String, Instant>,
+    /// Reconcile id → when it started.
+    running: HashMap<u64, Instant>,
+}
+
+impl QueueTracker {
+    /// The queue of guest `guest`.
+    pub fn new(guest: &str) -> Self {
+        Self {
+            labels: QueueLabels {
+                name: guest.to_owned(),
+                controller: guest.to_owned(),
+            },
+            state: Mutex::default(),
+        }
+    }
+
+    /// A trigger reached `key`, due `after` from now.
+    pub fn add(&self, metrics: &Metrics, key: String, after: Duration) {
+        let due = Instant::now() + after;
+        let mut state = self.state.lock().expect("queue lock");
+        let fresh = match state.queued.get_mut(&key) {
+            Some(when) => {
+                *when = (*when).min(due);
+                false
+            }
+            None => {
+                state.queued.insert(key, due);
+                true
+            }
+        };
+        if fresh {
+            metrics.queue_adds.get_or_create(&self.labels).inc();
+        }
+    }
+
+    /// The reconcile `id` of `key` starts: the key leaves the queue.
+    pub fn start(&self, metrics: &Metrics, key: &str, id: u64) {
+        let now = Instant::now();
+        let mut state = self.state.lock().expect("queue lock");
+        let waited = state
+            .queued
+            .remove(key)
+            .map_or(Duration::ZERO, |due| now.saturating_duration_since(due));
+        state.running.insert(id, now);
+        metrics
+            .queue_duration
+            .get_or_create(&self.labels)
+            .observe(waited.as_secs_f64());
+    }
+
+    /// The reconcile `id` ended.
+    pub fn finish(&self, metrics: &Metrics, id: u64) {
+        let started = self.state.lock().expect("queue lock").running.remove(&id);
+        if let Some(started) = started {
+            metrics
+                .work_duration
+                .get_or_create(&self.labels)
+                .observe(started.elapsed().as_secs_f64());
+        }
+    }
+
+    /// Keys due and waiting for a worker (a requeue not yet due does not
+    /// count, as in client-go's delaying queue).
+    pub fn depth(&self) -> usize {
+        let now = Instant::now();
+        let state = self.state.lock().expect("queue lock");
+        state.queued.values().filter(|due| **due <= now).count()
+    }
+
+    /// Seconds of work in progress (summed over running reconciles) and the
+    /// longest running one.
+    pub fn unfinished(&self) -> (f64, f64) {
+        let state = self.state.lock().expect("queue lock");
+        let now = Instant::now();
+        state
+            .running
+            .values()
+            .fold((0.0, 0.0_f64), |(sum, max), started| {
+                let secs = now.duration_since(*started).as_secs_f64();
+                (sum + secs, max.max(secs))
+            })
+    }
+
+    /// The labels of this queue.
+    pub fn labels(&self) -> &QueueLabels {
+        &self.labels
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_is_queued_once_until_its_reconcile_starts() {
+        let metrics = Metrics::default();
+        let queue = QueueTracker::new("g");
+        queue.add(&metrics, "ns/a".into(), Duration::ZERO);
+        queue.add(&metrics, "ns/a".into(), Duration::ZERO);
+        queue.add(&metrics, "ns/b".into(), Duration::from_secs(60));
+        assert_eq!(metrics.queue_adds.get_or_create(queue.labels()).get(), 2);
+        assert_eq!(
+            queue.depth(),
+            1,
+            "a requeue not yet due is not in the queue"
+        );
+        queue.start(&metrics, "ns/a", 1);
+        assert_eq!(queue.depth(), 0);
+        assert!(queue.unfinished().0 >= 0.0);
+        queue.finish(&metrics, 1);
+        assert_eq!(queue.unfinished(), (0.0, 0.0));
+    }
+}
