@@ -62,6 +62,7 @@ fn hostile_request(attack: &str) -> Request {
         parent: json!({"apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
             "metadata": {"name": attack, "namespace": "default", "uid": "u"}, "spec": {"attack": attack}}),
         observed: vec![],
+        related: vec![],
         deleting: false,
     }
 }
@@ -228,6 +229,7 @@ fn main() {
     let request = Request {
         parent: parent.clone(),
         observed: observed.clone(),
+        related: vec![],
         deleting: false,
     };
     let description = guest.description().clone();
@@ -292,6 +294,7 @@ fn floor(guest: &Guest, hostile: &Guest) {
     let empty = Request {
         parent: json!({}),
         observed: vec![],
+        related: vec![],
         deleting: false,
     };
     let rejected = || {

@@ -146,6 +146,10 @@ async fn main() {
             "run",
             "--guests-configmap",
             &format!("{ns}/guests"),
+            "--metrics-bind-address",
+            "0",
+            "--health-probe-bind-address",
+            "0",
             "--kubeconfig",
         ])
         .arg(env.kubeconfig_path())

@@ -1,7 +1,7 @@
 //! The `wasmop` command line (interface contract):
 //!
 //! - `wasmop run [--guest <name>=<path.wasm>]… [--settings <name>=<file.yaml>]… [--guests-configmap <ns>/<name>] [--kubeconfig <path>]`
-//! - `wasmop render --guest <path.wasm> --parent <object.yaml> [--observed <objects.yaml>]… [--settings <file.yaml>] [-o yaml|json]`
+//! - `wasmop render --guest <path.wasm> --parent <object.yaml> [--observed <objects.yaml>]… [--related <objects.yaml>]… [--secret-values] [--settings <file.yaml>] [-o yaml|json]`
 //! - `wasmop rbac --guest <path.wasm> [--guest …] [--name wasmop] [--namespace wasmop-system]`
 //!
 //! Errors are printed as one line each: `error: ` and the chain of causes,
@@ -180,6 +180,14 @@ pub struct RenderArgs {
     /// Observed children (YAML, several documents allowed); repeatable.
     #[arg(long)]
     pub observed: Vec<PathBuf>,
+    /// Objects of the guest's related kinds (YAML, several documents
+    /// allowed); those that map to the parent reach the guest. Repeatable.
+    #[arg(long)]
+    pub related: Vec<PathBuf>,
+    /// Hand the guest Secret values (the guest list's `secretValues`);
+    /// without it each value is its SHA-256, as in the cluster.
+    #[arg(long)]
+    pub secret_values: bool,
     /// Render the deletion path (as if the parent had a deletionTimestamp).
     #[arg(long)]
     pub deleting: bool,
@@ -296,7 +304,7 @@ fn file_guests(args: &RunArgs) -> anyhow::Result<Vec<GuestSpec>> {
         concurrency: args.concurrency.max(1),
         resync: args.resync,
         namespaces: args.namespaces.clone(),
-        adopt_orphans: false,
+        ..ControllerSettings::default()
     };
     let mut settings = std::collections::HashMap::new();
     for s in &args.settings {
@@ -378,8 +386,9 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let config = config(args.kubeconfig.as_ref()).await?;
     let metrics = Metrics::new();
     let protected = ProtectedObjects::new();
+    let api_health = crate::client::ApiHealth::default();
     let (leadership, elector) = if prod.leader_elect {
-        let client = crate::client::for_leader_election(&config, &metrics)?;
+        let client = crate::client::for_leader_election(&config, &metrics, &api_health)?;
         protected.set(
             "lease",
             [ProtectedRef::namespaced(
@@ -405,7 +414,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     } else {
         (Leadership::always(), None)
     };
-    let clients = Clients::new(config, metrics.clone(), leadership.clone())?;
+    let clients = Clients::new(config, metrics.clone(), leadership.clone(), api_health)?;
     let runtime = Runtime::new(RuntimeConfig {
         cache_dir: args.cache_dir.clone(),
         instance_pool: args.instance_pool,
@@ -533,11 +542,18 @@ fn render(args: &RenderArgs) -> anyhow::Result<()> {
             parents.len()
         );
     }
-    let mut observed = Vec::new();
+    let mut inputs = crate::render::Inputs {
+        deleting: args.deleting,
+        secret_values: args.secret_values,
+        ..Default::default()
+    };
     for path in &args.observed {
-        observed.extend(read_objects(path)?);
+        inputs.observed.extend(read_objects(path)?);
     }
-    let rendered = crate::render::render(&guest, parents.remove(0), observed, args.deleting)?;
+    for path in &args.related {
+        inputs.related.extend(read_objects(path)?);
+    }
+    let rendered = crate::render::render(&guest, parents.remove(0), inputs)?;
     match args.output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&rendered)?),
         Output::Yaml => print!("{}", serde_saphyr::to_string(&rendered)?),

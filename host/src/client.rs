@@ -14,6 +14,12 @@
 //! before it leaves the process. The fence is in the transport, so no code
 //! path can write around it; only the leader-election client itself, which
 //! must write the Lease, goes without it.
+//!
+//! The same layer tells when the API server stops answering and when it
+//! answers again ([`ApiHealth`]): a controller then retries every parent at
+//! once instead of leaving each in the backoff its failures during the
+//! outage built up. Watches retry on [`watch_backoff`]'s schedule, short
+//! enough that one of them finds the API server back within seconds.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -39,7 +45,78 @@ pub struct Clients {
     config: kube::Config,
     metrics: Arc<Metrics>,
     leadership: Leadership,
+    health: ApiHealth,
     host: kube::Client,
+}
+
+/// How a watch retries after an error: 250 ms doubling to 2 s, with jitter,
+/// starting over after a minute without errors. client-go's reflector waits
+/// up to 30 s; here a restarted API server is seen within ~4 s, and a
+/// watch costs the API server one request per retry.
+pub fn watch_backoff() -> impl kube::runtime::utils::Backoff {
+    let builder = backon::ExponentialBuilder::default()
+        .with_min_delay(std::time::Duration::from_millis(250))
+        .with_max_delay(std::time::Duration::from_secs(2))
+        .with_factor(2.0)
+        .with_jitter()
+        .without_max_times();
+    kube::runtime::utils::ResetTimerBackoff::new(
+        kube::runtime::watcher::ExponentialBackoff::from(builder),
+        std::time::Duration::from_secs(60),
+    )
+}
+
+/// Whether the API server answers, as every request through the host's
+/// clients sees it: a transport error or a 500/502/503/504 marks it
+/// unreachable, any other answer reachable again. Each return to reachable
+/// is counted on a watch channel the controllers follow.
+#[derive(Clone, Debug)]
+pub struct ApiHealth {
+    inner: Arc<HealthState>,
+}
+
+#[derive(Debug)]
+struct HealthState {
+    down_since: std::sync::Mutex<Option<std::time::Instant>>,
+    recoveries: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for ApiHealth {
+    fn default() -> Self {
+        Self {
+            inner: Arc::new(HealthState {
+                down_since: std::sync::Mutex::new(None),
+                recoveries: tokio::sync::watch::channel(0).0,
+            }),
+        }
+    }
+}
+
+impl ApiHealth {
+    /// A receiver that changes each time the API server answers again after
+    /// it stopped.
+    pub fn recoveries(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.recoveries.subscribe()
+    }
+
+    fn failed(&self, why: &dyn std::fmt::Display) {
+        let mut down = self.inner.down_since.lock().expect("health lock");
+        if down.is_none() {
+            *down = Some(std::time::Instant::now());
+            tracing::warn!("the API server does not answer: {why}");
+        }
+    }
+
+    fn answered(&self) {
+        let since = self.inner.down_since.lock().expect("health lock").take();
+        if let Some(since) = since {
+            tracing::info!(
+                down_for = ?since.elapsed(),
+                "the API server answers again; retrying every parent now"
+            );
+            self.inner.recoveries.send_modify(|n| *n += 1);
+        }
+    }
 }
 
 /// A write refused because this host is not the leader.
@@ -53,12 +130,14 @@ impl Clients {
         config: kube::Config,
         metrics: Arc<Metrics>,
         leadership: Leadership,
+        health: ApiHealth,
     ) -> kube::Result<Self> {
-        let host = build(&config, user_agent(), &metrics, Some(&leadership))?;
+        let host = build(&config, user_agent(), &metrics, &health, Some(&leadership))?;
         Ok(Self {
             config,
             metrics,
             leadership,
+            health,
             host,
         })
     }
@@ -74,6 +153,7 @@ impl Clients {
             &self.config,
             format!("{} guest/{name}", user_agent()),
             &self.metrics,
+            &self.health,
             Some(&self.leadership),
         )
     }
@@ -82,6 +162,11 @@ impl Clients {
     pub fn leadership(&self) -> &Leadership {
         &self.leadership
     }
+
+    /// Whether the API server answers.
+    pub fn health(&self) -> &ApiHealth {
+        &self.health
+    }
 }
 
 /// The client leader election runs on: counted, never fenced (it must
@@ -89,11 +174,13 @@ impl Clients {
 pub fn for_leader_election(
     config: &kube::Config,
     metrics: &Arc<Metrics>,
+    health: &ApiHealth,
 ) -> kube::Result<kube::Client> {
     build(
         config,
         format!("{} leader-election", user_agent()),
         metrics,
+        health,
         None,
     )
 }
@@ -110,6 +197,7 @@ fn build(
     config: &kube::Config,
     agent: String,
     metrics: &Arc<Metrics>,
+    health: &ApiHealth,
     fence: Option<&Leadership>,
 ) -> kube::Result<kube::Client> {
     let mut config = config.clone();
@@ -129,6 +217,7 @@ fn build(
     let layer = Counted {
         metrics: metrics.clone(),
         host: Arc::from(host.as_str()),
+        health: health.clone(),
         fence: fence.cloned(),
     };
     Ok(ClientBuilder::try_from(config)?.with_layer(&layer).build())
@@ -139,6 +228,7 @@ fn build(
 struct Counted {
     metrics: Arc<Metrics>,
     host: Arc<str>,
+    health: ApiHealth,
     fence: Option<Leadership>,
 }
 
@@ -194,12 +284,20 @@ where
         Box::pin(async move {
             match response.await {
                 Ok(response) => {
-                    layer.count(response.status().as_str(), &method);
+                    let status = response.status();
+                    layer.count(status.as_str(), &method);
+                    if matches!(status.as_u16(), 500 | 502 | 503 | 504) {
+                        layer.health.failed(&status);
+                    } else {
+                        layer.health.answered();
+                    }
                     Ok(response)
                 }
                 Err(e) => {
                     layer.count("<error>", &method);
-                    Err(e.into())
+                    let e: BoxError = e.into();
+                    layer.health.failed(&e);
+                    Err(e)
                 }
             }
         })

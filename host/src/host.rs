@@ -324,6 +324,7 @@ impl Host {
                 client,
                 protected: self.protected.clone(),
                 leadership: self.clients.leadership().clone(),
+                api_health: self.clients.health().clone(),
                 telemetry: self.runtime.metrics().clone(),
             },
             slot.clone(),

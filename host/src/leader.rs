@@ -122,6 +122,13 @@ impl Leadership {
         self.publish();
     }
 
+    /// The Lease shows another holder: fenced until a renewal of ours is
+    /// observed again.
+    fn superseded(&self) {
+        *self.inner.renewed.lock().expect("leadership lock") = None;
+        self.publish();
+    }
+
     fn renewed(&self) {
         *self.inner.renewed.lock().expect("leadership lock") = Some(Instant::now());
     }
@@ -212,7 +219,10 @@ async fn elect(
             .with_identity(&config.identity)
             .with_duration(seconds(config.lease_duration))
             .with_grace(grace)
-            .with_field_manager("wasmop-leader-election")
+            // One field manager per identity: server-side apply's conflict
+            // on `holderIdentity` is what keeps two contenders from both
+            // taking an orphaned lease.
+            .with_field_manager(field_manager(&config.identity))
             .build()
             .await;
         let manager = match built {
@@ -274,6 +284,16 @@ enum Step {
     Stop,
 }
 
+/// The Lease's field manager for `identity` (field managers are at most
+/// 128 bytes).
+fn field_manager(identity: &str) -> String {
+    let mut name = format!("wasmop-leader-{identity}");
+    while name.len() > 128 {
+        name.pop();
+    }
+    name
+}
+
 /// Waits `period`; true if a stop came first.
 async fn stopped_within(stop: &mut tokio::sync::watch::Receiver<bool>, period: Duration) -> bool {
     tokio::select! {
@@ -293,13 +313,13 @@ async fn release(
 ) {
     let was_leader = leadership.inner.held.load(Ordering::Acquire);
     leadership.set_held(false);
-    if was_leader {
-        match manager.release().await {
-            Ok(()) => tracing::info!(lease = %config.lease_name, "released the lease"),
-            Err(e) => {
-                tracing::warn!(lease = %config.lease_name, "could not release the lease: {e}")
-            }
-        }
+    // The manager may hold the lease before it has said so (a standby that
+    // took a released lease just as it was stopped): release whenever the
+    // API server shows this identity as the holder, which `release` checks.
+    match manager.release().await {
+        Ok(()) if was_leader => tracing::info!(lease = %config.lease_name, "released the lease"),
+        Ok(()) => {}
+        Err(e) => tracing::warn!(lease = %config.lease_name, "could not release the lease: {e}"),
     }
 }
 
@@ -314,7 +334,7 @@ async fn observe(
     let api: Api<Lease> = Api::namespaced(client, &config.namespace);
     let selector = format!("metadata.name={}", config.lease_name);
     let mut events = watcher(api, watcher::Config::default().fields(&selector))
-        .default_backoff()
+        .backoff(crate::client::watch_backoff())
         .applied_objects()
         .boxed();
     let mut last_renew = None;
@@ -329,8 +349,13 @@ async fn observe(
                     leadership.renewed();
                 }
             }
-            None => released.notify_one(),
-            Some(_) => {}
+            None => {
+                leadership.superseded();
+                released.notify_one();
+            }
+            // Someone else holds it: whatever our lease manager still
+            // believes, stop writing now.
+            Some(_) => leadership.superseded(),
         }
     }
 }
@@ -357,5 +382,21 @@ mod tests {
         assert!(leadership.is_leader());
         leadership.set_held(false);
         assert!(!leadership.is_leader());
+    }
+
+    #[test]
+    fn a_lease_seen_with_another_holder_fences_writes_until_our_next_renewal() {
+        let leadership = Leadership::new(true, Duration::from_secs(10));
+        leadership.set_held(true);
+        leadership.superseded();
+        assert!(!leadership.is_leader());
+        leadership.renewed();
+        assert!(leadership.is_leader());
+    }
+
+    #[test]
+    fn each_identity_has_a_field_manager_of_its_own_within_the_limit() {
+        assert_ne!(field_manager("a"), field_manager("b"));
+        assert!(field_manager(&"x".repeat(300)).len() <= 128);
     }
 }

@@ -26,6 +26,7 @@ pub mod host;
 pub mod leader;
 pub mod model;
 pub mod protected;
+pub mod secrets;
 pub mod rbac;
 pub mod render;
 pub mod runtime;

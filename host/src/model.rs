@@ -9,11 +9,11 @@ use serde_json::Value;
 
 pub use wasmop_contract::{
     ChildKind, Description, ErrorKind, Event, EventType, KindRef, ObjectRef, ObservedObject,
-    ReconcileError, ReconcileRequest, ReconcileResponse,
+    ReconcileError, ReconcileRequest, ReconcileResponse, RelatedBy, RelatedKind,
 };
 
 /// The input of one reconcile, as the host gathers it from its caches.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Request {
     /// The parent object.
     pub parent: Value,
@@ -21,6 +21,9 @@ pub struct Request {
     pub observed: Vec<Value>,
     /// The parent is being deleted (finalizer path).
     pub deleting: bool,
+    /// The related objects that map to the parent, Secrets already
+    /// concealed where the guest may not see their values.
+    pub related: Vec<Value>,
 }
 
 impl Request {
@@ -34,6 +37,7 @@ impl Request {
             deleting: self.deleting,
             now,
             settings: settings.map(str::to_owned),
+            related: self.related.iter().map(observed_object).collect(),
         }
     }
 }
@@ -103,6 +107,7 @@ mod tests {
                 json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "demo"}}),
                 json!({"kind": "ConfigMap"}),
             ],
+            related: vec![],
             deleting: false,
         };
         let wire = request.to_wire(7, Some(r#"{"a":1}"#));

@@ -10,6 +10,8 @@
 //! - the primary kind's CustomResourceDefinition: `get`, by name only (the
 //!   host checks that a CRD serves the kind before it starts the guest);
 //! - child kinds: get, list, watch, create, patch, delete;
+//! - related kinds: get, list, watch, nothing more (the host never writes
+//!   them);
 //! - events.k8s.io events: create, patch.
 //!
 //! And a Role in the guest list's namespace: configmaps get, list, watch
@@ -123,6 +125,16 @@ pub fn roles(name: &str, host: HostObjects<'_>, guests: &[GuestRbac]) -> Result<
                 &["get", "list", "watch", "create", "patch", "delete"],
             );
         }
+        for r in &d.related {
+            let resource = plural(&r.kind);
+            if let Some(what) = sensitive(&r.kind, false) {
+                notes.push((
+                    (r.kind.group.clone(), resource.clone()),
+                    format!("{what}: read (a related kind) by guest {:?}", guest.name),
+                ));
+            }
+            grant(&r.kind.group, resource, &["get", "list", "watch"]);
+        }
     }
     grant("events.k8s.io", "events".into(), &["create", "patch"]);
     for (key, note) in notes {
@@ -223,6 +235,26 @@ mod tests {
             serde_json::from_value(docs[0].clone()).unwrap(),
             serde_json::from_value(docs[1].clone()).unwrap(),
         )
+    }
+
+    #[test]
+    fn related_kinds_are_only_read_and_related_secrets_are_named() {
+        use crate::model::RelatedKind;
+        let mut guest = cache();
+        guest.description = guest
+            .description
+            .related(RelatedKind::name_at(KindRef::new("", "v1", "Secret"), "/spec/auth/secretRef/name"));
+        let text = roles("wasmop", HOST, &[guest]).unwrap();
+        let (role, _) = parse(&text);
+        let secrets: Vec<_> = role
+            .rules
+            .unwrap()
+            .into_iter()
+            .filter(|r| r.resources.as_ref().is_some_and(|r| r.contains(&"secrets".to_owned())))
+            .collect();
+        assert_eq!(secrets.len(), 1);
+        assert_eq!(secrets[0].verbs, ["get", "list", "watch"]);
+        assert!(text.contains("# Secrets: read (a related kind) by guest \"cache-operator\"\n  - apiGroups: [\"\"]\n    resources: [secrets]"), "{text}");
     }
 
     #[test]

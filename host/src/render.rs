@@ -4,6 +4,9 @@
 //! controller, so what renders cleanly here is what the host would apply
 //! (minus ownership stamping, which needs a real parent UID, and the checks
 //! that need the cluster: the ownership fence and the host's own objects).
+//! Related objects given with `--related` are matched to the parent by the
+//! controller's own rules, and Secrets are concealed as the controller
+//! conceals them, in what the guest gets and in what is printed.
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -55,13 +58,28 @@ pub struct Rendered {
     pub keep: Vec<ObjectRef>,
 }
 
-/// Runs one reconcile of `parent` with `observed` children.
-pub fn render(
-    guest: &Guest,
-    parent: Value,
-    observed: Vec<Value>,
-    deleting: bool,
-) -> Result<Rendered, Error> {
+/// What `wasmop render` hands the guest besides the parent.
+#[derive(Debug, Default)]
+pub struct Inputs {
+    /// The observed children.
+    pub observed: Vec<Value>,
+    /// Candidates for the related objects: only those of a related kind
+    /// that map to the parent reach the guest.
+    pub related: Vec<Value>,
+    /// Render the deletion path.
+    pub deleting: bool,
+    /// Hand the guest Secret values (the guest list's `secretValues`).
+    pub secret_values: bool,
+}
+
+/// Runs one reconcile of `parent` with `inputs`.
+pub fn render(guest: &Guest, parent: Value, inputs: Inputs) -> Result<Rendered, Error> {
+    let Inputs {
+        mut observed,
+        related,
+        deleting,
+        secret_values,
+    } = inputs;
     let meta = parent
         .get("metadata")
         .and_then(Value::as_object)
@@ -91,10 +109,18 @@ pub fn render(
         .and_then(Value::as_str)
         .unwrap_or("default")
         .to_string();
+    let mut related = related_of(guest, &parent, &namespace, related);
+    if !secret_values {
+        observed
+            .iter_mut()
+            .chain(related.iter_mut())
+            .for_each(crate::secrets::conceal);
+    }
     let raw = guest.reconcile(&Request {
         parent,
         observed,
         deleting,
+        related,
     })?;
     let v = validate::validate(
         Rules {
@@ -108,11 +134,48 @@ pub fn render(
         raw,
     )?;
     Ok(Rendered {
-        children: v.children.into_iter().map(|c| c.object).collect(),
+        // What is printed shows no Secret value either.
+        children: v
+            .children
+            .into_iter()
+            .map(|c| {
+                let mut object = Value::Object(c.object);
+                crate::secrets::conceal(&mut object);
+                match object {
+                    Value::Object(map) => map,
+                    _ => Map::new(),
+                }
+            })
+            .collect(),
         status: v.status,
         requeue_after_seconds: v.requeue_after_seconds,
         finalized: v.finalized,
         events: v.events,
         keep: v.keep,
     })
+}
+
+/// The candidates that map to `parent` under the guest's related kinds, in
+/// the controller's order (by kind, then name); a candidate without a
+/// namespace is taken to be in the parent's.
+fn related_of(guest: &Guest, parent: &Value, namespace: &str, candidates: Vec<Value>) -> Vec<Value> {
+    let Ok(mut parent) = serde_json::from_value::<kube::api::DynamicObject>(parent.clone()) else {
+        return Vec::new();
+    };
+    parent.metadata.namespace = Some(namespace.to_owned());
+    let candidates: Vec<kube::api::DynamicObject> = candidates
+        .into_iter()
+        .filter_map(|c| serde_json::from_value(c).ok())
+        .map(|mut c: kube::api::DynamicObject| {
+            c.metadata.namespace.get_or_insert_with(|| namespace.to_owned());
+            c
+        })
+        .collect();
+    guest
+        .description()
+        .related
+        .iter()
+        .flat_map(|declared| crate::controller::related::select(declared, &parent, candidates.iter()))
+        .filter_map(|o| serde_json::to_value(o).ok())
+        .collect()
 }

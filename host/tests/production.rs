@@ -425,6 +425,7 @@ async fn metrics_follow_reconciles_failures_and_swaps_under_controller_runtimes_
         ),
         ("process_cpu_seconds", "process_cpu_seconds_total", &[][..]),
         ("process_open_fds", "process_open_fds", &[][..]),
+        ("wasmop_runtime_tasks", "wasmop_runtime_tasks", &[][..]),
         (
             "wasmop_guest_info",
             "wasmop_guest_info",

@@ -25,6 +25,7 @@ fn hostile(attack: &str) -> Request {
             "metadata": {"name": attack, "namespace": "default", "uid": "u"},
             "spec": {"attack": attack}}),
         observed: vec![],
+        related: vec![],
         deleting: false,
     }
 }
@@ -134,6 +135,7 @@ fn a_reconcile_runs_at_the_hosts_time() {
             "metadata": {"name": "clock", "namespace": "default", "uid": "u", "generation": 1},
             "spec": {"image": "redis:7.2", "replicas": 1, "port": 6379}}),
         observed: vec![],
+        related: vec![],
         deleting: false,
     };
     let seconds = |at: SystemTime| at.duration_since(UNIX_EPOCH).unwrap().as_secs();

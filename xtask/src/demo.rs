@@ -22,17 +22,31 @@ use crate::guests;
 const NS: &str = "wasmop-system";
 const MANAGER: &str = "wasmop-demo";
 
-/// Runs the demo. `--keep-running` leaves everything up until Ctrl-C.
+/// Runs the demo. `--keep-running` leaves everything up until Ctrl-C;
+/// `--ha` runs two hosts with leader election and shows a failover.
 pub fn run(args: Vec<String>) -> Result<()> {
     let keep = args.iter().any(|a| a == "--keep-running");
-    if let Some(other) = args.iter().find(|a| *a != "--keep-running") {
-        bail!("unknown demo argument {other:?} (the only flag is --keep-running)");
+    let ha = args.iter().any(|a| a == "--ha");
+    if let Some(other) = args.iter().find(|a| *a != "--keep-running" && *a != "--ha") {
+        bail!("unknown demo argument {other:?} (the flags are --keep-running and --ha)");
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    rt.block_on(demo(keep))
+    rt.block_on(demo(keep, ha))
 }
+
+/// The lease timings of the `--ha` demo: shorter than the defaults (15 s,
+/// 10 s, 2 s), so the failover shows within seconds.
+const DEMO_LEASE: &[&str] = &[
+    "--leader-elect",
+    "--leader-elect-lease-duration",
+    "6s",
+    "--leader-elect-renew-deadline",
+    "4s",
+    "--leader-elect-retry-period",
+    "1s",
+];
 
 fn step(n: u32, text: &str) {
     println!("\n== Step {n}: {text}");
@@ -42,7 +56,7 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-async fn demo(keep: bool) -> Result<()> {
+async fn demo(keep: bool, ha: bool) -> Result<()> {
     println!("wasmop demo: one host process runs Kubernetes operators compiled to WebAssembly,");
     println!("and swaps their logic when a ConfigMap changes, without restarting.");
 
@@ -96,13 +110,27 @@ async fn demo(keep: bool) -> Result<()> {
     );
     let (_, kubeconfig) = env.user_kubeconfig("wasmop-host", &[]).await?;
     let log_path = env.temp_dir().join("wasmop.log");
-    let mut host = start_host(&wasmop, &kubeconfig, &log_path)?;
+    let lease: &[&str] = if ha { DEMO_LEASE } else { &[] };
+    let mut host = start_host(&wasmop, &kubeconfig, &log_path, lease)?;
     let pid = host.id();
     wait_log(&log_path, "started guest", Duration::from_secs(60)).await?;
     println!(
-        "   host running as PID {pid}, identity `wasmop-host` bound only to the generated ClusterRole; log: {}",
+        "   host running as PID {pid}, identity `wasmop-host` bound only to the generated roles; log: {}",
         log_path.display()
     );
+    let standby = if ha {
+        wait_log(&log_path, "became the leader", Duration::from_secs(60)).await?;
+        let standby_log = env.temp_dir().join("wasmop-standby.log");
+        let standby = start_host(&wasmop, &kubeconfig, &standby_log, lease)?;
+        wait_log(&standby_log, "controller started", Duration::from_secs(60)).await?;
+        println!(
+            "   --ha: PID {pid} leads the Lease wasmop-system/wasmop; a warm standby, PID {}, follows the same list (guest loaded, caches synced, no writes)",
+            standby.id()
+        );
+        Some((standby, standby_log))
+    } else {
+        None
+    };
 
     step(
         5,
@@ -177,6 +205,45 @@ async fn demo(keep: bool) -> Result<()> {
         bail!("the host exited; log: {}", log_path.display());
     }
 
+    let mut standby = standby;
+    if let Some((standby, standby_log)) = standby.as_mut() {
+        step(
+            7,
+            "high availability: kill -9 the leader; the warm standby takes over once the lease expires",
+        );
+        let killed = Instant::now();
+        let _ = host.kill();
+        let _ = host.wait();
+        wait_log(standby_log, "became the leader", Duration::from_secs(60)).await?;
+        println!(
+            "   PID {pid} killed; PID {} became the leader {:.1} s later (lease 6 s) with nothing to compile or list",
+            standby.id(),
+            killed.elapsed().as_secs_f64()
+        );
+        let patch = serde_json::json!({"spec": {"replicas": 3}});
+        caches
+            .patch("demo-cache", &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        let changed = Instant::now();
+        loop {
+            let d = deployments.get("demo-cache").await?;
+            if d.spec.as_ref().and_then(|s| s.replicas) == Some(3) {
+                break;
+            }
+            if changed.elapsed() > Duration::from_secs(60) {
+                bail!(
+                    "the new leader did not reconcile; log: {}",
+                    standby_log.display()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        println!(
+            "   spec.replicas: 3 reached the Deployment {:.2} s later, written by the new leader",
+            changed.elapsed().as_secs_f64()
+        );
+    }
+
     if keep {
         println!("\nEverything keeps running. In another shell:");
         println!("   export KUBECONFIG={}", env.kubeconfig_path().display());
@@ -184,15 +251,22 @@ async fn demo(keep: bool) -> Result<()> {
         println!("Press Ctrl-C to stop.");
         tokio::signal::ctrl_c().await?;
     }
-    step(7, "stop the host and the control plane");
+    step(
+        if ha { 8 } else { 7 },
+        "stop the hosts and the control plane",
+    );
     let _ = host.kill();
     let _ = host.wait();
+    if let Some((mut standby, _)) = standby {
+        let _ = standby.kill();
+        let _ = standby.wait();
+    }
     drop(env);
     println!("   done: everything the demo started is stopped and removed.");
     Ok(())
 }
 
-fn start_host(wasmop: &Path, kubeconfig: &Path, log: &Path) -> Result<Child> {
+fn start_host(wasmop: &Path, kubeconfig: &Path, log: &Path, extra: &[&str]) -> Result<Child> {
     let file = std::fs::File::create(log)?;
     Command::new(wasmop)
         .args([
@@ -206,6 +280,7 @@ fn start_host(wasmop: &Path, kubeconfig: &Path, log: &Path) -> Result<Child> {
             "--kubeconfig",
         ])
         .arg(kubeconfig)
+        .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(file)

@@ -172,7 +172,7 @@ fn build(root: &Path, guest: &Guest) -> Result<PathBuf> {
 }
 
 /// The workspace root: the parent of this crate's directory.
-fn workspace_root() -> PathBuf {
+pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .map(Path::to_path_buf)
@@ -182,7 +182,7 @@ fn workspace_root() -> PathBuf {
 /// Cargo's target directory: `$CARGO_TARGET_DIR` when set (relative paths
 /// are taken from the workspace root, where the builds run), else
 /// `<root>/target`.
-fn target_dir() -> PathBuf {
+pub fn target_dir() -> PathBuf {
     let root = workspace_root();
     match std::env::var_os("CARGO_TARGET_DIR") {
         Some(dir) if !dir.is_empty() => root.join(dir),

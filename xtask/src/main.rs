@@ -6,6 +6,7 @@
 mod controlplane;
 mod demo;
 mod guests;
+mod image;
 mod pipeline;
 mod process;
 mod toolchain;
@@ -46,12 +47,16 @@ enum Task {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
-    /// Run the host's benchmarks (`cargo bench -p wasmop-host`).
+    /// Run the host's benchmarks: all, or the one named first
+    /// (`reconcile`, `swap`, `failover`, `soak`), e.g. `cargo xtask bench failover`.
     Bench {
-        /// Passed to `cargo bench -p wasmop-host`.
+        /// A bench name, then arguments passed to `cargo bench -p wasmop-host`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Build the host's container image as an OCI archive, without a
+    /// container daemon: target/image/wasmop-<version>.oci.tar.
+    Image,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -62,5 +67,6 @@ fn main() -> anyhow::Result<()> {
         Task::Test { args } => pipeline::test(&args),
         Task::Demo { args } => demo::run(args),
         Task::Bench { args } => pipeline::bench(&args),
+        Task::Image => image::build().map(drop),
     }
 }

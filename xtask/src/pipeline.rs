@@ -4,12 +4,13 @@ use anyhow::Result;
 
 use crate::process::{Steps, cargo, run};
 
-/// The README's test command: builds what the tests need, then fmt, clippy
-/// and every test of the workspace, stopping at the first failure. Formatting
+/// The README's test command: builds what the tests need (control plane,
+/// guests, the container image), then fmt, clippy and every test of the
+/// workspace, stopping at the first failure. Formatting
 /// is checked first because it takes a second and a fresh machine's
 /// control-plane build takes minutes.
 pub fn test(test_args: &[String]) -> Result<()> {
-    let mut steps = Steps::new(5);
+    let mut steps = Steps::new(6);
     steps.run("formatting: cargo fmt --all -- --check", || {
         run(&mut cargo(&["fmt", "--all", "--", "--check"]))
     })?;
@@ -25,6 +26,10 @@ pub fn test(test_args: &[String]) -> Result<()> {
         },
     )?;
     steps.run("guest components", crate::guests::build_all)?;
+    steps.run(
+        "container image: cargo xtask image (a static musl build the image test runs)",
+        || crate::image::build().map(drop),
+    )?;
     steps.run(
         "lints: cargo clippy --workspace --all-targets -- -D warnings, then each guest on its wasm target",
         || {
@@ -48,12 +53,24 @@ pub fn test(test_args: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// `cargo bench -p wasmop-host`, with `args` passed on, after building the
+/// The benches of `host/benches`, by name.
+const BENCHES: &[&str] = &["reconcile", "swap", "failover", "soak"];
+
+/// `cargo bench -p wasmop-host` (only `--bench <name>` when `args` starts
+/// with a bench's name), the rest of `args` passed on, after building the
 /// guests and the control-plane binaries the benches use.
 pub fn bench(args: &[String]) -> Result<()> {
     let binaries = wasmop_testenv::ensure_binaries()?;
     crate::guests::build_all()?;
     let mut command = cargo(&["bench", "-p", "wasmop-host"]);
-    command.args(args).envs(binaries.env_vars());
+    match args.split_first() {
+        Some((name, rest)) if BENCHES.contains(&name.as_str()) => {
+            command.args(["--bench", name]).args(rest);
+        }
+        _ => {
+            command.args(args);
+        }
+    }
+    command.envs(binaries.env_vars());
     run(&mut command)
 }

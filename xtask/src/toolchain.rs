@@ -37,7 +37,16 @@ pub fn pinned_targets(root: &Path) -> Result<Vec<String>> {
 
 /// Adds the targets of `rust-toolchain.toml` the active toolchain lacks.
 pub fn ensure_targets(root: &Path) -> Result<()> {
-    let wanted = pinned_targets(root)?;
+    ensure(root, &pinned_targets(root)?)
+}
+
+/// Adds `target` if the active toolchain lacks it (the image's musl target,
+/// which only `cargo xtask image` needs).
+pub fn ensure_target(root: &Path, target: &str) -> Result<()> {
+    ensure(root, &[target.to_owned()])
+}
+
+fn ensure(root: &Path, wanted: &[String]) -> Result<()> {
     let installed = rustup(root, &["target", "list", "--installed"])?;
     let installed: Vec<&str> = installed.lines().map(str::trim).collect();
     let missing: Vec<&String> = wanted
@@ -45,14 +54,11 @@ pub fn ensure_targets(root: &Path) -> Result<()> {
         .filter(|t| !installed.contains(&t.as_str()))
         .collect();
     if missing.is_empty() {
-        eprintln!(
-            "--> rust targets of rust-toolchain.toml installed: {}",
-            wanted.join(", ")
-        );
+        eprintln!("--> rust targets installed: {}", wanted.join(", "));
         return Ok(());
     }
     for target in missing {
-        eprintln!("--> installing the rust target {target} (rust-toolchain.toml lists it)");
+        eprintln!("--> installing the rust target {target}");
         rustup(root, &["target", "add", target])
             .with_context(|| format!("installing the rust target {target}"))?;
     }

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{ChildKind, KindRef};
+use crate::{ChildKind, KindRef, RelatedKind};
 
 /// What a guest manages: its answer to `describe`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,6 +25,9 @@ pub struct Description {
     /// host adds it to every parent and calls the guest with
     /// `deleting = true` until it answers `finalized`.
     pub finalizer: Option<String>,
+    /// Kinds the guest reads but never writes; each reconcile gets the
+    /// objects that map to its parent in `related`.
+    pub related: Vec<RelatedKind>,
 }
 
 impl Description {
@@ -34,7 +37,15 @@ impl Description {
             primary,
             children: Vec::new(),
             finalizer: None,
+            related: Vec::new(),
         }
+    }
+
+    /// Adds a related kind.
+    #[must_use]
+    pub fn related(mut self, related: RelatedKind) -> Self {
+        self.related.push(related);
+        self
     }
 
     /// Adds a child kind.

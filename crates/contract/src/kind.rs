@@ -130,6 +130,91 @@ impl ChildKind {
     }
 }
 
+/// How objects of a related kind map to the parents that read them. The
+/// WIT `related-by`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(
+    feature = "wasmtime",
+    derive(
+        wasmtime::component::ComponentType,
+        wasmtime::component::Lift,
+        wasmtime::component::Lower
+    )
+)]
+#[cfg_attr(feature = "wasmtime", component(variant))]
+pub enum RelatedBy {
+    /// The object whose name the parent gives at this JSON pointer (RFC
+    /// 6901, e.g. "/spec/auth/secretRef/name"), in the parent's namespace.
+    #[cfg_attr(feature = "wasmtime", component(name = "name-at"))]
+    NameAt(String),
+    /// The objects in the parent's namespace whose labels match the label
+    /// selector the parent gives at this JSON pointer: a map of labels, or
+    /// a LabelSelector (`matchLabels`, `matchExpressions`).
+    #[cfg_attr(feature = "wasmtime", component(name = "selector-at"))]
+    SelectorAt(String),
+    /// Every object of the kind in the parent's namespace.
+    #[cfg_attr(feature = "wasmtime", component(name = "namespace"))]
+    Namespace,
+}
+
+/// A kind the guest reads beside its children but never writes: the host
+/// watches it, hands each reconcile the objects that map to its parent and
+/// reconciles exactly the parents a change maps to. The WIT `related-kind`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(
+    feature = "wasmtime",
+    derive(
+        wasmtime::component::ComponentType,
+        wasmtime::component::Lift,
+        wasmtime::component::Lower
+    )
+)]
+#[cfg_attr(feature = "wasmtime", component(record))]
+pub struct RelatedKind {
+    /// The related kind (namespaced).
+    pub kind: KindRef,
+    /// How its objects map to parents.
+    pub by: RelatedBy,
+    /// Only metadata is watched and sent (apiVersion, kind, metadata).
+    #[cfg_attr(feature = "wasmtime", component(name = "metadata-only"))]
+    pub metadata_only: bool,
+}
+
+impl RelatedKind {
+    /// Objects of `kind` named by the string at `pointer` in the parent.
+    pub fn name_at(kind: KindRef, pointer: impl Into<String>) -> Self {
+        Self::new(kind, RelatedBy::NameAt(pointer.into()))
+    }
+
+    /// Objects of `kind` selected by the label selector at `pointer` in the
+    /// parent.
+    pub fn selector_at(kind: KindRef, pointer: impl Into<String>) -> Self {
+        Self::new(kind, RelatedBy::SelectorAt(pointer.into()))
+    }
+
+    /// Every object of `kind` in the parent's namespace.
+    pub fn namespace(kind: KindRef) -> Self {
+        Self::new(kind, RelatedBy::Namespace)
+    }
+
+    fn new(kind: KindRef, by: RelatedBy) -> Self {
+        Self {
+            kind,
+            by,
+            metadata_only: false,
+        }
+    }
+
+    /// Only the objects' metadata is watched and sent.
+    #[must_use]
+    pub fn metadata_only(mut self) -> Self {
+        self.metadata_only = true;
+        self
+    }
+}
+
 /// The scope of a k8s-openapi resource as a constant, so
 /// [`ChildKind::of`] can fill `cluster_scoped` from the type alone.
 /// Implemented for the two scopes an object can have.

@@ -25,7 +25,7 @@ mod response;
 pub use description::Description;
 #[cfg(feature = "k8s")]
 pub use kind::ObjectScope;
-pub use kind::{ChildKind, KindRef};
+pub use kind::{ChildKind, KindRef, RelatedBy, RelatedKind};
 pub use reason::Reason;
 pub use request::{ObservedObject, ReconcileRequest};
 pub use response::{ErrorKind, Event, EventType, ObjectRef, ReconcileError, ReconcileResponse};

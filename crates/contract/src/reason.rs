@@ -53,6 +53,9 @@ reasons! {
     /// The guest's wish for a child went back to an earlier one while nobody
     /// else changed the child.
     ChildFlapping,
+    /// Another writer keeps changing a child the guest sets; the host waits
+    /// longer and longer between its corrections.
+    ChildContested,
     /// The API server refused a write.
     ApplyFailed,
     /// A watch of a child kind failed (RBAC, a kind gone), so the host

@@ -54,4 +54,8 @@ pub struct ReconcileRequest {
     /// The guest-list entry's `settings` as JSON text, if it has any: the
     /// same text `describe` accepted for this module version.
     pub settings: Option<String>,
+    /// The objects of the related kinds that map to this parent, sorted by
+    /// kind and name. Secrets carry a SHA-256 for each value unless the
+    /// guest-list entry says `secretValues: true`.
+    pub related: Vec<ObservedObject>,
 }

@@ -6,7 +6,7 @@
 
 use crate::{
     ChildKind, Description, Error, ErrorKind, Event, EventType, KindRef, ObjectRef, ObservedObject,
-    Operator, ReconcileRequest, ReconcileResponse, Request, Settings,
+    Operator, ReconcileRequest, ReconcileResponse, RelatedBy, RelatedKind, Request, Settings,
 };
 
 /// The bindings `wit-bindgen` generates from `wit/` for the `operator-guest`
@@ -41,6 +41,7 @@ pub fn describe<O: Operator>(settings: Option<String>) -> Result<wit::Descriptio
         primary,
         children,
         finalizer,
+        related,
     } = O::describe(&Settings::from_json(settings))?;
     Ok(wit::Description {
         primary: kind_ref(primary),
@@ -57,6 +58,24 @@ pub fn describe<O: Operator>(settings: Option<String>) -> Result<wit::Descriptio
             )
             .collect(),
         finalizer,
+        related: related
+            .into_iter()
+            .map(
+                |RelatedKind {
+                     kind,
+                     by,
+                     metadata_only,
+                 }| wit::RelatedKind {
+                    kind: kind_ref(kind),
+                    by: match by {
+                        RelatedBy::NameAt(pointer) => wit::RelatedBy::NameAt(pointer),
+                        RelatedBy::SelectorAt(pointer) => wit::RelatedBy::SelectorAt(pointer),
+                        RelatedBy::Namespace => wit::RelatedBy::Namespace,
+                    },
+                    metadata_only,
+                },
+            )
+            .collect(),
     })
 }
 
@@ -73,28 +92,15 @@ pub fn reconcile<O: Operator>(
         deleting,
         now,
         settings,
+        related,
     } = request;
     let request = Request::from_wire(ReconcileRequest {
         parent,
-        observed: observed
-            .into_iter()
-            .map(
-                |wit::ObservedObject {
-                     api_version,
-                     kind,
-                     name,
-                     object,
-                 }| ObservedObject {
-                    api_version,
-                    kind,
-                    name,
-                    object,
-                },
-            )
-            .collect(),
+        observed: observed.into_iter().map(observed_object).collect(),
         deleting,
         now,
         settings,
+        related: related.into_iter().map(observed_object).collect(),
     });
     match O::reconcile(request).map(crate::Response::into_wire) {
         Ok(ReconcileResponse {
@@ -162,5 +168,21 @@ fn kind_ref(
         group,
         version,
         kind,
+    }
+}
+
+fn observed_object(
+    wit::ObservedObject {
+        api_version,
+        kind,
+        name,
+        object,
+    }: wit::ObservedObject,
+) -> ObservedObject {
+    ObservedObject {
+        api_version,
+        kind,
+        name,
+        object,
     }
 }

@@ -99,7 +99,7 @@ pub use response::Response;
 pub use settings::Settings;
 pub use wasmop_contract::{
     ChildKind, Description, Event, EventType, KindRef, ObjectRef, ObjectScope, ObservedObject,
-    ReconcileRequest, ReconcileResponse, names,
+    ReconcileRequest, ReconcileResponse, RelatedBy, RelatedKind, names,
 };
 
 /// `value` as compact JSON text. `serde_json::to_string` writes straight

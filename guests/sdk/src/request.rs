@@ -26,6 +26,7 @@ use crate::{Error, ObservedObject, ReconcileRequest, Result, Settings};
 pub struct Request {
     parent: Parent,
     observed: Vec<Child>,
+    related: Vec<Child>,
     /// True once the parent has a deletionTimestamp; only sent to guests that
     /// declared a finalizer.
     pub deleting: bool,
@@ -193,6 +194,7 @@ impl Request {
         Self {
             parent: Parent::new(Object::from_value(parent)),
             observed: observed.into_iter().map(Child::from_value).collect(),
+            related: Vec::new(),
             deleting,
             now: crate::time::now(),
             settings: Settings::none(),
@@ -224,6 +226,7 @@ impl Request {
         Ok(Self {
             parent: Parent::with_head(parent.to_owned(), head),
             observed,
+            related: Vec::new(),
             deleting,
             now: crate::time::now(),
             settings: Settings::none(),
@@ -243,14 +246,23 @@ impl Request {
             deleting,
             now,
             settings,
+            related,
         } = wire;
         Self {
             parent: Parent::new(Object::new(parent)),
             observed: observed.into_iter().map(Child::from_wire).collect(),
+            related: related.into_iter().map(Child::from_wire).collect(),
             deleting,
             now: crate::time::from_unix_seconds(now),
             settings: Settings::from_json(settings),
         }
+    }
+
+    /// The same request with these related objects (tests, benchmarks).
+    #[must_use]
+    pub fn with_related(mut self, related: Vec<Value>) -> Self {
+        self.related = related.into_iter().map(Child::from_value).collect();
+        self
     }
 
     /// The same request with `settings` (tests).
@@ -372,13 +384,47 @@ impl Request {
     /// The child of kind `K` named `name`; a child without a name is never
     /// found.
     fn find<K: Resource>(&self, name: &str) -> Option<&Child> {
-        if name.is_empty() {
-            return None;
-        }
-        self.observed
-            .iter()
-            .find(|child| child.is::<K>() && child.name == name)
+        find::<K>(&self.observed, name)
     }
+
+    /// Every related object (of the kinds the description relates) as an
+    /// untyped JSON value, in the order the host sent them: by kind, then
+    /// name.
+    pub fn related(&self) -> impl ExactSizeIterator<Item = &Value> {
+        self.related.iter().map(|object| object.object.value())
+    }
+
+    /// The related objects of kind `K`, typed (one that does not decode is
+    /// skipped and logged).
+    pub fn related_of<K: Resource + DeserializeOwned>(&self) -> Vec<K> {
+        self.related
+            .iter()
+            .filter(|object| object.is::<K>())
+            .filter_map(decode::<K, K>)
+            .collect()
+    }
+
+    /// The related object of kind `K` named `name`, typed: `None` when the
+    /// parent points at an object that does not exist.
+    pub fn related_named<K: Resource + DeserializeOwned>(&self, name: &str) -> Option<K> {
+        find::<K>(&self.related, name).and_then(decode::<K, K>)
+    }
+
+    /// The related object of kind `K` named `name`, as JSON.
+    pub fn related_raw_named<K: Resource>(&self, name: &str) -> Option<&Value> {
+        find::<K>(&self.related, name).map(|object| object.object.value())
+    }
+}
+
+/// The object of kind `K` named `name` among `objects`; one without a name
+/// is never found.
+fn find<'a, K: Resource>(objects: &'a [Child], name: &str) -> Option<&'a Child> {
+    if name.is_empty() {
+        return None;
+    }
+    objects
+        .iter()
+        .find(|child| child.is::<K>() && child.name == name)
 }
 
 fn decode<K: Resource, T: DeserializeOwned>(child: &Child) -> Option<T> {
@@ -488,6 +534,24 @@ mod tests {
         // only fails, when the guest reads it.
         assert_eq!(req.observed_raw_of::<Service>().count(), 1);
         assert!(req.observed_named::<Service>("demo").is_none());
+    }
+
+    #[test]
+    fn related_objects_are_found_by_kind_and_name_apart_from_children() {
+        use k8s_openapi::api::core::v1::Secret;
+        let req = request().with_related(vec![
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "auth"},
+                   "data": {"password": "c2hhMjU2OmFi"}}),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shared"}}),
+        ]);
+        let secret = req.related_named::<Secret>("auth").unwrap();
+        assert_eq!(secret.data.unwrap()["password"].0, b"sha256:ab");
+        assert!(req.related_named::<Secret>("other").is_none());
+        assert!(req.related_named::<ConfigMap>("demo-config").is_none(), "a child is not related");
+        assert!(req.observed_named::<ConfigMap>("shared").is_none(), "a related object is no child");
+        assert_eq!(req.related_of::<ConfigMap>().len(), 1);
+        assert_eq!(req.related().count(), 2);
+        assert!(req.related_raw_named::<ConfigMap>("shared").is_some());
     }
 
     #[test]

@@ -14,6 +14,9 @@ use std::time::Duration;
 pub const BASE_DELAY: Duration = Duration::from_millis(5);
 /// Longest retry delay.
 pub const MAX_DELAY: Duration = Duration::from_secs(1000);
+/// Longest retry delay of a failure that says only that the API server is
+/// unavailable (see `ReconcileError::is_unavailable`).
+pub const UNAVAILABLE_MAX_DELAY: Duration = Duration::from_secs(2);
 
 /// Failure counts per key.
 #[derive(Debug)]

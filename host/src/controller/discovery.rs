@@ -31,6 +31,9 @@ pub struct ResolvedKinds {
     pub primary: ResolvedKind,
     /// The child kinds, in declaration order.
     pub children: Vec<ResolvedKind>,
+    /// The related kinds, in declaration order, with how each maps to
+    /// parents and whether only metadata is watched.
+    pub related: Vec<(ResolvedKind, crate::model::RelatedKind)>,
 }
 
 /// Why the guest's kinds cannot be served.
@@ -71,13 +74,19 @@ pub enum Error {
 pub async fn resolve(client: &Client, description: &Description) -> Result<ResolvedKinds, Error> {
     // One discovery request per kind, all at once: a swap waits for the
     // slowest, not for the sum.
-    let (primary, resolved) = futures::try_join!(
+    let (primary, resolved, related) = futures::try_join!(
         resolve_one(client, &description.primary),
         futures::future::try_join_all(
             description
                 .children
                 .iter()
                 .map(|child| resolve_one(client, &child.kind))
+        ),
+        futures::future::try_join_all(
+            description
+                .related
+                .iter()
+                .map(|related| resolve_one(client, &related.kind))
         ),
     )?;
     served_by_a_crd(client, &primary).await?;
@@ -92,7 +101,23 @@ pub async fn resolve(client: &Client, description: &Description) -> Result<Resol
         }
         children.push(resolved);
     }
-    Ok(ResolvedKinds { primary, children })
+    // A related object maps to parents in its own namespace.
+    if let Some(cluster) = related.iter().find(|r| !r.namespaced) {
+        return Err(Error::ScopeMismatch {
+            kind: cluster.kind.clone(),
+            declared: "related (which must be namespaced)",
+            actual: scope_name(false),
+        });
+    }
+    let related = related
+        .into_iter()
+        .zip(description.related.iter().cloned())
+        .collect();
+    Ok(ResolvedKinds {
+        primary,
+        children,
+        related,
+    })
 }
 
 async fn resolve_one(client: &Client, kind: &KindRef) -> Result<ResolvedKind, Error> {

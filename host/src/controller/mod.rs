@@ -19,6 +19,7 @@ pub mod finalizer;
 pub mod index;
 pub mod progress;
 pub mod reconcile;
+pub mod related;
 mod slot;
 pub mod status;
 
@@ -45,6 +46,7 @@ use backoff::Backoff;
 use events::Events;
 use index::ChildIndex;
 use progress::Progress;
+use related::RelatedIndex;
 use wasmop_contract::names::{field_manager, host_field_manager};
 
 /// How often a controller forgets the backoff and progress records of
@@ -67,6 +69,9 @@ pub struct ControllerSettings {
     /// Whether a desired child may adopt an existing object that no
     /// controller owns (never a Secret). Default false.
     pub adopt_orphans: bool,
+    /// Whether the guest gets the values of the Secrets it sees instead of
+    /// their SHA-256 ([`crate::secrets`]). Default false.
+    pub secret_values: bool,
 }
 
 impl Default for ControllerSettings {
@@ -76,6 +81,7 @@ impl Default for ControllerSettings {
             resync: Duration::from_secs(600),
             namespaces: Vec::new(),
             adopt_orphans: false,
+            secret_values: false,
         }
     }
 }
@@ -118,6 +124,10 @@ pub struct Context {
     settings: ControllerSettings,
     children: Arc<ChildIndex>,
     child_kind_names: Vec<String>,
+    related: Arc<RelatedIndex>,
+    related_kind_names: Vec<String>,
+    /// The namespace this scope watches (`None`: all).
+    scope: Option<String>,
     events: Events,
     backoff: Backoff<ObjectRef<DynamicObject>>,
     progress: Progress,
@@ -172,6 +182,9 @@ pub struct Environment {
     pub protected: ProtectedObjects,
     /// Whether this host may write (it reconciles only while it leads).
     pub leadership: Leadership,
+    /// Whether the API server answers: every parent is queued again when it
+    /// answers after an outage.
+    pub api_health: crate::client::ApiHealth,
     /// The host's metrics.
     pub telemetry: Arc<Telemetry>,
 }
@@ -285,7 +298,10 @@ pub(crate) fn queue_key(namespace: Option<&str>, name: &str) -> String {
     format!("{}/{name}", namespace.unwrap_or_default())
 }
 
-fn scoped_api(client: &Client, kind: &ResolvedKind, namespace: Option<&str>) -> Api<DynamicObject> {
+fn scoped_api<K>(client: &Client, kind: &ResolvedKind, namespace: Option<&str>) -> Api<K>
+where
+    K: kube::Resource<DynamicType = kube::discovery::ApiResource, Scope = kube::core::DynamicResourceScope>,
+{
     match namespace {
         Some(ns) if kind.namespaced => Api::namespaced_with(client.clone(), ns, &kind.resource),
         _ => Api::all_with(client.clone(), &kind.resource),
@@ -342,16 +358,23 @@ async fn run_scope(scope: Scope, signals: Signals) {
     // future wakes only one waiter, and the controller waits on it).
     let parents_listed = Arc::new(AtomicBool::new(false));
     let listed = parents_listed.clone();
+    let related = Arc::new(RelatedIndex::new(
+        kinds.related.iter().map(|(_, r)| r.clone()).collect(),
+    ));
+    let parents_related = related.clone();
     let parent_stream = watcher(
         scoped_api(&client, &kinds.primary, ns),
         watcher::Config::default(),
     )
     .map_ok(typed_events(kinds.primary.resource.clone()))
-    .default_backoff()
-    .inspect_ok(move |event| {
-        if matches!(event, watcher::Event::InitDone) {
-            listed.store(true, Ordering::Release);
+    .backoff(crate::client::watch_backoff())
+    .inspect_ok(move |event| match event {
+        watcher::Event::InitDone => listed.store(true, Ordering::Release),
+        watcher::Event::Apply(parent) | watcher::Event::InitApply(parent) => {
+            parents_related.parent_applied(parent);
         }
+        watcher::Event::Delete(parent) => parents_related.parent_deleted(parent),
+        watcher::Event::Init => {}
     })
     .inspect_err(
         move |e| tracing::warn!(kind = %parent_kind, "watch of the parents failed, retrying: {e}"),
@@ -372,12 +395,13 @@ async fn run_scope(scope: Scope, signals: Signals) {
         let name = kind.kind.to_string();
         let (tele, children_queue) = (env.telemetry.clone(), queue.clone());
         let primary = kinds.primary.resource.clone();
+        let child_parents = parent_reader.clone();
         let stream = watcher(
             scoped_api(&client, kind, ns),
             watcher::Config::default().labels(&selector),
         )
         .map_ok(typed_events(kind.resource.clone()))
-        .default_backoff()
+        .backoff(crate::client::watch_backoff())
         .inspect(move |event| match event {
             Ok(event) => index.apply(i, event),
             Err(e) => {
@@ -395,11 +419,51 @@ async fn run_scope(scope: Scope, signals: Signals) {
                     && o.kind == primary.kind
                     && o.api_version == primary.api_version
             }) {
-                let key = queue_key(child.metadata.namespace.as_deref(), &owner.name);
-                children_queue.add(&tele, key, Duration::ZERO);
+                let namespace = child.metadata.namespace.as_deref();
+                // Garbage collection of a deleted parent's children is no
+                // work for the queue.
+                if child_parents.get(&parent_ref(&primary, namespace, &owner.name)).is_some() {
+                    children_queue.add(&tele, queue_key(namespace, &owner.name), Duration::ZERO);
+                }
             }
         });
         child_streams.push((stream, kind.resource.clone()));
+    }
+
+    let mut related_streams = Vec::new();
+    for (i, (kind, declared)) in kinds.related.iter().enumerate() {
+        let index = related.clone();
+        let name = kind.kind.to_string();
+        let (tele, related_queue) = (env.telemetry.clone(), queue.clone());
+        let primary = kinds.primary.resource.clone();
+        let conceal = !settings.secret_values;
+        let stream = related_events(&client, kind, ns, declared.metadata_only)
+            .map_ok(typed_events(kind.resource.clone()))
+            .map_ok(move |event| {
+                if conceal {
+                    event.modify(crate::secrets::conceal_object)
+                } else {
+                    event
+                }
+            })
+            .backoff(crate::client::watch_backoff())
+            .filter_map(move |event| {
+                let parents = match event {
+                    Ok(event) => index.apply(i, &event),
+                    Err(e) => {
+                        tracing::warn!(kind = %name, "watch of a related kind failed, retrying: {e}");
+                        index.fail(i, e.to_string());
+                        Vec::new()
+                    }
+                };
+                std::future::ready(Some(futures::stream::iter(parents)))
+            })
+            .flatten()
+            .map(move |(namespace, name)| {
+                related_queue.add(&tele, queue_key(namespace.as_deref(), &name), Duration::ZERO);
+                parent_ref(&primary, namespace.as_deref(), &name)
+            });
+        related_streams.push(stream.boxed());
     }
 
     let ctx = Arc::new(Context {
@@ -410,6 +474,9 @@ async fn run_scope(scope: Scope, signals: Signals) {
         client,
         slot,
         child_kind_names: kinds.children.iter().map(|k| k.kind.to_string()).collect(),
+        related: related.clone(),
+        related_kind_names: kinds.related.iter().map(|(k, _)| k.kind.to_string()).collect(),
+        scope: namespace.clone(),
         kinds: kinds.clone(),
         settings: settings.clone(),
         children,
@@ -437,11 +504,20 @@ async fn run_scope(scope: Scope, signals: Signals) {
             }
         }
     });
+    // ... and when the API server answers again after an outage, so no
+    // parent waits out a backoff its failures during the outage built up.
+    let api_back = futures::stream::unfold(env.api_health.recoveries(), |mut rx| async move {
+        rx.changed().await.ok()?;
+        Some(((), rx))
+    });
     let all_queue = queue.clone();
     let all_store = parent_reader.clone();
     let tele = env.telemetry.clone();
     let triggers = futures::stream::select(
-        futures::stream::select(ticks(resync), became_leader),
+        futures::stream::select(
+            ticks(resync),
+            futures::stream::select(became_leader, api_back),
+        ),
         futures::stream::unfold(requeue, |mut rx| async move {
             loop {
                 match rx.recv().await {
@@ -464,6 +540,9 @@ async fn run_scope(scope: Scope, signals: Signals) {
             .with_config(ControllerConfig::default().concurrency(settings.concurrency));
     for (stream, ar) in child_streams {
         controller = controller.owns_stream_with(stream, ar);
+    }
+    if !related_streams.is_empty() {
+        controller = controller.reconcile_on(futures::stream::select_all(related_streams));
     }
     tracing::info!(guest = %guest_name, kind = %kinds.primary.kind, namespace = ns.unwrap_or("<all>"), "controller started");
     controller
@@ -493,17 +572,66 @@ async fn report_synced(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     loop {
-        if ctx
+        let children = ctx
             .children
             .wait_ready(reconcile::CHILD_CACHE_TIMEOUT, &ctx.child_kind_names)
-            .await
-            .is_ok()
-        {
+            .await;
+        let related = ctx
+            .related
+            .wait_ready(reconcile::CHILD_CACHE_TIMEOUT, &ctx.related_kind_names)
+            .await;
+        if children.is_ok() && related.is_ok() {
             synced.store(true, Ordering::Release);
             return;
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+}
+
+/// The controller's key of the parent `namespace/name`.
+fn parent_ref(
+    primary: &kube::core::ApiResource,
+    namespace: Option<&str>,
+    name: &str,
+) -> ObjectRef<DynamicObject> {
+    let object = ObjectRef::new_with(name, primary.clone());
+    match namespace {
+        Some(ns) => object.within(ns),
+        None => object,
+    }
+}
+
+/// A related kind's watch events: whole objects, or only their metadata
+/// (as objects with no data).
+fn related_events(
+    client: &Client,
+    kind: &ResolvedKind,
+    namespace: Option<&str>,
+    metadata_only: bool,
+) -> futures::stream::BoxStream<'static, Result<watcher::Event<DynamicObject>, watcher::Error>> {
+    if !metadata_only {
+        let api: Api<DynamicObject> = scoped_api(client, kind, namespace);
+        return watcher(api, watcher::Config::default()).boxed();
+    }
+    let api: Api<kube::core::PartialObjectMeta<DynamicObject>> = scoped_api(client, kind, namespace);
+    let types = kube::core::TypeMeta {
+        api_version: kind.resource.api_version.clone(),
+        kind: kind.resource.kind.clone(),
+    };
+    let whole = move |meta: kube::core::PartialObjectMeta<DynamicObject>| DynamicObject {
+        types: Some(types.clone()),
+        metadata: meta.metadata,
+        data: serde_json::json!({}),
+    };
+    watcher(api, watcher::Config::default())
+        .map_ok(move |event| match event {
+            watcher::Event::Apply(m) => watcher::Event::Apply(whole(m)),
+            watcher::Event::Delete(m) => watcher::Event::Delete(whole(m)),
+            watcher::Event::Init => watcher::Event::Init,
+            watcher::Event::InitApply(m) => watcher::Event::InitApply(whole(m)),
+            watcher::Event::InitDone => watcher::Event::InitDone,
+        })
+        .boxed()
 }
 
 /// Forgets, every [`SWEEP_PERIOD`], the backoff and progress records of
@@ -522,6 +650,23 @@ async fn sweep(
             parents.state().iter().filter_map(|p| p.uid()).collect();
         ctx.progress.retain(|uid| live.contains(uid));
         ctx.backoff.retain(|key| parents.get(key).is_some());
+        let primary = &ctx.kinds.primary.resource;
+        // Triggers of children and related objects whose parent is gone
+        // (garbage collection deleting its children) never run.
+        let keys: std::collections::HashSet<String> = parents
+            .state()
+            .iter()
+            .map(|p| queue_key(p.metadata.namespace.as_deref(), &p.name_any()))
+            .collect();
+        let prefix = ctx.scope.as_deref().map(|ns| format!("{ns}/"));
+        ctx.queue.retain(|key| {
+            keys.contains(key) || prefix.as_deref().is_some_and(|p| !key.starts_with(p))
+        });
+        ctx.related.retain_parents(|(ns, name)| {
+            parents
+                .get(&parent_ref(primary, ns.as_deref(), name))
+                .is_some()
+        });
     }
 }
 

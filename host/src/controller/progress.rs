@@ -20,10 +20,19 @@
 //! A refusal is a retryable failure, so the parent backs off exponentially
 //! instead of spinning, and records nothing: it stays refused until
 //! something outside the host changes, which starts the count again.
+//!
+//! The other way round, a child another writer keeps changing (a field
+//! manager fighting the guest's) is *contested*: the host corrects it
+//! [`FREE_CORRECTIONS`] times at once, then waits 1 s, 2 s, 4 s, ... (at
+//! most [`MAX_CONTEST_DELAY`]) between corrections, and forgets the
+//! contest after [`CONTEST_MEMORY`] without one. A correction it defers is
+//! not a failure: the reconcile writes everything else and comes back when
+//! the wait is over, so the host wins once the other writer stops.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use kube::ResourceExt;
 use kube::api::DynamicObject;
@@ -33,6 +42,16 @@ use super::index::ChildKey;
 /// Writing reconciles in a row that only the host's own writes led to,
 /// before the next one is refused.
 pub const MAX_SELF_DRIVEN_WRITES: u32 = 3;
+
+/// Corrections of a contested child made at once, before the host waits
+/// between them.
+pub const FREE_CORRECTIONS: u32 = 3;
+/// The first wait between corrections; it doubles with each.
+const FIRST_CONTEST_DELAY: Duration = Duration::from_secs(1);
+/// The longest wait between corrections.
+pub const MAX_CONTEST_DELAY: Duration = Duration::from_secs(60);
+/// How long a contest is remembered after its last correction.
+pub const CONTEST_MEMORY: Duration = Duration::from_secs(120);
 
 /// resourceVersions of its own writes the host remembers per child: enough
 /// for the intermediate versions a watch may still deliver.
@@ -72,6 +91,15 @@ struct Record {
     own: HashMap<ChildKey, Vec<String>>,
     pruned: HashSet<ChildKey>,
     streak: u32,
+    contests: HashMap<ChildKey, Contest>,
+}
+
+/// Corrections of one child another writer keeps changing.
+#[derive(Debug, Clone, Copy)]
+struct Contest {
+    corrections: u32,
+    last: Instant,
+    next: Instant,
 }
 
 /// What a reconcile found: whether only the host's own writes changed its
@@ -82,6 +110,18 @@ pub struct Start {
     pruned: HashSet<ChildKey>,
     own: HashMap<ChildKey, Vec<String>>,
     streak: u32,
+    /// Children someone else changed while the parent did not change.
+    foreign: HashSet<ChildKey>,
+    contests: HashMap<ChildKey, Contest>,
+}
+
+/// A correction of a contested child put off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deferred {
+    /// Corrections made so far.
+    pub corrections: u32,
+    /// When the next one may be made.
+    pub retry_in: Duration,
 }
 
 impl Start {
@@ -94,6 +134,30 @@ impl Start {
             });
         }
         Ok(())
+    }
+
+    /// Whether re-applying the observed `child` may happen now: `Ok(true)`
+    /// when it corrects someone else's change (the caller records it in
+    /// [`Finish::corrected`]), `Ok(false)` when it is no correction, and
+    /// [`Deferred`] when the child is contested and the wait is not over.
+    pub fn check_correction(&self, child: &ChildKey) -> Result<bool, Deferred> {
+        if !self.foreign.contains(child) {
+            return Ok(false);
+        }
+        match self.contests.get(child) {
+            Some(c) if c.corrections >= FREE_CORRECTIONS => {
+                let now = Instant::now();
+                if now < c.next {
+                    Err(Deferred {
+                        corrections: c.corrections,
+                        retry_in: c.next - now,
+                    })
+                } else {
+                    Ok(true)
+                }
+            }
+            _ => Ok(true),
+        }
     }
 
     /// Whether this reconcile may write at all.
@@ -124,6 +188,18 @@ pub fn spec_fingerprint(parent: &DynamicObject, module: &str) -> u64 {
     h.finish()
 }
 
+/// The fingerprint of a parent's related objects: each one's identity and
+/// resourceVersion.
+pub fn related_fingerprint(related: &[std::sync::Arc<DynamicObject>]) -> u64 {
+    let mut h = DefaultHasher::new();
+    for object in related {
+        object.types.as_ref().map(|t| &t.kind).hash(&mut h);
+        object.metadata.name.hash(&mut h);
+        object.metadata.resource_version.hash(&mut h);
+    }
+    h.finish()
+}
+
 impl Progress {
     /// What a reconcile of the parent `uid` must respect, given the
     /// parent's [`spec_fingerprint`] and its observed children with their
@@ -144,11 +220,28 @@ impl Progress {
                 .children
                 .keys()
                 .all(|k| present.contains(k) || record.pruned.contains(k));
+        let foreign = if record.spec == spec {
+            observed
+                .iter()
+                .filter(|(k, rv)| record.children.contains_key(k) && !ours(k, rv))
+                .map(|(k, _)| k.clone())
+                .collect()
+        } else {
+            HashSet::new()
+        };
+        let contests = record
+            .contests
+            .iter()
+            .filter(|(_, c)| c.last.elapsed() < CONTEST_MEMORY)
+            .map(|(k, c)| (k.clone(), *c))
+            .collect();
         Start {
             unchanged,
             pruned: record.pruned.clone(),
             own: record.own.clone(),
             streak: record.streak,
+            foreign,
+            contests,
         }
     }
 
@@ -183,6 +276,19 @@ impl Progress {
         }
         pruned.retain(|k| !end.children.contains_key(k));
         pruned.extend(end.pruned);
+        let mut contests = start.contests;
+        let now = Instant::now();
+        for key in end.corrected {
+            let contest = contests.entry(key).or_insert(Contest {
+                corrections: 0,
+                last: now,
+                next: now,
+            });
+            contest.corrections += 1;
+            contest.last = now;
+            contest.next = now + contest_delay(contest.corrections);
+        }
+        contests.retain(|k, _| end.children.contains_key(k));
         self.parents.lock().expect("progress lock").insert(
             uid.to_owned(),
             Record {
@@ -191,6 +297,7 @@ impl Progress {
                 own,
                 pruned,
                 streak,
+                contests,
             },
         );
     }
@@ -214,6 +321,16 @@ impl Progress {
     }
 }
 
+/// The wait after the `n`-th correction of a contested child.
+fn contest_delay(n: u32) -> Duration {
+    match n.checked_sub(FREE_CORRECTIONS) {
+        None => Duration::ZERO,
+        Some(k) => FIRST_CONTEST_DELAY
+            .saturating_mul(1 << k.min(16))
+            .min(MAX_CONTEST_DELAY),
+    }
+}
+
 /// What a reconcile left behind, for [`Progress::finish`].
 #[derive(Debug, Default)]
 pub struct Finish {
@@ -227,6 +344,8 @@ pub struct Finish {
     pub pruned: HashSet<ChildKey>,
     /// Whether it wrote anything (children or status).
     pub wrote: bool,
+    /// Children it re-applied over someone else's change.
+    pub corrected: Vec<ChildKey>,
 }
 
 #[cfg(test)]
@@ -256,7 +375,49 @@ mod tests {
             written: observed(written),
             pruned: pruned.iter().map(|n| key(n)).collect(),
             wrote: !written.is_empty() || !pruned.is_empty(),
+            corrected: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_child_someone_else_keeps_changing_is_corrected_three_times_then_with_waits() {
+        let progress = Progress::default();
+        let start = progress.start("p", 1, &[]);
+        progress.finish("p", start, finish(1, &[("x", "1")], &[("x", "1")], &[]));
+        let mut rv = 1;
+        for n in 1..=FREE_CORRECTIONS {
+            // Another writer changed x; the host's correction is allowed.
+            rv += 1;
+            let theirs = rv.to_string();
+            let start = progress.start("p", 1, &observed(&[("x", &theirs)]));
+            assert_eq!(start.check_correction(&key("x")), Ok(true), "correction {n}");
+            rv += 1;
+            let ours = rv.to_string();
+            let mut end = finish(1, &[("x", &ours)], &[("x", &ours)], &[]);
+            end.corrected.push(key("x"));
+            progress.finish("p", start, end);
+        }
+        rv += 1;
+        let theirs = rv.to_string();
+        let start = progress.start("p", 1, &observed(&[("x", &theirs)]));
+        let deferred = start.check_correction(&key("x")).unwrap_err();
+        assert_eq!(deferred.corrections, FREE_CORRECTIONS);
+        assert!(deferred.retry_in > Duration::from_millis(900) && deferred.retry_in <= Duration::from_secs(1));
+        // A child only the host's writes touched is no correction at all.
+        let own = progress.start("p", 1, &observed(&[("x", "7")]));
+        assert_eq!(own.check_correction(&key("x")), Ok(false));
+        // A changed parent makes the write the guest's new wish, not a correction.
+        let changed = progress.start("p", 2, &observed(&[("x", &theirs)]));
+        assert_eq!(changed.check_correction(&key("x")), Ok(false));
+    }
+
+    #[test]
+    fn the_waits_between_corrections_double_up_to_a_minute() {
+        assert_eq!(contest_delay(1), Duration::ZERO);
+        assert_eq!(contest_delay(FREE_CORRECTIONS), Duration::from_secs(1));
+        assert_eq!(contest_delay(FREE_CORRECTIONS + 1), Duration::from_secs(2));
+        assert_eq!(contest_delay(FREE_CORRECTIONS + 4), Duration::from_secs(16));
+        assert_eq!(contest_delay(200), MAX_CONTEST_DELAY);
     }
 
     #[test]

@@ -23,7 +23,7 @@ use super::apply::{self, Owner, Target, Written};
 use super::index::{ChildKey, NotReady};
 use super::progress::{self, Refusal};
 use super::status::{self, HostCondition};
-use super::{Context, finalizer};
+use super::{Context, backoff, finalizer};
 use crate::model::{EventType, Request};
 use crate::runtime::CallError;
 use crate::telemetry::metrics::{ControllerLabels, GuestLabels, ReasonLabels, ResultLabels};
@@ -106,10 +106,30 @@ impl ReconcileError {
         }
     }
 
+    /// Whether the failure says only that the API server is unavailable
+    /// (unreachable, or answering 502/503/504), nothing about the parent:
+    /// such failures retry within [`backoff::UNAVAILABLE_MAX_DELAY`].
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            Self::Api { source, .. } => unavailable(source),
+            _ => false,
+        }
+    }
+
     /// Turns an API error into a reconcile error saying what was being done.
     pub fn api(action: impl Into<String>) -> impl FnOnce(kube::Error) -> ReconcileError {
         let action = action.into();
         move |source| ReconcileError::Api { action, source }
+    }
+}
+
+/// See [`ReconcileError::is_unavailable`]. A 500 is left out: a failing
+/// admission webhook answers 500 too, and must back off in full.
+fn unavailable(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(status) => matches!(status.code, 502..=504),
+        kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => true,
+        _ => false,
     }
 }
 
@@ -137,6 +157,7 @@ pub async fn reconcile(
         // A standby keeps its caches warm but does not reconcile; the
         // leader it becomes reconciles every parent.
         if !ctx.leadership.is_leader() {
+            ctx.queue.forget(&queue_key);
             return Ok(Action::await_change());
         }
         let Ok(_permit) = ctx.permits.clone().acquire_owned().await else {
@@ -187,7 +208,7 @@ pub async fn reconcile(
                     })
                     .inc();
                 if e.is_retryable() {
-                    let delay = ctx.backoff.fail(&key);
+                    let delay = retry_delay(&e, ctx.backoff.fail(&key));
                     tele.queue_retries.get_or_create(ctx.queue.labels()).inc();
                     ctx.queue.add(tele, queue_key, delay);
                     tracing::warn!(reason = %e.reason(), retry_in = ?delay, "reconcile failed: {e}");
@@ -252,9 +273,21 @@ pub fn error_policy(
 ) -> Action {
     if error.is_retryable() {
         let key = ObjectRef::from_obj_with(&*parent, ctx.kinds.primary.resource.clone());
-        Action::requeue(ctx.backoff.delay(&key).max(Duration::from_millis(1)))
+        let delay = retry_delay(error, ctx.backoff.delay(&key));
+        Action::requeue(delay.max(Duration::from_millis(1)))
     } else {
         Action::await_change()
+    }
+}
+
+/// The backoff's `delay`, capped for a failure that says only that the API
+/// server is unavailable: the parent's failures during an outage say
+/// nothing about it, and it must not wait minutes once the server is back.
+fn retry_delay(error: &ReconcileError, delay: Duration) -> Duration {
+    if error.is_unavailable() {
+        delay.min(backoff::UNAVAILABLE_MAX_DELAY)
+    } else {
+        delay
     }
 }
 
@@ -286,19 +319,38 @@ async fn reconcile_inner(parent: &DynamicObject, ctx: &Context) -> Result<Outcom
     ctx.children
         .wait_ready(CHILD_CACHE_TIMEOUT, &ctx.child_kind_names)
         .await?;
+    ctx.related
+        .wait_ready(CHILD_CACHE_TIMEOUT, &ctx.related_kind_names)
+        .await?;
     let uid = parent.uid().unwrap_or_default();
     let observed = ctx.children.children_of(&uid);
+    let related = ctx.related.objects_of(parent);
     let versions = observed_versions(&observed);
-    let spec = progress::spec_fingerprint(latest.as_ref().unwrap_or(parent), guest.digest());
+    // A change of a related object is a change outside the host, like one
+    // of the parent's spec.
+    let related_versions = progress::related_fingerprint(&related);
+    let spec = progress::spec_fingerprint(latest.as_ref().unwrap_or(parent), guest.digest())
+        ^ related_versions;
     let start = ctx.progress.start(&uid, spec, &versions);
 
+    let to_value = |o: &DynamicObject| serde_json::to_value(o).expect("objects serialise");
     let request = Request {
-        parent: serde_json::to_value(parent).expect("objects serialise"),
+        parent: to_value(parent),
         observed: observed
             .iter()
-            .map(|(_, o)| serde_json::to_value(&**o).expect("objects serialise"))
+            .map(|(_, o)| {
+                let mut child = to_value(o);
+                // The host keeps its children's values for the drift
+                // check; the guest sees what its entry allows.
+                if !ctx.settings.secret_values {
+                    crate::secrets::conceal(&mut child);
+                }
+                child
+            })
             .collect(),
         deleting,
+        // Concealed as they entered the cache, where they must be.
+        related: related.iter().map(|o| to_value(o)).collect(),
     };
     let call_guest = guest.clone();
     let span = tracing::Span::current();
@@ -325,7 +377,10 @@ async fn reconcile_inner(parent: &DynamicObject, ctx: &Context) -> Result<Outcom
         wrote: !plan.is_empty(),
         ..progress::Finish::default()
     };
-    execute(parent, ctx, plan, &start, &mut end).await?;
+    let contested = execute(parent, ctx, plan, &start, &mut end).await?;
+    if !contested.is_empty() {
+        end.wrote = !end.written.is_empty() || !end.pruned.is_empty();
+    }
     if let Some(written) = status::write(
         parent,
         ctx,
@@ -341,7 +396,25 @@ async fn reconcile_inner(parent: &DynamicObject, ctx: &Context) -> Result<Outcom
     for event in &answer.events {
         ctx.events.publish(&reference, event, "Reconcile").await;
     }
-    end.spec = progress::spec_fingerprint(latest.as_ref().unwrap_or(parent), guest.digest());
+    let mut retry_contested: Option<Duration> = None;
+    for c in &contested {
+        let message = format!(
+            "{} {} keeps being changed by another writer: the host corrected it {} times and corrects it again in {:.1} s",
+            c.kind,
+            c.name,
+            c.deferred.corrections,
+            c.deferred.retry_in.as_secs_f64()
+        );
+        tracing::warn!(kind = %c.kind, name = %c.name, retry_in = ?c.deferred.retry_in, "contested child: {message}");
+        ctx.events
+            .host(&reference, EventType::Warning, Reason::ChildContested, message, "Reconcile")
+            .await;
+        retry_contested = Some(
+            retry_contested.map_or(c.deferred.retry_in, |r| r.min(c.deferred.retry_in)),
+        );
+    }
+    end.spec = progress::spec_fingerprint(latest.as_ref().unwrap_or(parent), guest.digest())
+        ^ related_versions;
     ctx.progress.finish(&uid, start, end);
     if deleting && answer.finalized {
         if let Some(f) = &description.finalizer {
@@ -352,9 +425,13 @@ async fn reconcile_inner(parent: &DynamicObject, ctx: &Context) -> Result<Outcom
         }
         return Ok(Outcome::done());
     }
-    Ok(match answer.requeue_after_seconds {
-        Some(s) => Outcome::after(Duration::from_secs(u64::from(s.max(1)))),
-        None => Outcome::done(),
+    let requeue = answer
+        .requeue_after_seconds
+        .map(|s| Duration::from_secs(u64::from(s.max(1))));
+    Ok(match (requeue, retry_contested) {
+        (Some(a), Some(b)) => Outcome::after(a.min(b)),
+        (Some(d), None) | (None, Some(d)) => Outcome::after(d),
+        (None, None) => Outcome::done(),
     })
 }
 
@@ -461,16 +538,25 @@ fn plan<'a>(
     steps
 }
 
+/// A correction of a contested child the host put off.
+struct Contested {
+    kind: String,
+    name: String,
+    deferred: progress::Deferred,
+}
+
 /// Sends the planned writes, recording in `end` each child's
-/// resourceVersion as the writes leave it and what was pruned.
+/// resourceVersion as the writes leave it and what was pruned; returns the
+/// corrections of contested children it put off.
 async fn execute(
     parent: &DynamicObject,
     ctx: &Context,
     steps: Vec<Step<'_>>,
     start: &progress::Start,
     end: &mut progress::Finish,
-) -> Result<(), ReconcileError> {
+) -> Result<Vec<Contested>, ReconcileError> {
     let uid = parent.uid().unwrap_or_default();
+    let mut contested = Vec::new();
     for step in steps {
         match step {
             Step::Write {
@@ -482,8 +568,24 @@ async fn execute(
             } => {
                 let resource = &ctx.kinds.children[kind].resource;
                 let key = (kind, name.to_owned());
+                let mut correction = false;
                 if observed.is_none() {
                     start.check_create(&key, &resource.kind)?;
+                } else {
+                    match start.check_correction(&key) {
+                        Ok(is_correction) => correction = is_correction,
+                        Err(deferred) => {
+                            // Not the host's version: the next reconcile
+                            // sees the same change as someone else's again.
+                            end.children.insert(key, String::new());
+                            contested.push(Contested {
+                                kind: resource.kind.clone(),
+                                name: name.to_owned(),
+                                deferred,
+                            });
+                            continue;
+                        }
+                    }
                 }
                 let target = Target {
                     resource,
@@ -514,6 +616,9 @@ async fn execute(
                         let rv = object.resource_version().unwrap_or_default();
                         end.children.insert(key.clone(), rv.clone());
                         end.written.extend(first.map(|first| (key.clone(), first)));
+                        if correction {
+                            end.corrected.push(key.clone());
+                        }
                         end.written.push((key, rv));
                     }
                     Written::Taken(owner) => {
@@ -547,7 +652,7 @@ async fn execute(
             }
         }
     }
-    Ok(())
+    Ok(contested)
 }
 
 async fn report_failure(parent: &DynamicObject, ctx: &Context, error: &ReconcileError) {

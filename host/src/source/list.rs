@@ -16,6 +16,7 @@
 //!     namespaces: []           # empty: all namespaces
 //!     resync: 10m
 //!     adoptOrphans: false      # adopt existing objects no controller owns (never Secrets)
+//!     secretValues: false      # hand the guest Secret values, not their SHA-256
 //!     settings: {}             # any YAML value, handed to the guest
 //! ```
 
@@ -111,6 +112,11 @@ pub struct GuestEntry {
     /// owns (never a Secret). Default false.
     #[serde(default)]
     pub adopt_orphans: Option<bool>,
+    /// Whether the guest gets the values of the Secrets it sees (children
+    /// and related); by default it gets each value's SHA-256. Default
+    /// false.
+    #[serde(default)]
+    pub secret_values: Option<bool>,
     /// The guest's own settings: any YAML value, handed to `describe` and to
     /// every reconcile as JSON.
     #[serde(default)]
@@ -220,6 +226,7 @@ impl GuestEntry {
             resync,
             namespaces: self.namespaces.clone(),
             adopt_orphans: self.adopt_orphans.unwrap_or(d.adopt_orphans),
+            secret_values: self.secret_values.unwrap_or(d.secret_values),
         })
     }
 }
@@ -272,6 +279,7 @@ guests:
     namespaces: [team-a]
     resync: 1m
     adoptOrphans: true
+    secretValues: true
     maxEvents: 4
     settings:
       defaultImage: redis:7
@@ -300,6 +308,7 @@ guests:
         assert_eq!(e.controller().unwrap().concurrency, 8);
         assert_eq!(e.controller().unwrap().resync, Duration::from_secs(60));
         assert!(e.controller().unwrap().adopt_orphans);
+        assert!(e.controller().unwrap().secret_values);
         assert_eq!(e.limits().unwrap().max_events, 4);
         assert_eq!(
             e.settings_json().unwrap().as_deref(),

@@ -65,7 +65,7 @@ pub async fn follow(client: Client, host: &mut Host, namespace: &str, name: &str
         referenced: Vec::new(),
     };
     let mut stream = watcher(api, watcher::Config::default())
-        .default_backoff()
+        .backoff(crate::client::watch_backoff())
         .reflect(writer)
         .boxed();
     while let Some(event) = stream.next().await {

@@ -1,5 +1,7 @@
 //! The process metrics every Prometheus client exports, read from /proc:
-//! resident memory, CPU seconds, open file descriptors.
+//! resident memory, CPU seconds, open file descriptors; and the tokio
+//! runtime's live tasks, `wasmop_runtime_tasks` (what `go_goroutines` is to
+//! a Go operator: the figure that shows a task leak).
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -60,6 +62,15 @@ impl Collector for ProcessCollector {
             None,
             fds.metric_type(),
         )?)?;
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let tasks = ConstGauge::new(runtime.metrics().num_alive_tasks() as i64);
+            tasks.encode(encoder.encode_descriptor(
+                "wasmop_runtime_tasks",
+                "Tasks alive in the host's tokio runtime.",
+                None,
+                tasks.metric_type(),
+            )?)?;
+        }
         Ok(())
     }
 }

@@ -76,6 +76,21 @@ impl QueueTracker {
             .observe(waited.as_secs_f64());
     }
 
+    /// `key` will not be reconciled after all (its parent is gone, or this
+    /// host does not lead): it leaves the queue without a reconcile.
+    pub fn forget(&self, key: &str) {
+        self.state.lock().expect("queue lock").queued.remove(key);
+    }
+
+    /// Forgets every queued key `live` says has no parent any more.
+    pub fn retain(&self, mut live: impl FnMut(&str) -> bool) {
+        self.state
+            .lock()
+            .expect("queue lock")
+            .queued
+            .retain(|key, _| live(key));
+    }
+
     /// The reconcile `id` ended.
     pub fn finish(&self, metrics: &Metrics, id: u64) {
         let started = self.state.lock().expect("queue lock").running.remove(&id);

@@ -5,13 +5,19 @@
 
 use std::collections::HashSet;
 
-use crate::model::{Description, KindRef};
+use crate::model::{Description, KindRef, RelatedBy};
 
 use super::names;
 
 /// Most child kinds one guest may declare. Every child kind costs a watch
 /// and a cache; the operators this host is for own a handful.
 pub const MAX_CHILD_KINDS: usize = 32;
+
+/// Most related kinds one guest may declare (each costs a watch and a
+/// cache).
+pub const MAX_RELATED_KINDS: usize = 16;
+/// Longest JSON pointer a related kind may name.
+pub const MAX_POINTER_BYTES: usize = 256;
 
 /// A description the host refuses.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -45,6 +51,22 @@ pub enum Error {
         /// Why.
         why: &'static str,
     },
+    /// More related kinds than [`MAX_RELATED_KINDS`].
+    #[error("{0} related kinds declared, at most {MAX_RELATED_KINDS} are allowed")]
+    TooManyRelated(usize),
+    /// The same group and kind is related twice.
+    #[error("related kind {0} is declared more than once")]
+    DuplicateRelated(KindRef),
+    /// A related kind's pointer is no JSON pointer, or too long.
+    #[error("related kind {kind}: {pointer:?} {why}")]
+    Pointer {
+        /// The related kind.
+        kind: KindRef,
+        /// The pointer.
+        pointer: String,
+        /// Why.
+        why: &'static str,
+    },
     /// The finalizer is not a qualified name with a domain prefix; the API
     /// server would refuse it on every parent.
     #[error("finalizer {name:?} {why}")]
@@ -75,11 +97,49 @@ pub fn check(description: &Description) -> Result<(), Error> {
             return Err(Error::DuplicateKind(child.kind.clone()));
         }
     }
+    if description.related.len() > MAX_RELATED_KINDS {
+        return Err(Error::TooManyRelated(description.related.len()));
+    }
+    let mut related = HashSet::new();
+    for r in &description.related {
+        check_kind(&r.kind)?;
+        if !related.insert((r.kind.group.as_str(), r.kind.kind.as_str())) {
+            return Err(Error::DuplicateRelated(r.kind.clone()));
+        }
+        if let RelatedBy::NameAt(pointer) | RelatedBy::SelectorAt(pointer) = &r.by {
+            check_pointer(pointer).map_err(|why| Error::Pointer {
+                kind: r.kind.clone(),
+                pointer: pointer.clone(),
+                why,
+            })?;
+        }
+    }
     if let Some(finalizer) = &description.finalizer {
         names::finalizer(finalizer).map_err(|why| Error::Finalizer {
             name: finalizer.clone(),
             why,
         })?;
+    }
+    Ok(())
+}
+
+/// An RFC 6901 pointer into the parent: empty (the whole parent) or
+/// "/"-separated tokens in which `~` is only `~0` or `~1`.
+fn check_pointer(pointer: &str) -> Result<(), &'static str> {
+    if pointer.len() > MAX_POINTER_BYTES {
+        return Err("is longer than 256 bytes");
+    }
+    if !pointer.is_empty() && !pointer.starts_with('/') {
+        return Err("is no JSON pointer: it must be empty or start with \"/\"");
+    }
+    let mut chars = pointer.chars();
+    while let Some(c) = chars.next() {
+        if c == '~' && !matches!(chars.next(), Some('0' | '1')) {
+            return Err("is no JSON pointer: \"~\" must be \"~0\" or \"~1\"");
+        }
+        if c.is_control() {
+            return Err("holds a control character");
+        }
     }
     Ok(())
 }
@@ -131,6 +191,31 @@ mod tests {
     #[test]
     fn the_cache_operator_description_passes() {
         assert_eq!(check(&cache()), Ok(()));
+    }
+
+    #[test]
+    fn related_kinds_are_checked_like_children_with_their_pointers() {
+        use crate::model::RelatedKind;
+        let secret = KindRef::new("", "v1", "Secret");
+        let ok = cache()
+            .related(RelatedKind::name_at(secret.clone(), "/spec/auth/secretRef/name"))
+            .related(RelatedKind::selector_at(KindRef::new("", "v1", "Service"), "/spec/selector"))
+            .related(RelatedKind::namespace(KindRef::new("", "v1", "ConfigMap")).metadata_only());
+        assert_eq!(check(&ok), Ok(()));
+        let twice = cache()
+            .related(RelatedKind::name_at(secret.clone(), "/a"))
+            .related(RelatedKind::namespace(KindRef::new("", "v2", "Secret")));
+        assert!(matches!(check(&twice), Err(Error::DuplicateRelated(_))));
+        for pointer in ["spec/name", "/a~2b", "/a~", &format!("/{}", "x".repeat(300)), "/a\u{7}"] {
+            let d = cache().related(RelatedKind::name_at(secret.clone(), pointer));
+            assert!(matches!(check(&d), Err(Error::Pointer { .. })), "{pointer:?}");
+        }
+        let wildcard = cache().related(RelatedKind::namespace(KindRef::new("*", "v1", "*")));
+        assert!(matches!(check(&wildcard), Err(Error::InvalidName { .. })));
+        let many = (0..=MAX_RELATED_KINDS).fold(cache(), |d, i| {
+            d.related(RelatedKind::namespace(KindRef::new("example.com", "v1", format!("K{i}"))))
+        });
+        assert!(matches!(check(&many), Err(Error::TooManyRelated(_))));
     }
 
     #[test]

@@ -4,6 +4,8 @@
 
 #![allow(dead_code, missing_docs)]
 
+pub mod fleet;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -51,16 +51,18 @@ const KEEP_ENV: &str = "WASMOP_KEEP_TESTENV";
 /// and deletes its temporary directory. The children also get SIGKILL from
 /// the kernel if this process dies without unwinding.
 pub struct TestEnv {
-    client: kube::Client,
+    pub(crate) client: kube::Client,
     kubeconfig: PathBuf,
     api_server_url: String,
+    /// etcd's client URL, `http://127.0.0.1:<port>`.
+    pub(crate) etcd_url: String,
     temp_dir: PathBuf,
     audit_log: PathBuf,
     pki: Pki,
     startup_time: Duration,
     /// Makes namespace and kubeconfig names unique.
     next_suffix: AtomicU64,
-    plane: Mutex<Plane>,
+    pub(crate) plane: Mutex<Plane>,
 }
 
 impl TestEnv {
@@ -253,13 +255,44 @@ impl std::fmt::Debug for TestEnv {
 
 /// The processes and directory of one control plane; killing and removing
 /// them is idempotent and also happens on drop.
-struct Plane {
-    components: Vec<Component>,
+pub(crate) struct Plane {
+    pub(crate) components: Vec<Component>,
     spawner: Option<Spawner>,
     dir: Option<tempfile::TempDir>,
 }
 
 impl Plane {
+    /// Kills component `name` if it runs and starts it again with the same
+    /// command line, log and (for etcd) data directory.
+    pub(crate) fn restart(&mut self, name: &str) -> Result<()> {
+        let spawner = self
+            .spawner
+            .as_ref()
+            .context("the control plane is shutting down")?;
+        let component = self
+            .components
+            .iter_mut()
+            .find(|c| c.name == name)
+            .with_context(|| format!("no component {name}"))?;
+        component.kill();
+        let fresh = spawner.spawn(
+            component.name,
+            &component.program,
+            &component.args,
+            component.log.clone(),
+        )?;
+        *component = fresh;
+        Ok(())
+    }
+
+    /// Component `name`.
+    pub(crate) fn component(&mut self, name: &str) -> Result<&mut Component> {
+        self.components
+            .iter_mut()
+            .find(|c| c.name == name)
+            .with_context(|| format!("no component {name}"))
+    }
+
     fn path(&self) -> &Path {
         self.dir.as_ref().map_or(Path::new(""), |dir| dir.path())
     }
@@ -370,6 +403,7 @@ async fn start_once(binaries: &Binaries) -> Result<TestEnv, StartFailure> {
                 client,
                 kubeconfig: layout.file("admin.kubeconfig"),
                 api_server_url: layout.url.clone(),
+                etcd_url: format!("http://127.0.0.1:{}", layout.etcd_port),
                 audit_log: layout.file("audit.log"),
                 temp_dir: layout.dir,
                 pki,
@@ -481,6 +515,12 @@ async fn boot(plane: &mut Plane, binaries: &Binaries) -> Result<(Layout, Pki, ku
             // One identity per controller, as in a real cluster, so the audit log
             // tells the deployment controller from the garbage collector.
             "--use-service-account-credentials=true".to_owned(),
+            // Client-side rate limits sized for hundreds of Deployments
+            // at once (the defaults, 20 QPS, burst 30, are a small cluster's).
+            "--kube-api-qps=200".to_owned(),
+            "--kube-api-burst=400".to_owned(),
+            "--concurrent-deployment-syncs=10".to_owned(),
+            "--concurrent-replicaset-syncs=10".to_owned(),
         ],
     )?;
     start(
@@ -645,8 +685,9 @@ async fn create_fake_node(client: &kube::Client) -> Result<()> {
             },
         },
         "status": {
-            "capacity": { "cpu": "32", "memory": "256Gi", "pods": "110" },
-            "allocatable": { "cpu": "32", "memory": "256Gi", "pods": "110" },
+            // Room for the fault and scale suites' hundreds of Pods.
+            "capacity": { "cpu": "1000", "memory": "4Ti", "pods": "2000" },
+            "allocatable": { "cpu": "1000", "memory": "4Ti", "pods": "2000" },
         },
     }))?;
     Api::<Node>::all(client.clone())

@@ -101,7 +101,18 @@ macro_rules! tests {
 /// multi-thread runtime that the tests share; it is stopped before this
 /// returns, also when tests fail or panic.
 pub fn run(tests: Vec<Test>) -> ExitCode {
-    let args = Arguments::from_args();
+    run_with(Arguments::from_args(), tests)
+}
+
+/// [`run`], one test at a time (unless `--test-threads` says otherwise):
+/// for tests that fault the control plane they share.
+pub fn run_in_sequence(tests: Vec<Test>) -> ExitCode {
+    let mut args = Arguments::from_args();
+    args.test_threads.get_or_insert(1);
+    run_with(args, tests)
+}
+
+fn run_with(args: Arguments, tests: Vec<Test>) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

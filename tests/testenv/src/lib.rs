@@ -14,6 +14,10 @@
 //! / `TEST_ASSET_*` variables if set, else a cached build of the Go module in
 //! `tests/controlplane`.
 //!
+//! Faults are real too ([`Component`], [`TestEnv::kill`],
+//! [`TestEnv::restart`], [`TestEnv::pause`], [`TestEnv::compact_etcd`]): a
+//! component is killed, stopped or restarted as a process.
+//!
 //! Test binaries use [`harness`] (`harness = false` in Cargo.toml): one
 //! control plane per binary, a namespace per test.
 //!
@@ -51,9 +55,11 @@
 mod audit;
 mod binaries;
 mod env;
+mod faults;
 pub mod harness;
 mod pki;
 mod process;
 
 pub use binaries::{Binaries, ensure_binaries};
 pub use env::{NODE_NAME, TestEnv};
+pub use faults::Component;

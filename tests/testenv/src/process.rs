@@ -87,6 +87,8 @@ impl Spawner {
             .with_context(|| format!("starting {name} ({})", program.display()))?;
         Ok(Component {
             name,
+            program: program.to_owned(),
+            args: args.to_vec(),
             child,
             log,
             exit: None,
@@ -130,6 +132,9 @@ fn die_with_parent(command: &mut Command) {
 pub(crate) struct Component {
     /// Short name: `etcd`, `kube-apiserver`, ...
     pub(crate) name: &'static str,
+    /// The command line it was started with, to start it again.
+    pub(crate) program: PathBuf,
+    pub(crate) args: Vec<String>,
     child: Child,
     /// Where its stdout and stderr go.
     pub(crate) log: PathBuf,
@@ -152,6 +157,17 @@ impl Component {
             let _ = self.child.kill();
             self.exit = self.child.wait().ok();
         }
+    }
+
+    /// Sends `signal` to the process (for SIGSTOP and SIGCONT).
+    pub(crate) fn signal(&mut self, signal: rustix::process::Signal) -> Result<()> {
+        if let Some(status) = self.exited() {
+            anyhow::bail!("{} has exited ({status})", self.name);
+        }
+        let pid = rustix::process::Pid::from_raw(self.child.id() as i32)
+            .context("the child has no pid")?;
+        rustix::process::kill_process(pid, signal)
+            .with_context(|| format!("sending {signal:?} to {}", self.name))
     }
 
     /// The last `lines` lines of its log, each prefixed with the component name.

@@ -1,0 +1,478 @@
+//! Related kinds: objects a guest reads beside its children (a Secret with
+//! a password, a ConfigMap many parents share) but the host never writes.
+//!
+//! Each related kind is watched in the scope's namespace (metadata only if
+//! the guest asked for that), its objects kept by namespace and name;
+//! related Secrets enter the cache concealed unless the guest may see their
+//! values ([`crate::secrets`]). Beside the objects the index keeps what
+//! every parent points at, per kind: the name at its pointer, the label
+//! selector at its pointer, or its whole namespace. So a reconcile gets the
+//! objects of its parent with one lookup per kind, and an added, changed or
+//! deleted object queues exactly the parents it maps to (under its old
+//! labels and its new ones), found by name or by namespace, never by
+//! scanning every parent.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use kube::ResourceExt;
+use kube::api::DynamicObject;
+use kube::core::{Selector, SelectorExt};
+use kube::runtime::watcher;
+use serde_json::Value;
+
+use super::index::NotReady;
+use crate::model::{RelatedBy, RelatedKind};
+
+/// A parent, as `(namespace, name)`.
+pub type ParentKey = (Option<String>, String);
+
+/// What one parent points at in one related kind.
+#[derive(Clone, Debug)]
+enum Want {
+    Name(String),
+    Selector(Selector),
+    Namespace,
+}
+
+/// The objects and the parents' pointers of one related kind.
+#[derive(Default)]
+struct KindState {
+    /// (namespace, name) → object.
+    objects: HashMap<(String, String), Arc<DynamicObject>>,
+    /// Objects of a re-list in progress, swapped in at its end.
+    relist: Option<Vec<Arc<DynamicObject>>>,
+    ready: bool,
+    error: Option<String>,
+    /// parent → what it points at.
+    wants: HashMap<ParentKey, Want>,
+    /// (namespace, name) → the parents that point at that name.
+    by_name: HashMap<(String, String), HashSet<ParentKey>>,
+    /// namespace → the parents that select objects there (by selector or
+    /// the whole namespace).
+    by_namespace: HashMap<String, HashSet<ParentKey>>,
+}
+
+/// The related objects of one controller scope and the parents they map
+/// to.
+pub struct RelatedIndex {
+    kinds: Vec<RelatedKind>,
+    state: RwLock<Vec<KindState>>,
+    changed: tokio::sync::watch::Sender<u64>,
+}
+
+impl RelatedIndex {
+    /// An empty index for the related kinds `kinds`.
+    pub fn new(kinds: Vec<RelatedKind>) -> Self {
+        let state = kinds.iter().map(|_| KindState::default()).collect();
+        Self {
+            kinds,
+            state: RwLock::new(state),
+            changed: tokio::sync::watch::channel(0).0,
+        }
+    }
+
+    /// Whether any kind is related.
+    pub fn is_empty(&self) -> bool {
+        self.kinds.is_empty()
+    }
+
+    /// Records what `parent` points at now; returns nothing (a parent's
+    /// own change queues it anyway).
+    pub fn parent_applied(&self, parent: &DynamicObject) {
+        let key = parent_key(parent);
+        let namespace = parent.namespace().unwrap_or_default();
+        let mut state = self.state.write().expect("related lock");
+        for (kind, declared) in state.iter_mut().zip(&self.kinds) {
+            let want = want_of(&declared.by, &parent.data, parent);
+            kind.unlink(&key, &namespace);
+            if let Some(want) = want {
+                match &want {
+                    Want::Name(name) => {
+                        kind.by_name
+                            .entry((namespace.clone(), name.clone()))
+                            .or_default()
+                            .insert(key.clone());
+                    }
+                    Want::Selector(_) | Want::Namespace => {
+                        kind.by_namespace
+                            .entry(namespace.clone())
+                            .or_default()
+                            .insert(key.clone());
+                    }
+                }
+                kind.wants.insert(key.clone(), want);
+            }
+        }
+    }
+
+    /// Forgets a deleted parent.
+    pub fn parent_deleted(&self, parent: &DynamicObject) {
+        let key = parent_key(parent);
+        let namespace = parent.namespace().unwrap_or_default();
+        let mut state = self.state.write().expect("related lock");
+        for kind in state.iter_mut() {
+            kind.unlink(&key, &namespace);
+        }
+    }
+
+    /// Forgets the pointers of every parent `live` says is gone.
+    pub fn retain_parents(&self, mut live: impl FnMut(&ParentKey) -> bool) {
+        let mut state = self.state.write().expect("related lock");
+        for kind in state.iter_mut() {
+            let gone: Vec<ParentKey> = kind.wants.keys().filter(|p| !live(p)).cloned().collect();
+            for parent in gone {
+                let namespace = parent.0.clone().unwrap_or_default();
+                kind.unlink(&parent, &namespace);
+            }
+        }
+    }
+
+    /// Feeds one event of related kind `kind`'s watch into the index and
+    /// returns the parents it maps to (before and after the change).
+    pub fn apply(&self, kind: usize, event: &watcher::Event<DynamicObject>) -> Vec<ParentKey> {
+        let mut state = self.state.write().expect("related lock");
+        let k = &mut state[kind];
+        let mut touched: Vec<Arc<DynamicObject>> = Vec::new();
+        match event {
+            watcher::Event::Apply(object) => {
+                let object = Arc::new(object.clone());
+                if let Some(old) = k.objects.insert(object_key(&object), object.clone()) {
+                    touched.push(old);
+                }
+                touched.push(object);
+            }
+            watcher::Event::Delete(object) => {
+                if let Some(old) = k.objects.remove(&object_key(object)) {
+                    touched.push(old);
+                }
+            }
+            watcher::Event::Init => k.relist = Some(Vec::new()),
+            watcher::Event::InitApply(object) => {
+                if let Some(buffer) = k.relist.as_mut() {
+                    buffer.push(Arc::new(object.clone()));
+                }
+            }
+            watcher::Event::InitDone => {
+                let listed: HashMap<_, _> = k
+                    .relist
+                    .take()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|o| (object_key(&o), o))
+                    .collect();
+                // What the re-list changed, added or dropped.
+                for (key, old) in &k.objects {
+                    match listed.get(key) {
+                        Some(new) if new.resource_version() == old.resource_version() => {}
+                        Some(new) => touched.extend([old.clone(), new.clone()]),
+                        None => touched.push(old.clone()),
+                    }
+                }
+                for (key, new) in &listed {
+                    if !k.objects.contains_key(key) {
+                        touched.push(new.clone());
+                    }
+                }
+                k.objects = listed;
+                k.ready = true;
+                k.error = None;
+            }
+        }
+        let mut parents: HashSet<ParentKey> = HashSet::new();
+        for object in &touched {
+            parents.extend(k.parents_of(object));
+        }
+        drop(state);
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+        parents.into_iter().collect()
+    }
+
+    /// Records that related kind `kind`'s watch failed.
+    pub fn fail(&self, kind: usize, error: String) {
+        self.state.write().expect("related lock")[kind].error = Some(error);
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// The related objects of `parent`, by kind (in declaration order),
+    /// then name.
+    pub fn objects_of(&self, parent: &DynamicObject) -> Vec<Arc<DynamicObject>> {
+        let namespace = parent.namespace().unwrap_or_default();
+        let state = self.state.read().expect("related lock");
+        let mut out = Vec::new();
+        for (kind, declared) in state.iter().zip(&self.kinds) {
+            let Some(want) = want_of(&declared.by, &parent.data, parent) else {
+                continue;
+            };
+            let mut found: Vec<Arc<DynamicObject>> = match want {
+                Want::Name(name) => kind
+                    .objects
+                    .get(&(namespace.clone(), name))
+                    .cloned()
+                    .into_iter()
+                    .collect(),
+                Want::Selector(selector) => kind
+                    .objects
+                    .iter()
+                    .filter(|((ns, _), o)| *ns == namespace && selector.matches(o.labels()))
+                    .map(|(_, o)| o.clone())
+                    .collect(),
+                Want::Namespace => kind
+                    .objects
+                    .iter()
+                    .filter(|((ns, _), _)| *ns == namespace)
+                    .map(|(_, o)| o.clone())
+                    .collect(),
+            };
+            found.sort_by_key(|o| o.name_any());
+            out.extend(found);
+        }
+        out
+    }
+
+    /// Waits until every related kind has listed once, for at most
+    /// `timeout`; a kind whose watch fails before its first list fails at
+    /// once. `names` name the kinds in errors.
+    pub async fn wait_ready(&self, timeout: Duration, names: &[String]) -> Result<(), NotReady> {
+        let mut changed = self.changed.subscribe();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            {
+                let state = self.state.read().expect("related lock");
+                if let Some((i, k)) = state
+                    .iter()
+                    .enumerate()
+                    .find(|(_, k)| !k.ready && k.error.is_some())
+                {
+                    return Err(NotReady::WatchFailed {
+                        kind: names.get(i).cloned().unwrap_or_default(),
+                        error: k.error.clone().unwrap_or_default(),
+                    });
+                }
+                if state.iter().all(|k| k.ready) {
+                    return Ok(());
+                }
+            }
+            match tokio::time::timeout_at(deadline, changed.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) | Err(_) => return Err(NotReady::Timeout(timeout)),
+            }
+        }
+    }
+}
+
+impl KindState {
+    /// Drops `parent` from the name and namespace indexes.
+    fn unlink(&mut self, parent: &ParentKey, namespace: &str) {
+        match self.wants.remove(parent) {
+            Some(Want::Name(name)) => {
+                let key = (namespace.to_owned(), name);
+                if let Some(set) = self.by_name.get_mut(&key) {
+                    set.remove(parent);
+                    if set.is_empty() {
+                        self.by_name.remove(&key);
+                    }
+                }
+            }
+            Some(Want::Selector(_) | Want::Namespace) => {
+                if let Some(set) = self.by_namespace.get_mut(namespace) {
+                    set.remove(parent);
+                    if set.is_empty() {
+                        self.by_namespace.remove(namespace);
+                    }
+                }
+            }
+            None => {}
+        }
+    }
+
+    /// The parents `object` maps to as it is.
+    fn parents_of(&self, object: &DynamicObject) -> Vec<ParentKey> {
+        let (namespace, name) = object_key(object);
+        let mut out: Vec<ParentKey> = self
+            .by_name
+            .get(&(namespace.clone(), name))
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect();
+        for parent in self.by_namespace.get(&namespace).into_iter().flatten() {
+            match self.wants.get(parent) {
+                Some(Want::Selector(selector)) if selector.matches(object.labels()) => {
+                    out.push(parent.clone());
+                }
+                Some(Want::Namespace) => out.push(parent.clone()),
+                _ => {}
+            }
+        }
+        out
+    }
+}
+
+fn parent_key(parent: &DynamicObject) -> ParentKey {
+    (parent.namespace(), parent.name_any())
+}
+
+fn object_key(object: &DynamicObject) -> (String, String) {
+    (object.namespace().unwrap_or_default(), object.name_any())
+}
+
+/// What `parent` (its `data`, i.e. everything but metadata, and its
+/// metadata) points at under `by`; `None` when it points at nothing.
+fn want_of(by: &RelatedBy, data: &Value, parent: &DynamicObject) -> Option<Want> {
+    match by {
+        RelatedBy::NameAt(pointer) => at(pointer, data, parent)?
+            .as_str()
+            .filter(|name| !name.is_empty())
+            .map(|name| Want::Name(name.to_owned())),
+        RelatedBy::SelectorAt(pointer) => selector(&at(pointer, data, parent)?).map(Want::Selector),
+        RelatedBy::Namespace => Some(Want::Namespace),
+    }
+}
+
+/// The value at `pointer` in the whole parent (metadata included).
+fn at(pointer: &str, data: &Value, parent: &DynamicObject) -> Option<Value> {
+    if pointer.starts_with("/metadata") {
+        let metadata = serde_json::to_value(&parent.metadata).ok()?;
+        let whole = serde_json::json!({"metadata": metadata});
+        return whole.pointer(pointer).cloned();
+    }
+    data.pointer(pointer).cloned()
+}
+
+/// A label selector: a map of labels, or a LabelSelector with
+/// `matchLabels` and `matchExpressions`; `None` for anything else.
+fn selector(value: &Value) -> Option<Selector> {
+    let object = value.as_object()?;
+    if object.contains_key("matchLabels") || object.contains_key("matchExpressions") {
+        let parsed: k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector =
+            serde_json::from_value(value.clone()).ok()?;
+        return Selector::try_from(parsed).ok();
+    }
+    let labels: BTreeMap<String, String> = serde_json::from_value(value.clone()).ok()?;
+    Some(labels.into_iter().collect())
+}
+
+/// The related objects `parent` maps to among `candidates` (for `wasmop
+/// render`, which has no cluster): the same rules as the index.
+pub fn select<'a>(
+    declared: &RelatedKind,
+    parent: &DynamicObject,
+    candidates: impl Iterator<Item = &'a DynamicObject>,
+) -> Vec<&'a DynamicObject> {
+    let Some(want) = want_of(&declared.by, &parent.data, parent) else {
+        return Vec::new();
+    };
+    let namespace = parent.namespace().unwrap_or_default();
+    let mut found: Vec<&DynamicObject> = candidates
+        .filter(|o| {
+            o.types
+                .as_ref()
+                .is_some_and(|t| declared.kind.matches(&t.api_version, &t.kind))
+        })
+        .filter(|o| o.namespace().unwrap_or_else(|| namespace.clone()) == namespace)
+        .filter(|o| match &want {
+            Want::Name(name) => o.name_any() == *name,
+            Want::Selector(selector) => selector.matches(o.labels()),
+            Want::Namespace => true,
+        })
+        .collect();
+    found.sort_by_key(|o| o.name_any());
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::KindRef;
+    use serde_json::json;
+
+    fn object(kind: &str, ns: &str, name: &str, labels: Value, rv: &str) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": kind,
+            "metadata": {"name": name, "namespace": ns, "labels": labels, "resourceVersion": rv},
+        }))
+        .unwrap()
+    }
+
+    fn parent(name: &str, spec: Value) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "apps.example.com/v1alpha1", "kind": "Cache",
+            "metadata": {"name": name, "namespace": "ns"}, "spec": spec,
+        }))
+        .unwrap()
+    }
+
+    fn index() -> RelatedIndex {
+        RelatedIndex::new(vec![
+            RelatedKind::name_at(KindRef::new("", "v1", "Secret"), "/spec/secret"),
+            RelatedKind::selector_at(KindRef::new("", "v1", "ConfigMap"), "/spec/selector"),
+        ])
+    }
+
+    fn key(name: &str) -> ParentKey {
+        (Some("ns".into()), name.into())
+    }
+
+    #[test]
+    fn a_named_object_maps_to_exactly_the_parents_that_name_it() {
+        let idx = index();
+        idx.parent_applied(&parent("a", json!({"secret": "auth"})));
+        idx.parent_applied(&parent("b", json!({"secret": "auth"})));
+        idx.parent_applied(&parent("c", json!({"secret": "other"})));
+        let mut hit = idx.apply(0, &watcher::Event::Apply(object("Secret", "ns", "auth", json!({}), "1")));
+        hit.sort();
+        assert_eq!(hit, [key("a"), key("b")]);
+        assert!(idx.apply(0, &watcher::Event::Apply(object("Secret", "elsewhere", "auth", json!({}), "2"))).is_empty());
+        assert_eq!(idx.objects_of(&parent("a", json!({"secret": "auth"}))).len(), 1);
+        // b now points elsewhere: a change of auth is no longer b's.
+        idx.parent_applied(&parent("b", json!({"secret": "other"})));
+        assert_eq!(idx.apply(0, &watcher::Event::Delete(object("Secret", "ns", "auth", json!({}), "3"))), [key("a")]);
+        assert!(idx.objects_of(&parent("a", json!({"secret": "auth"}))).is_empty());
+        idx.parent_deleted(&parent("c", json!({})));
+        assert!(idx.apply(0, &watcher::Event::Apply(object("Secret", "ns", "other", json!({}), "4"))) == [key("b")]);
+    }
+
+    #[test]
+    fn a_selected_object_maps_under_its_old_and_its_new_labels() {
+        let idx = index();
+        idx.parent_applied(&parent("red", json!({"selector": {"color": "red"}})));
+        idx.parent_applied(&parent("blue", json!({"selector": {"matchExpressions": [{"key": "color", "operator": "In", "values": ["blue"]}]}})));
+        idx.parent_applied(&parent("none", json!({})));
+        assert_eq!(idx.apply(1, &watcher::Event::Apply(object("ConfigMap", "ns", "x", json!({"color": "red"}), "1"))), [key("red")]);
+        let mut moved = idx.apply(1, &watcher::Event::Apply(object("ConfigMap", "ns", "x", json!({"color": "blue"}), "2")));
+        moved.sort();
+        assert_eq!(moved, [key("blue"), key("red")]);
+        assert_eq!(idx.objects_of(&parent("blue", json!({"selector": {"matchExpressions": [{"key": "color", "operator": "In", "values": ["blue"]}]}}))).len(), 1);
+        assert!(idx.objects_of(&parent("none", json!({}))).is_empty());
+    }
+
+    #[test]
+    fn a_relist_maps_only_what_it_changed() {
+        let idx = index();
+        idx.parent_applied(&parent("a", json!({"secret": "s1"})));
+        idx.parent_applied(&parent("b", json!({"secret": "s2"})));
+        idx.apply(0, &watcher::Event::Init);
+        idx.apply(0, &watcher::Event::InitApply(object("Secret", "ns", "s1", json!({}), "1")));
+        idx.apply(0, &watcher::Event::InitApply(object("Secret", "ns", "s2", json!({}), "1")));
+        idx.apply(0, &watcher::Event::InitDone);
+        idx.apply(0, &watcher::Event::Init);
+        idx.apply(0, &watcher::Event::InitApply(object("Secret", "ns", "s1", json!({}), "1")));
+        assert_eq!(idx.apply(0, &watcher::Event::InitDone), [key("b")], "s2 vanished");
+    }
+
+    #[test]
+    fn render_selects_by_the_same_rules() {
+        let declared = RelatedKind::name_at(KindRef::new("", "v1", "Secret"), "/spec/secret");
+        let p = parent("a", json!({"secret": "auth"}));
+        let objects = [
+            object("Secret", "ns", "auth", json!({}), "1"),
+            object("Secret", "ns", "other", json!({}), "1"),
+            object("ConfigMap", "ns", "auth", json!({}), "1"),
+        ];
+        let found = select(&declared, &p, objects.iter());
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].types.as_ref().unwrap().kind, "Secret");
+    }
+}
