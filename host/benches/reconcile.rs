@@ -280,9 +280,48 @@ fn main() {
         if us(w50) <= 50.0 { "met" } else { "NOT met" }
     );
 
+    related_cost(&guest, &request, rules);
     breakdown(&request, rules);
     floor(&guest, &hostile);
     hostile_neighbour(hostile, wasm_once);
+}
+
+/// Three related Secrets as the host hands them over (data concealed),
+/// each with the metadata the API server returns.
+fn related_secrets() -> Vec<Value> {
+    (0..3)
+        .map(|i| {
+            json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": format!("creds-{i}"), "namespace": "default",
+                    "uid": format!("5e1c0000-0000-4000-8000-00000000020{i}"), "resourceVersion": "5100",
+                    "creationTimestamp": "2026-11-29T10:00:00Z", "labels": {"app": "cache"}},
+                "type": "Opaque",
+                "data": {"password": "c2hhMjU2OjJiYjgwZDUzN2IxZGEzZTM4YmQzMDM2MWFhODU1Njg2YmRlMGVhY2Q3MTYyZmVmNmEyNWZlOTdiZjUyN2EyNWI=",
+                         "username": "c2hhMjU2OjBhMDQxYjkzNjJhNTZlZDM0NzQzNDUzNDQ2OGFiOTU2OWQ0YjYxMzBkNjVkN2Q0ZDlhMDk0OTQ3ZmRlNWY0Zjg="}})
+        })
+        .collect()
+}
+
+/// What related objects add to a reconcile: the converged request alone
+/// and with three related Secrets, interleaved in one run.
+fn related_cost(guest: &Guest, request: &Request, rules: Rules<'_>) {
+    let with_related = Request {
+        related: related_secrets(),
+        ..request.clone()
+    };
+    let run = |request: &Request| {
+        let raw = guest.reconcile(black_box(request)).expect("reconcile");
+        black_box(validate(rules, raw).expect("valid"));
+    };
+    let (alone, related, _) = measure_pair(|| run(request), || run(&with_related));
+    let (a50, r50) = (pct(&alone, 0.5), pct(&related, 0.5));
+    println!("related objects (wasm, {SAMPLES} samples each, interleaved):");
+    report("no related objects", &alone);
+    report("3 related Secrets", &related);
+    println!(
+        "  added cost per related object (p50): {:.1} us",
+        (us(r50) - us(a50)) / 3.0
+    );
 }
 
 /// The fixed cost of one call: fresh store and instance, a trivial request

@@ -241,16 +241,21 @@ mod tests {
     fn related_kinds_are_only_read_and_related_secrets_are_named() {
         use crate::model::RelatedKind;
         let mut guest = cache();
-        guest.description = guest
-            .description
-            .related(RelatedKind::name_at(KindRef::new("", "v1", "Secret"), "/spec/auth/secretRef/name"));
+        guest.description = guest.description.related(RelatedKind::name_at(
+            KindRef::new("", "v1", "Secret"),
+            "/spec/auth/secretRef/name",
+        ));
         let text = roles("wasmop", HOST, &[guest]).unwrap();
         let (role, _) = parse(&text);
         let secrets: Vec<_> = role
             .rules
             .unwrap()
             .into_iter()
-            .filter(|r| r.resources.as_ref().is_some_and(|r| r.contains(&"secrets".to_owned())))
+            .filter(|r| {
+                r.resources
+                    .as_ref()
+                    .is_some_and(|r| r.contains(&"secrets".to_owned()))
+            })
             .collect();
         assert_eq!(secrets.len(), 1);
         assert_eq!(secrets[0].verbs, ["get", "list", "watch"]);

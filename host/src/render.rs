@@ -158,7 +158,12 @@ pub fn render(guest: &Guest, parent: Value, inputs: Inputs) -> Result<Rendered, 
 /// The candidates that map to `parent` under the guest's related kinds, in
 /// the controller's order (by kind, then name); a candidate without a
 /// namespace is taken to be in the parent's.
-fn related_of(guest: &Guest, parent: &Value, namespace: &str, candidates: Vec<Value>) -> Vec<Value> {
+fn related_of(
+    guest: &Guest,
+    parent: &Value,
+    namespace: &str,
+    candidates: Vec<Value>,
+) -> Vec<Value> {
     let Ok(mut parent) = serde_json::from_value::<kube::api::DynamicObject>(parent.clone()) else {
         return Vec::new();
     };
@@ -167,7 +172,9 @@ fn related_of(guest: &Guest, parent: &Value, namespace: &str, candidates: Vec<Va
         .into_iter()
         .filter_map(|c| serde_json::from_value(c).ok())
         .map(|mut c: kube::api::DynamicObject| {
-            c.metadata.namespace.get_or_insert_with(|| namespace.to_owned());
+            c.metadata
+                .namespace
+                .get_or_insert_with(|| namespace.to_owned());
             c
         })
         .collect();
@@ -175,7 +182,9 @@ fn related_of(guest: &Guest, parent: &Value, namespace: &str, candidates: Vec<Va
         .description()
         .related
         .iter()
-        .flat_map(|declared| crate::controller::related::select(declared, &parent, candidates.iter()))
+        .flat_map(|declared| {
+            crate::controller::related::select(declared, &parent, candidates.iter())
+        })
         .filter_map(|o| serde_json::to_value(o).ok())
         .collect()
 }

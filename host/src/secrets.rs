@@ -53,7 +53,9 @@ pub fn conceal(object: &mut Value) {
     }
     if let Some(data) = object.get_mut("stringData").and_then(Value::as_object_mut) {
         for value in data.values_mut() {
-            let text = value.as_str().map_or_else(|| value.to_string(), str::to_owned);
+            let text = value
+                .as_str()
+                .map_or_else(|| value.to_string(), str::to_owned);
             *value = Value::String(digest(text.as_bytes()));
         }
     }
@@ -67,7 +69,10 @@ pub fn conceal(object: &mut Value) {
 
 /// [`conceal`] for an object in a typed cache.
 pub fn conceal_object(object: &mut DynamicObject) {
-    let secret = object.types.as_ref().is_some_and(|t| t.api_version == "v1" && t.kind == "Secret");
+    let secret = object
+        .types
+        .as_ref()
+        .is_some_and(|t| t.api_version == "v1" && t.kind == "Secret");
     if !secret {
         return;
     }
@@ -111,7 +116,10 @@ mod tests {
         let mut s = secret();
         conceal(&mut s);
         let text = s.to_string();
-        assert!(!text.contains("hunter2") && !text.contains("aHVudGVyMg==") && !text.contains("t0ken"), "{text}");
+        assert!(
+            !text.contains("hunter2") && !text.contains("aHVudGVyMg==") && !text.contains("t0ken"),
+            "{text}"
+        );
         let b64 = base64::engine::general_purpose::STANDARD;
         let password = b64.decode(s["data"]["password"].as_str().unwrap()).unwrap();
         assert_eq!(String::from_utf8(password).unwrap(), digest(b"hunter2"));
@@ -122,11 +130,13 @@ mod tests {
 
     #[test]
     fn other_kinds_are_left_alone() {
-        let mut cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"password": "hunter2"}});
+        let mut cm =
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"password": "hunter2"}});
         let before = cm.clone();
         conceal(&mut cm);
         assert_eq!(cm, before);
-        let mut other = json!({"apiVersion": "example.com/v1", "kind": "Secret", "data": {"a": "b"}});
+        let mut other =
+            json!({"apiVersion": "example.com/v1", "kind": "Secret", "data": {"a": "b"}});
         let before = other.clone();
         conceal(&mut other);
         assert_eq!(other, before);
@@ -137,7 +147,10 @@ mod tests {
         let mut object: DynamicObject = serde_json::from_value(secret()).unwrap();
         conceal_object(&mut object);
         let text = serde_json::to_string(&object).unwrap();
-        assert!(!text.contains("aHVudGVyMg==") && !text.contains("hunter2") && !text.contains("t0ken"), "{text}");
+        assert!(
+            !text.contains("aHVudGVyMg==") && !text.contains("hunter2") && !text.contains("t0ken"),
+            "{text}"
+        );
         assert!(object.metadata.annotations.unwrap().contains_key("keep"));
     }
 }

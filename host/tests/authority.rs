@@ -371,6 +371,36 @@ async fn a_description_the_host_refuses_is_never_loaded(env: Arc<TestEnv>) -> an
             "InvalidSettings",
             "refused on purpose",
         ),
+        (
+            "rwildcard",
+            "related-wildcard",
+            "InvalidDescription",
+            "\"*\"",
+        ),
+        (
+            "rpointer",
+            "related-bad-pointer",
+            "InvalidDescription",
+            "is no JSON pointer",
+        ),
+        (
+            "rtwice",
+            "related-duplicate",
+            "InvalidDescription",
+            "more than once",
+        ),
+        (
+            "rsprawl",
+            "related-too-many",
+            "InvalidDescription",
+            "at most 16",
+        ),
+        (
+            "rcluster",
+            "related-cluster-scoped",
+            "KindsNotServed",
+            "related (which must be namespaced)",
+        ),
     ];
     let mut list = String::from("guests:\n");
     for (name, describe, _, _) in &cases {

@@ -295,3 +295,98 @@ fn render_hands_the_settings_to_the_guest_and_reports_refused_ones() {
         "{err}"
     );
 }
+
+#[test]
+fn render_takes_related_objects_and_conceals_secret_values_unless_asked() {
+    let parent = write(
+        "auth-parent.yaml",
+        "apiVersion: apps.example.com/v1alpha1\nkind: Cache\nmetadata: {name: a, namespace: default}\nspec:\n  image: redis:7.2\n  auth: {secretRef: {name: creds, key: password}}\n",
+    );
+    let missing = render(&guest("cache-operator"), &parent, &["-o", "json"]);
+    assert!(
+        missing.status.success(),
+        "{}",
+        String::from_utf8_lossy(&missing.stderr)
+    );
+    let v: Value = serde_json::from_slice(&missing.stdout).unwrap();
+    assert_eq!(
+        v["children"],
+        serde_json::json!([]),
+        "children without their Secret"
+    );
+    assert_eq!(v["status"]["conditions"][0]["reason"], "SecretMissing");
+
+    // "czNjcjN0" is base64 of "s3cr3t".
+    let related = write(
+        "auth-related.yaml",
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: creds, namespace: default}\ndata: {password: czNjcjN0}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: other, namespace: default}\ndata: {password: b3RoZXI=}\n",
+    );
+    let hash = |extra: &[&str]| {
+        let mut args = vec!["--related", related.to_str().unwrap(), "-o", "json"];
+        args.extend_from_slice(extra);
+        let out = render(&guest("cache-operator"), &parent, &args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let deployment = v["children"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["kind"] == "Deployment")
+            .cloned()
+            .expect("a Deployment once the Secret is there");
+        assert_eq!(
+            deployment["spec"]["template"]["spec"]["containers"][0]["env"][0]["valueFrom"]["secretKeyRef"]
+                ["name"],
+            "creds"
+        );
+        deployment["spec"]["template"]["metadata"]["annotations"]["apps.example.com/secret-hash"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    // The guest hashes what it receives: the value's digest by default,
+    // the value itself with --secret-values.
+    assert_ne!(hash(&[]), hash(&["--secret-values"]));
+
+    // The hostile guest echoes its related objects into its status: the
+    // printed status holds the digest, never the value.
+    let hostile = write(
+        "echo-parent.yaml",
+        "apiVersion: test.wasmop.dev/v1alpha1\nkind: Hostile\nmetadata: {name: h, namespace: default}\nspec: {attack: echo-related, target: creds}\n",
+    );
+    let settings = write("echo-settings.yaml", "related: true\n");
+    let echo = |extra: &[&str]| {
+        let mut args = vec![
+            "--related",
+            related.to_str().unwrap(),
+            "--settings",
+            settings.to_str().unwrap(),
+            "-o",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        let out = render(&guest("hostile"), &hostile, &args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let hidden = echo(&[]);
+    assert!(
+        !hidden.contains("czNjcjN0") && hidden.contains("password"),
+        "{hidden}"
+    );
+    let v: Value = serde_json::from_str(&hidden).unwrap();
+    assert_eq!(
+        v["status"]["related"].as_array().unwrap().len(),
+        1,
+        "only the Secret the parent names is related: {hidden}"
+    );
+    assert!(echo(&["--secret-values"]).contains("czNjcjN0"));
+}

@@ -63,7 +63,11 @@ async fn resumed(case: &Fleet, back: SystemTime) -> anyhow::Result<Duration> {
         "faults: first write {:.2} s after the API server answered again (target {:.0} s: {})",
         resume.as_secs_f64(),
         RESUME_TARGET.as_secs_f64(),
-        if resume <= RESUME_TARGET { "met" } else { "NOT met" }
+        if resume <= RESUME_TARGET {
+            "met"
+        } else {
+            "NOT met"
+        }
     );
     Ok(resume)
 }
@@ -76,7 +80,11 @@ async fn without_a_fault_two_hundred_caches_converge_and_the_oracle_holds(
     let started = Instant::now();
     case.create_caches().await?;
     let took = case.converged(&Expect::first(CACHES), started).await?;
-    report("no fault", "200 Caches created", &[("converged after the first create", took)]);
+    report(
+        "no fault",
+        "200 Caches created",
+        &[("converged after the first create", took)],
+    );
     case.finish().await
 }
 
@@ -94,7 +102,10 @@ async fn the_api_server_killed_and_restarted_during_convergence_loses_nothing(
     report(
         "kube-apiserver kill -9, down 3 s, restarted",
         "during convergence",
-        &[("first write after it answered", resume), ("converged after the kill", took)],
+        &[
+            ("first write after it answered", resume),
+            ("converged after the kill", took),
+        ],
     );
     case.finish().await
 }
@@ -114,7 +125,10 @@ async fn etcd_killed_and_restarted_during_convergence_loses_nothing(
     report(
         "etcd kill -9, down 3 s, restarted",
         "during convergence",
-        &[("first write after the API server was ready", resume), ("converged after the kill", took)],
+        &[
+            ("first write after the API server was ready", resume),
+            ("converged after the kill", took),
+        ],
     );
     case.finish().await
 }
@@ -133,7 +147,10 @@ async fn the_api_server_paused_for_twenty_seconds_during_convergence_loses_nothi
     report(
         "kube-apiserver SIGSTOP 20 s, SIGCONT",
         "during convergence",
-        &[("first write after SIGCONT", resume), ("converged after the pause began", took)],
+        &[
+            ("first write after SIGCONT", resume),
+            ("converged after the pause began", took),
+        ],
     );
     case.finish().await
 }
@@ -144,7 +161,8 @@ async fn watches_that_get_410_after_a_compaction_re_list_and_miss_nothing(
     let mut case = Fleet::new(&env, "fault-compaction", CACHES).await?;
     case.start_host().await?;
     case.create_caches().await?;
-    case.converged(&Expect::first(CACHES), Instant::now()).await?;
+    case.converged(&Expect::first(CACHES), Instant::now())
+        .await?;
     let before = caches(&case.client, &case.ns)
         .list(&ListParams::default())
         .await?
@@ -223,7 +241,8 @@ async fn a_host_killed_during_a_hot_swap_comes_back_on_the_new_version(
     let mut case = Fleet::new(&env, "fault-swap", CACHES).await?;
     case.start_host().await?;
     case.create_caches().await?;
-    case.converged(&Expect::first(CACHES), Instant::now()).await?;
+    case.converged(&Expect::first(CACHES), Instant::now())
+        .await?;
     let mark = case.host()?.log().len();
     case.use_version("cache-operator-v2").await?;
     // Kill it while the swap is under way: the new version loaded, its
@@ -236,7 +255,10 @@ async fn a_host_killed_during_a_hot_swap_comes_back_on_the_new_version(
     })
     .await
     .context("v2 never wrote")?;
-    ensure!(case.host()?.log()[mark..].contains("swapped"), "no swap logged");
+    ensure!(
+        case.host()?.log()[mark..].contains("swapped"),
+        "no swap logged"
+    );
     let fault = Instant::now();
     case.kill_host();
     case.start_host().await?;
@@ -259,7 +281,8 @@ async fn a_host_killed_during_fifty_finalizers_completes_them_after_a_restart(
     let mut case = Fleet::new(&env, "fault-finalizers", CACHES).await?;
     case.start_host().await?;
     case.create_caches().await?;
-    case.converged(&Expect::first(CACHES), Instant::now()).await?;
+    case.converged(&Expect::first(CACHES), Instant::now())
+        .await?;
     let api = caches(&case.client, &case.ns);
     let doomed: Vec<String> = (0..50).map(|i| name(i * 4)).collect();
     for n in &doomed {
@@ -301,7 +324,8 @@ async fn caches_deleted_while_the_host_is_down_are_finalized_when_it_returns(
     let mut case = Fleet::new(&env, "fault-down", CACHES).await?;
     case.start_host().await?;
     case.create_caches().await?;
-    case.converged(&Expect::first(CACHES), Instant::now()).await?;
+    case.converged(&Expect::first(CACHES), Instant::now())
+        .await?;
     case.kill_host();
     let api = caches(&case.client, &case.ns);
     let doomed: Vec<String> = (0..50).map(|i| name(i * 4 + 1)).collect();
@@ -317,7 +341,10 @@ async fn caches_deleted_while_the_host_is_down_are_finalized_when_it_returns(
         .iter()
         .filter(|c| c.metadata.deletion_timestamp.is_some())
         .count();
-    ensure!(terminating == 50, "{terminating} Caches Terminating, want 50");
+    ensure!(
+        terminating == 50,
+        "{terminating} Caches Terminating, want 50"
+    );
     let fault = Instant::now();
     case.start_host().await?;
     let mut expect = Expect::first(CACHES);
@@ -339,7 +366,8 @@ async fn a_field_manager_fighting_the_host_meets_its_backoff_and_loses_when_it_s
     let mut case = Fleet::new(&env, "fault-fight", CACHES).await?;
     case.start_host().await?;
     case.create_caches().await?;
-    case.converged(&Expect::first(CACHES), Instant::now()).await?;
+    case.converged(&Expect::first(CACHES), Instant::now())
+        .await?;
     let target = name(7);
     let deployments: Api<Deployment> = Api::namespaced(case.client.clone(), &case.ns);
     let host_writes = |case: &Fleet| -> anyhow::Result<usize> {
@@ -359,7 +387,11 @@ async fn a_field_manager_fighting_the_host_meets_its_backoff_and_loses_when_it_s
     };
     while fight.elapsed() < Duration::from_secs(30) {
         deployments
-            .patch(&target, &params, &Patch::Merge(&json!({"spec": {"replicas": 2}})))
+            .patch(
+                &target,
+                &params,
+                &Patch::Merge(&json!({"spec": {"replicas": 2}})),
+            )
             .await?;
         theirs += 1;
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -384,7 +416,11 @@ async fn a_field_manager_fighting_the_host_meets_its_backoff_and_loses_when_it_s
         "faults: fight over spec.replicas for 30 s: {theirs} foreign writes, {ours} by the host on that Deployment ({all} in all); won {:.1} s after the fight stopped",
         won.as_secs_f64()
     );
-    report("a field manager fighting for 30 s", "steady state", &[("converged after the fight began", took)]);
+    report(
+        "a field manager fighting for 30 s",
+        "steady state",
+        &[("converged after the fight began", took)],
+    );
     case.finish().await
 }
 

@@ -54,7 +54,8 @@ impl Cache {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CacheSpec {
-    /// Container image, e.g. `redis:7.2`. Required, not empty.
+    /// Container image, e.g. `redis:7.2`; when empty, the setting
+    /// `defaultImage` ([`CacheSettings`]) is used.
     #[serde(default)]
     pub image: String,
     /// Number of pods, 1 to 10; default 1.
@@ -71,6 +72,54 @@ pub struct CacheSpec {
     /// While true the operator leaves every child exactly as it is.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub paused: bool,
+    /// Credentials the cache server requires.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<CacheAuth>,
+}
+
+/// `spec.auth`: where the cache server's password is.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CacheAuth {
+    /// The key of a Secret in the Cache's namespace holding the password.
+    #[serde(default)]
+    pub secret_ref: SecretKeyRef,
+}
+
+/// A key of a Secret in the Cache's namespace.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SecretKeyRef {
+    /// The Secret's name.
+    #[serde(default)]
+    pub name: String,
+    /// The key in its `data`.
+    #[serde(default)]
+    pub key: String,
+}
+
+/// The guest-list entry's `settings` for the cache-operator.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CacheSettings {
+    /// The image of a Cache whose `spec.image` is empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_image: Option<String>,
+}
+
+impl CacheSettings {
+    /// The settings as `describe` checks them: an empty `defaultImage` is
+    /// refused.
+    pub fn parse(settings: &wasmop_guest::Settings) -> std::result::Result<Self, String> {
+        let parsed: Self = settings.get()?;
+        if parsed
+            .default_image
+            .as_deref()
+            .is_some_and(|i| i.trim().is_empty())
+        {
+            return Err("settings.defaultImage must not be empty".into());
+        }
+        Ok(parsed)
+    }
 }
 
 impl CacheSpec {
@@ -84,11 +133,39 @@ impl CacheSpec {
         self.port.unwrap_or(DEFAULT_PORT)
     }
 
+    /// The spec with `settings` applied: an empty `image` becomes the
+    /// setting `defaultImage`.
+    #[must_use]
+    pub fn with_defaults(mut self, settings: &CacheSettings) -> Self {
+        if self.image.trim().is_empty() {
+            if let Some(image) = &settings.default_image {
+                self.image.clone_from(image);
+            }
+        }
+        self
+    }
+
     /// Checks the bounds the CRD declares, and that every config key is a
     /// valid ConfigMap key. A violation is permanent: retrying cannot fix it.
     pub fn validate(&self) -> Result<()> {
         if self.image.trim().is_empty() {
-            return Err(Error::permanent("spec.image must not be empty"));
+            return Err(Error::permanent(
+                "spec.image must not be empty (this guest has no setting defaultImage)",
+            ));
+        }
+        if let Some(auth) = &self.auth {
+            let secret = &auth.secret_ref;
+            if secret.name.is_empty() || secret.name.len() > 253 {
+                return Err(Error::permanent(
+                    "spec.auth.secretRef.name must be 1 to 253 characters",
+                ));
+            }
+            if !is_config_map_key(&secret.key) {
+                return Err(Error::permanent(format!(
+                    "spec.auth.secretRef.key {:?} is not a valid Secret key",
+                    secret.key
+                )));
+            }
         }
         let replicas = self.replicas();
         if !(1..=MAX_REPLICAS).contains(&replicas) {
@@ -241,6 +318,71 @@ mod tests {
             s.config.insert(bad.into(), "x".into());
             assert!(s.validate().is_err(), "key {bad:?}");
         }
+    }
+
+    #[test]
+    fn an_empty_image_takes_the_default_image_setting() {
+        let settings = CacheSettings {
+            default_image: Some("redis:7.4".into()),
+        };
+        assert_eq!(spec("").with_defaults(&settings).image, "redis:7.4");
+        assert_eq!(spec("valkey:8").with_defaults(&settings).image, "valkey:8");
+        assert!(
+            spec("")
+                .with_defaults(&CacheSettings::default())
+                .validate()
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn settings_are_checked_and_unknown_fields_refused() {
+        let parse = |text: &str| {
+            CacheSettings::parse(&wasmop_guest::Settings::from_json(Some(text.into())))
+        };
+        assert_eq!(
+            parse(r#"{"defaultImage":"redis:7.4"}"#)
+                .unwrap()
+                .default_image
+                .as_deref(),
+            Some("redis:7.4")
+        );
+        assert!(
+            parse(r#"{"defaultImage":" "}"#)
+                .unwrap_err()
+                .contains("defaultImage")
+        );
+        assert!(
+            parse(r#"{"defaultImg":"x"}"#)
+                .unwrap_err()
+                .contains("unknown field")
+        );
+        assert_eq!(
+            CacheSettings::parse(&wasmop_guest::Settings::none()),
+            Ok(CacheSettings::default())
+        );
+    }
+
+    #[test]
+    fn a_secret_ref_needs_a_name_and_a_valid_key() {
+        let with = |name: &str, key: &str| CacheSpec {
+            auth: Some(CacheAuth {
+                secret_ref: SecretKeyRef {
+                    name: name.into(),
+                    key: key.into(),
+                },
+            }),
+            ..spec("redis")
+        };
+        assert!(with("creds", "password").validate().is_ok());
+        assert!(with("", "password").validate().is_err());
+        assert!(with("creds", "").validate().is_err());
+        assert!(with("creds", "a/b").validate().is_err());
+        let parsed: CacheSpec = serde_json::from_value(
+            json!({"image": "redis", "auth": {"secretRef": {"name": "creds", "key": "password"}}}),
+        )
+        .unwrap();
+        assert_eq!(parsed, with("creds", "password"));
     }
 
     #[test]

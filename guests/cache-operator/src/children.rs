@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
-    ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, PodSpec, PodTemplateSpec, Service,
-    ServicePort, ServiceSpec, Volume, VolumeMount,
+    ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EnvVar, EnvVarSource, PodSpec,
+    PodTemplateSpec, SecretKeySelector, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -17,6 +17,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use wasmop_guest::meta;
 
 use crate::api::CacheSpec;
+use crate::auth::{PASSWORD_ENV, Password, SECRET_HASH_ANNOTATION};
 use crate::flavor::{Flavor, VERSION_LABEL, VERSION_V2};
 use crate::observed::Fingerprint;
 
@@ -45,18 +46,26 @@ pub struct Children {
     pub disruption_budget: Option<PodDisruptionBudget>,
     /// [`config_hash`] of `spec.config`, as on the pod template.
     pub config_hash: String,
+    /// The hash of the password's value, as on the pod template; `None`
+    /// without `spec.auth`.
+    pub secret_hash: Option<String>,
 }
 
 impl Children {
-    /// The children for the Cache `name` with a validated `spec`.
-    pub fn desired(name: &str, spec: &CacheSpec, flavor: Flavor) -> Self {
+    /// The children for the Cache `name` with a validated `spec` and its
+    /// `password` (never [`Password::Missing`]: then no children change).
+    pub fn desired(name: &str, spec: &CacheSpec, password: &Password, flavor: Flavor) -> Self {
         let config_hash = config_hash(&spec.config);
         Self {
             config_map: config_map(name, spec, flavor),
-            deployment: deployment(name, spec, &config_hash, flavor),
+            deployment: deployment(name, spec, &config_hash, password, flavor),
             service: service(name, spec, flavor),
             disruption_budget: flavor.is_v2().then(|| disruption_budget(name, flavor)),
             config_hash,
+            secret_hash: match password {
+                Password::Found { hash, .. } => Some(hash.clone()),
+                Password::None | Password::Missing(_) => None,
+            },
         }
     }
 
@@ -68,6 +77,7 @@ impl Children {
             image: Some(&spec.image),
             port: Some(spec.port().into()),
             config_hash: Some(&self.config_hash),
+            secret_hash: self.secret_hash.as_deref(),
         }
     }
 }
@@ -120,8 +130,32 @@ fn config_map(name: &str, spec: &CacheSpec, flavor: Flavor) -> ConfigMap {
     }
 }
 
-fn deployment(name: &str, spec: &CacheSpec, config_hash: &str, flavor: Flavor) -> Deployment {
+fn deployment(
+    name: &str,
+    spec: &CacheSpec,
+    config_hash: &str,
+    password: &Password,
+    flavor: Flavor,
+) -> Deployment {
     let selector = selector_labels(name);
+    let mut annotations =
+        BTreeMap::from([(CONFIG_HASH_ANNOTATION.to_owned(), config_hash.to_owned())]);
+    let mut env = None;
+    if let Password::Found { name, key, hash } = password {
+        annotations.insert(SECRET_HASH_ANNOTATION.to_owned(), hash.clone());
+        env = Some(vec![EnvVar {
+            name: PASSWORD_ENV.to_owned(),
+            value_from: Some(EnvVarSource {
+                secret_key_ref: Some(SecretKeySelector {
+                    name: name.clone(),
+                    key: key.clone(),
+                    optional: None,
+                }),
+                ..EnvVarSource::default()
+            }),
+            ..EnvVar::default()
+        }]);
+    }
     Deployment {
         metadata: meta::object_meta(name, child_labels(name, flavor)),
         spec: Some(DeploymentSpec {
@@ -133,15 +167,14 @@ fn deployment(name: &str, spec: &CacheSpec, config_hash: &str, flavor: Flavor) -
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
                     labels: Some(selector),
-                    annotations: Some(
-                        [(CONFIG_HASH_ANNOTATION.to_owned(), config_hash.to_owned())].into(),
-                    ),
+                    annotations: Some(annotations),
                     ..ObjectMeta::default()
                 }),
                 spec: Some(PodSpec {
                     containers: vec![Container {
                         name: CONTAINER_NAME.to_owned(),
                         image: Some(spec.image.clone()),
+                        env,
                         ports: Some(vec![ContainerPort {
                             name: Some(PORT_NAME.to_owned()),
                             container_port: spec.port(),
@@ -216,12 +249,13 @@ mod tests {
             port: Some(6379),
             config: [("redis.conf".to_owned(), "maxmemory 64mb".to_owned())].into(),
             paused: false,
+            auth: None,
         }
     }
 
     #[test]
     fn deployment_runs_the_image_with_the_replicas_and_port() {
-        let children = Children::desired("demo", &spec(), Flavor::V1);
+        let children = Children::desired("demo", &spec(), &Password::None, Flavor::V1);
         let value = serde_json::to_value(&children.deployment).unwrap();
         assert_eq!(value["apiVersion"], "apps/v1");
         assert_eq!(
@@ -253,7 +287,7 @@ mod tests {
 
     #[test]
     fn deployment_never_sets_namespace_or_owner() {
-        let children = Children::desired("demo", &spec(), Flavor::V2);
+        let children = Children::desired("demo", &spec(), &Password::None, Flavor::V2);
         for value in [
             serde_json::to_value(&children.deployment).unwrap(),
             serde_json::to_value(&children.service).unwrap(),
@@ -272,7 +306,7 @@ mod tests {
 
     #[test]
     fn service_exposes_the_port_and_selects_the_pods() {
-        let children = Children::desired("demo", &spec(), Flavor::V1);
+        let children = Children::desired("demo", &spec(), &Password::None, Flavor::V1);
         let value = serde_json::to_value(&children.service).unwrap();
         assert_eq!(
             value["spec"],
@@ -285,7 +319,7 @@ mod tests {
 
     #[test]
     fn config_map_holds_the_config() {
-        let children = Children::desired("demo", &spec(), Flavor::V1);
+        let children = Children::desired("demo", &spec(), &Password::None, Flavor::V1);
         let value = serde_json::to_value(&children.config_map).unwrap();
         assert_eq!(value["metadata"]["name"], "demo-config");
         assert_eq!(value["data"], json!({"redis.conf": "maxmemory 64mb"}));
@@ -295,8 +329,10 @@ mod tests {
     fn an_empty_config_gives_a_config_map_without_data() {
         let mut s = spec();
         s.config.clear();
-        let value =
-            serde_json::to_value(Children::desired("demo", &s, Flavor::V1).config_map).unwrap();
+        let value = serde_json::to_value(
+            Children::desired("demo", &s, &Password::None, Flavor::V1).config_map,
+        )
+        .unwrap();
         assert!(value.get("data").is_none());
     }
 
@@ -310,7 +346,7 @@ mod tests {
         let hash = config_hash(&a.config);
         assert_eq!(hash.len(), 16);
         assert!(hash.bytes().all(|c| c.is_ascii_hexdigit()));
-        let deployment = Children::desired("demo", &a, Flavor::V1).deployment;
+        let deployment = Children::desired("demo", &a, &Password::None, Flavor::V1).deployment;
         let annotations = deployment
             .spec
             .unwrap()
@@ -320,6 +356,40 @@ mod tests {
             .annotations
             .unwrap();
         assert_eq!(annotations[CONFIG_HASH_ANNOTATION], hash);
+    }
+
+    #[test]
+    fn a_found_password_is_an_env_var_from_the_secret_and_its_hash_an_annotation() {
+        let password = Password::Found {
+            name: "creds".into(),
+            key: "password".into(),
+            hash: "0123456789abcdef".into(),
+        };
+        let deployment = serde_json::to_value(
+            Children::desired("demo", &spec(), &password, Flavor::V1).deployment,
+        )
+        .unwrap();
+        let template = &deployment["spec"]["template"];
+        assert_eq!(
+            template["metadata"]["annotations"][SECRET_HASH_ANNOTATION],
+            "0123456789abcdef"
+        );
+        assert_eq!(
+            template["spec"]["containers"][0]["env"],
+            json!([{"name": "CACHE_PASSWORD",
+                "valueFrom": {"secretKeyRef": {"name": "creds", "key": "password"}}}])
+        );
+        let without = serde_json::to_value(
+            Children::desired("demo", &spec(), &Password::None, Flavor::V1).deployment,
+        )
+        .unwrap();
+        let template = &without["spec"]["template"];
+        assert!(template["spec"]["containers"][0].get("env").is_none());
+        assert!(
+            template["metadata"]["annotations"]
+                .get(SECRET_HASH_ANNOTATION)
+                .is_none()
+        );
     }
 
     #[test]
@@ -340,7 +410,7 @@ mod tests {
 
     #[test]
     fn v1_has_no_version_label_and_no_disruption_budget() {
-        let children = Children::desired("demo", &spec(), Flavor::V1);
+        let children = Children::desired("demo", &spec(), &Password::None, Flavor::V1);
         assert!(children.disruption_budget.is_none());
         let labels = children.deployment.metadata.labels.unwrap();
         assert!(!labels.contains_key(VERSION_LABEL));
@@ -348,7 +418,7 @@ mod tests {
 
     #[test]
     fn v2_labels_every_child_but_not_the_selectors() {
-        let children = Children::desired("demo", &spec(), Flavor::V2);
+        let children = Children::desired("demo", &spec(), &Password::None, Flavor::V2);
         let pdb = children.disruption_budget.clone().unwrap();
         for labels in [
             children.config_map.metadata.labels.clone(),
@@ -388,7 +458,7 @@ mod tests {
 
     #[test]
     fn v2_adds_a_disruption_budget_keeping_one_pod() {
-        let pdb = Children::desired("demo", &spec(), Flavor::V2)
+        let pdb = Children::desired("demo", &spec(), &Password::None, Flavor::V2)
             .disruption_budget
             .unwrap();
         let value = serde_json::to_value(&pdb).unwrap();

@@ -60,7 +60,8 @@ pub fn reconcile_deletion(request: &Request, cache: &Cache, flavor: Flavor) -> R
             ),
         )));
     }
-    let mut stopped = Children::desired(name, &cache.spec, flavor).deployment;
+    let password = crate::auth::password(request, &cache.spec);
+    let mut stopped = Children::desired(name, &cache.spec, &password, flavor).deployment;
     if let Some(spec) = stopped.spec.as_mut() {
         spec.replicas = Some(0);
     }

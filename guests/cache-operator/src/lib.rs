@@ -11,8 +11,17 @@
 //!   in the pod-template annotation [`CONFIG_HASH_ANNOTATION`] so a config
 //!   change rolls the pods;
 //! - a Service `<name>` exposing `spec.port`;
+//! - with `spec.auth.secretRef` (a Secret's `name` and `key`, the Secret a
+//!   related object): the password in the env var `CACHE_PASSWORD` from
+//!   that key and its value's hash in the pod-template annotation
+//!   [`SECRET_HASH_ANNOTATION`], so rotating it rolls the pods. While the
+//!   Secret or key is missing the Cache is `Pending` with `Available=False`,
+//!   reason `SecretMissing`, and no child changes;
 //! - with the Cargo feature `v2`: the label `apps.example.com/version: v2` on every
 //!   child and a PodDisruptionBudget `<name>` (minAvailable 1).
+//!
+//! Its settings ([`CacheSettings`]) may give `defaultImage`, the image of a
+//! Cache whose `spec.image` is empty.
 //!
 //! It reports `readyReplicas`, `phase` (Pending, Progressing, Ready, Paused)
 //! and the conditions `Available` and `Progressing`. While `paused` it keeps
@@ -24,6 +33,7 @@
 //! [`wasmop_guest::Operator`]); only on wasm32 is it exported as a component.
 
 mod api;
+mod auth;
 mod children;
 mod finalizer;
 mod flavor;
@@ -32,17 +42,18 @@ mod pause;
 mod reconcile;
 mod status;
 
-pub use api::{Cache, CacheSpec, CacheStatus, Phase};
+pub use api::{Cache, CacheAuth, CacheSettings, CacheSpec, CacheStatus, Phase, SecretKeyRef};
+pub use auth::{PASSWORD_ENV, SECRET_HASH_ANNOTATION, SECRET_NAME_POINTER};
 pub use children::{CONFIG_HASH_ANNOTATION, CONFIG_MOUNT_PATH, config_hash};
 pub use finalizer::FINALIZER;
 pub use flavor::{Flavor, VERSION_LABEL, VERSION_V2};
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use wasmop_guest::{
-    ChildKind, Description, KindRef, Operator, Request, Response, Result, Settings,
+    ChildKind, Description, KindRef, Operator, RelatedKind, Request, Response, Result, Settings,
 };
 
 /// The Cache operator, in the flavor this build was compiled as
@@ -51,7 +62,8 @@ use wasmop_guest::{
 pub struct CacheOperator;
 
 impl Operator for CacheOperator {
-    fn describe(_settings: &Settings) -> std::result::Result<Description, String> {
+    fn describe(settings: &Settings) -> std::result::Result<Description, String> {
+        CacheSettings::parse(settings)?;
         Ok(describe(Flavor::CURRENT))
     }
 
@@ -61,9 +73,14 @@ impl Operator for CacheOperator {
 }
 
 /// What `flavor` manages: Caches, with ConfigMaps, Deployments and Services
-/// (and PodDisruptionBudgets in v2) as children, and the finalizer.
+/// (and PodDisruptionBudgets in v2) as children, the Secret each Cache names
+/// at [`SECRET_NAME_POINTER`] as a related object, and the finalizer.
 pub fn describe(flavor: Flavor) -> Description {
     let mut description = Description::new(KindRef::of::<Cache>())
+        .related(RelatedKind::name_at(
+            KindRef::of::<Secret>(),
+            SECRET_NAME_POINTER,
+        ))
         .child(ChildKind::of::<ConfigMap>())
         .child(ChildKind::of::<Deployment>())
         .child(ChildKind::of::<Service>());
@@ -147,6 +164,24 @@ mod tests {
         assert_eq!(
             CacheOperator::describe(&Settings::none()),
             Ok(describe(Flavor::CURRENT))
+        );
+    }
+
+    #[test]
+    fn describe_refuses_bad_settings_and_relates_the_named_secret() {
+        let bad = Settings::from_json(Some(r#"{"defaultImage": ""}"#.into()));
+        assert!(
+            CacheOperator::describe(&bad)
+                .unwrap_err()
+                .contains("defaultImage")
+        );
+        let related = describe(Flavor::V1).related;
+        assert_eq!(
+            related,
+            [RelatedKind::name_at(
+                KindRef::new("", "v1", "Secret"),
+                "/spec/auth/secretRef/name"
+            )]
         );
     }
 }

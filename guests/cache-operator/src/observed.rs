@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+use crate::auth::SECRET_HASH_ANNOTATION;
 use crate::children::{CONFIG_HASH_ANNOTATION, CONTAINER_NAME};
 
 /// The parts of a Deployment's spec the operator sets and a rollout must
@@ -24,6 +25,8 @@ pub struct Fingerprint<'a> {
     pub port: Option<i64>,
     /// The pod template's config-hash annotation.
     pub config_hash: Option<&'a str>,
+    /// The pod template's secret-hash annotation.
+    pub secret_hash: Option<&'a str>,
 }
 
 /// An observed Deployment, as far as the operator reads it.
@@ -100,19 +103,22 @@ impl ObservedDeployment {
             .containers
             .iter()
             .find(|c| c.name == CONTAINER_NAME);
+        let annotation = |key: &str| {
+            self.spec
+                .template
+                .metadata
+                .annotations
+                .get(key)
+                .map(String::as_str)
+        };
         Fingerprint {
             replicas: self.spec.replicas,
             image: container.and_then(|c| c.image.as_deref()),
             port: container
                 .and_then(|c| c.ports.first())
                 .and_then(|p| p.container_port),
-            config_hash: self
-                .spec
-                .template
-                .metadata
-                .annotations
-                .get(CONFIG_HASH_ANNOTATION)
-                .map(String::as_str),
+            config_hash: annotation(CONFIG_HASH_ANNOTATION),
+            secret_hash: annotation(SECRET_HASH_ANNOTATION),
         }
     }
 
@@ -187,6 +193,7 @@ mod tests {
             image: Some("redis:7.2"),
             port: Some(6379),
             config_hash: Some("abc"),
+            secret_hash: None,
         }
     }
 
@@ -236,7 +243,8 @@ mod tests {
                 replicas: None,
                 image: None,
                 port: None,
-                config_hash: None
+                config_hash: None,
+                secret_hash: None
             }
         );
         assert!(!observed.rollout_complete(&desired()));

@@ -10,7 +10,8 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use wasmop_guest::{Error, Event, Request, Response, Result};
 
-use crate::api::{Cache, CacheStatus, Phase};
+use crate::api::{Cache, CacheSettings, CacheStatus, Phase};
+use crate::auth::{Password, password};
 use crate::children::Children;
 use crate::finalizer::reconcile_deletion;
 use crate::flavor::Flavor;
@@ -20,7 +21,9 @@ use crate::status;
 
 /// Reconciles one Cache as the build `flavor`, at time `now`.
 pub fn reconcile(request: &Request, now: &Time, flavor: Flavor) -> Result<Response> {
-    let cache: Cache = request.parent_as()?;
+    let mut cache: Cache = request.parent_as()?;
+    let settings = CacheSettings::parse(request.settings()).map_err(Error::permanent)?;
+    cache.spec = std::mem::take(&mut cache.spec).with_defaults(&settings);
     let name = cache.name();
     if name.is_empty() {
         return Err(Error::permanent("the Cache has no metadata.name"));
@@ -33,8 +36,12 @@ pub fn reconcile(request: &Request, now: &Time, flavor: Flavor) -> Result<Respon
         return reconcile_paused(request, &cache, now);
     }
     cache.spec.validate()?;
+    let password = password(request, &cache.spec);
+    if let Password::Missing(message) = &password {
+        return reconcile_secret_missing(request, &cache, message, now);
+    }
 
-    let desired = Children::desired(name, &cache.spec, flavor);
+    let desired = Children::desired(name, &cache.spec, &password, flavor);
     let wanted = desired.fingerprint(&cache.spec);
     let observed = request.observed_named_as::<Deployment, ObservedDeployment>(name);
     let observed = observed.as_ref();
@@ -108,7 +115,42 @@ fn change_events(
             format!("the config changed; rolling the pods of Deployment {name}"),
         ));
     }
+    if was.secret_hash != will.secret_hash {
+        events.push(Event::normal(
+            "SecretChanged",
+            format!("the password Secret changed; rolling the pods of Deployment {name}"),
+        ));
+    }
     events
+}
+
+/// The answer while the Secret or key `spec.auth.secretRef` names is
+/// missing: every observed child kept exactly as it is (no Deployment is
+/// created or changed), phase `Pending` with `SecretMissing`, and a Warning
+/// event when the Cache did not report it already. The host reconciles the
+/// Cache again when the Secret appears.
+fn reconcile_secret_missing(
+    request: &Request,
+    cache: &Cache,
+    message: &str,
+    now: &Time,
+) -> Result<Response> {
+    let mut response = Response::new();
+    response.keep_observed(request, |_| false);
+    let ready = request
+        .observed_named_as::<Deployment, ObservedDeployment>(cache.name())
+        .map_or(0, |d| d.ready_replicas());
+    let previous = cache.status.as_ref();
+    let new_status =
+        status::secret_missing(previous, ready, cache.metadata.generation, message, now);
+    if !status::reports_secret_missing(previous) {
+        wasmop_guest::info!("cache {}: {message}", cache.name());
+        response = response.event(Event::warning(status::SECRET_MISSING, message));
+    }
+    if let Some(event) = phase_event(previous, Phase::Pending) {
+        response = response.event(event);
+    }
+    response.status(&new_status)
 }
 
 /// A `PhaseChanged` event when `phase` differs from the phase the parent

@@ -83,6 +83,47 @@ pub fn status(
     }
 }
 
+/// Condition reason: the Secret or key `spec.auth.secretRef` names is
+/// missing.
+pub const SECRET_MISSING: &str = "SecretMissing";
+
+/// The status of a Cache whose Secret or key is missing: phase `Pending`,
+/// `Available=False` and `Progressing=False`, both with reason
+/// [`SECRET_MISSING`] and `message` (which names the Secret and the key).
+pub fn secret_missing(
+    previous: Option<&CacheStatus>,
+    ready: i32,
+    generation: Option<i64>,
+    message: &str,
+    now: &Time,
+) -> CacheStatus {
+    let mut conditions = previous.map(|s| s.conditions.clone()).unwrap_or_default();
+    for kind in [AVAILABLE, PROGRESSING] {
+        set_condition(
+            &mut conditions,
+            kind,
+            ConditionStatus::False,
+            SECRET_MISSING,
+            message,
+            generation,
+            now,
+        );
+    }
+    CacheStatus {
+        ready_replicas: ready,
+        phase: Some(Phase::Pending.as_str().to_owned()),
+        observed_generation: None,
+        conditions,
+    }
+}
+
+/// True when `status` already reports [`SECRET_MISSING`] on `Available`.
+pub fn reports_secret_missing(status: Option<&CacheStatus>) -> bool {
+    status
+        .and_then(|s| wasmop_guest::condition::find_condition(&s.conditions, AVAILABLE))
+        .is_some_and(|c| c.reason == SECRET_MISSING)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,6 +137,7 @@ mod tests {
         image: Some("redis:7.2"),
         port: Some(6379),
         config_hash: Some("abc"),
+        secret_hash: None,
     };
 
     fn at(seconds: u64) -> Time {
@@ -186,6 +228,39 @@ mod tests {
             find_condition(&s.conditions, AVAILABLE).unwrap().status,
             "True"
         );
+    }
+
+    #[test]
+    fn a_missing_secret_is_pending_and_not_available_with_the_message() {
+        let ready = status(None, Phase::Ready, 2, 2, Some(3), &at(10));
+        let s = secret_missing(
+            Some(&ready),
+            2,
+            Some(4),
+            "Secret creds has no key password",
+            &at(20),
+        );
+        assert_eq!(s.phase.as_deref(), Some("Pending"));
+        let available = find_condition(&s.conditions, AVAILABLE).unwrap();
+        assert_eq!(
+            (
+                available.status.as_str(),
+                available.reason.as_str(),
+                available.message.as_str()
+            ),
+            ("False", SECRET_MISSING, "Secret creds has no key password")
+        );
+        assert_eq!(available.last_transition_time, at(20));
+        assert!(reports_secret_missing(Some(&s)));
+        assert!(!reports_secret_missing(Some(&ready)));
+        let again = secret_missing(
+            Some(&s),
+            2,
+            Some(4),
+            "Secret creds has no key password",
+            &at(30),
+        );
+        assert_eq!(again, s);
     }
 
     #[test]

@@ -10,8 +10,8 @@ use std::hint::black_box;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use serde_json::json;
-use wasmop_guest::{Response, Result, meta};
+use serde_json::{Value, json};
+use wasmop_guest::{Request, Response, Result, meta};
 
 /// Size of the `huge-response` ConfigMap's data: far above any sane
 /// response limit (the host's default is a few MiB) yet small enough to
@@ -210,4 +210,19 @@ pub fn env(name: &str) -> Result<Response> {
 
 fn none_with_status(name: &str, status: serde_json::Value) -> Result<Response> {
     Response::new().child(&ok_config_map(name))?.status(&status)
+}
+
+/// Status `{"related": [...], "observedSecrets": [...]}`: every related
+/// object and every observed child Secret exactly as the host handed them
+/// over, so a test sees whether a Secret value reached the guest.
+pub fn echo_related(request: &Request) -> Result<Response> {
+    let secrets: Vec<&Value> = request
+        .observed()
+        .filter(|o| o["kind"] == "Secret")
+        .collect();
+    let related: Vec<&Value> = request.related().collect();
+    Response::new().status(&json!({
+        "related": related,
+        "observedSecrets": secrets,
+    }))
 }

@@ -1,9 +1,11 @@
 //! What the hostile guest describes: by default `Hostile` with ConfigMaps,
-//! Services and Secrets as children; with the setting `describe`, one of
-//! the descriptions the host must refuse when it loads the module.
+//! Services and Secrets as children; the setting `primary` reconciles
+//! another kind of the group instead (one module, two guests), `related`
+//! adds related kinds; with the setting `describe`, one of the descriptions
+//! the host must refuse when it loads the module.
 
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
-use wasmop_guest::{ChildKind, Description, KindRef, Settings};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
+use wasmop_guest::{ChildKind, Description, KindRef, RelatedKind, Settings};
 
 use crate::{GROUP, KIND, VERSION};
 
@@ -14,14 +16,34 @@ pub struct HostileSettings {
     /// Which description to give (see [`describe`]); absent: the real one.
     #[serde(default)]
     pub describe: Option<String>,
+    /// The kind (of group `test.wasmop.dev`, version `v1alpha1`) to
+    /// reconcile; absent: `Hostile`.
+    #[serde(default)]
+    pub primary: Option<String>,
+    /// Declare related kinds: the Secret named at `/spec/target` and the
+    /// ConfigMaps selected by the labels at `/spec/selector`.
+    #[serde(default)]
+    pub related: bool,
 }
 
 /// The real description.
 pub fn honest() -> Description {
-    Description::new(primary())
+    honest_for(KIND)
+}
+
+fn honest_for(kind: &str) -> Description {
+    Description::new(KindRef::new(GROUP, VERSION, kind))
         .child(ChildKind::of::<ConfigMap>())
         .child(ChildKind::of::<Service>())
         .child(ChildKind::of::<Secret>())
+}
+
+/// The related kinds the setting `related` declares.
+pub fn related() -> [RelatedKind; 2] {
+    [
+        RelatedKind::name_at(KindRef::of::<Secret>(), "/spec/target"),
+        RelatedKind::selector_at(KindRef::of::<ConfigMap>(), "/spec/selector"),
+    ]
 }
 
 fn primary() -> KindRef {
@@ -42,10 +64,21 @@ fn primary() -> KindRef {
 /// | `bad-finalizer` | the finalizer `cleanup` (no domain prefix) |
 /// | `too-many-children` | 100 child kinds |
 /// | `refuse-settings` | refuses its settings |
+/// | `related-wildcard` | a related kind `*` in group `*` |
+/// | `related-bad-pointer` | a related name at `spec/target` (no leading `/`) |
+/// | `related-duplicate` | relates Secrets twice |
+/// | `related-too-many` | 40 related kinds |
+/// | `related-cluster-scoped` | relates Namespaces (cluster-scoped) |
 pub fn describe(settings: &Settings) -> Result<Description, String> {
     let settings: HostileSettings = settings.get()?;
     let Some(attack) = settings.describe else {
-        return Ok(honest());
+        let mut description = honest_for(settings.primary.as_deref().unwrap_or(KIND));
+        if settings.related {
+            description = related()
+                .into_iter()
+                .fold(description, Description::related);
+        }
+        return Ok(description);
     };
     Ok(match attack.as_str() {
         "builtin-primary" => {
@@ -75,6 +108,28 @@ pub fn describe(settings: &Settings) -> Result<Description, String> {
             )))
         }),
         "refuse-settings" => return Err("these settings are refused on purpose".into()),
+        "related-wildcard" => {
+            honest().related(RelatedKind::namespace(KindRef::new("*", "v1", "*")))
+        }
+        "related-bad-pointer" => {
+            honest().related(RelatedKind::name_at(KindRef::of::<Secret>(), "spec/target"))
+        }
+        "related-duplicate" => honest()
+            .related(RelatedKind::name_at(
+                KindRef::of::<Secret>(),
+                "/spec/target",
+            ))
+            .related(RelatedKind::namespace(KindRef::of::<Secret>())),
+        "related-too-many" => (0..40).fold(honest(), |d, i| {
+            d.related(RelatedKind::namespace(KindRef::new(
+                "example.com",
+                "v1",
+                format!("Kind{i}"),
+            )))
+        }),
+        "related-cluster-scoped" => {
+            honest().related(RelatedKind::namespace(KindRef::of::<Namespace>()))
+        }
         other => return Err(format!("unknown describe attack {other:?}")),
     })
 }

@@ -36,6 +36,7 @@
 //! | `keep-and-desire` | keeps and desires the same child | refuse the answer |
 //! | `claim-host-condition` | a status carrying `GuestReconciled` | strip it |
 //! | `slow` | busy for 300 ms (the WASI clock), then as `none` | bound how many run at once |
+//! | `echo-related` | status `{"related": [...], "observedSecrets": [...]}`: every related object and observed child Secret it got, as it got them | hand it Secret values only with `secretValues: true` |
 //!
 //! An unknown attack is a permanent error.
 
@@ -111,6 +112,7 @@ impl Operator for HostileGuest {
             "flap" => authority::flap(&request, &name),
             "keep-and-desire" => authority::keep_and_desire(&name),
             "claim-host-condition" => authority::claim_host_condition(&name),
+            "echo-related" => attack::echo_related(&request),
             "slow" => {
                 attack::busy(std::time::Duration::from_millis(300));
                 attack::none(&name)

@@ -241,3 +241,35 @@ fn an_unknown_attack_is_a_permanent_error() {
     assert!(!err.is_retryable());
     assert!(err.message.contains("teleport"));
 }
+
+#[test]
+fn settings_choose_the_primary_kind_and_the_related_kinds() {
+    let settings = Settings::from_json(Some(r#"{"primary":"HostileTwin","related":true}"#.into()));
+    let d = HostileGuest::describe(&settings).unwrap();
+    assert_eq!(d.primary.kind, "HostileTwin");
+    assert_eq!(d.related, crate::describe::related());
+    assert!(
+        HostileGuest::describe(&Settings::none())
+            .unwrap()
+            .related
+            .is_empty()
+    );
+}
+
+#[test]
+fn echo_related_returns_the_related_objects_and_observed_secrets_as_given() {
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "data": {"k": "dg=="}});
+    let config = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
+    let request = Request::new(
+        parent("echo-related"),
+        vec![secret.clone(), config.clone()],
+        false,
+    )
+    .with_related(vec![secret.clone(), config.clone()]);
+    let status = HostileGuest::reconcile(request)
+        .unwrap()
+        .status_value()
+        .unwrap();
+    assert_eq!(status["related"], json!([secret.clone(), config]));
+    assert_eq!(status["observedSecrets"], json!([secret]));
+}

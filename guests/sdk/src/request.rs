@@ -547,8 +547,14 @@ mod tests {
         let secret = req.related_named::<Secret>("auth").unwrap();
         assert_eq!(secret.data.unwrap()["password"].0, b"sha256:ab");
         assert!(req.related_named::<Secret>("other").is_none());
-        assert!(req.related_named::<ConfigMap>("demo-config").is_none(), "a child is not related");
-        assert!(req.observed_named::<ConfigMap>("shared").is_none(), "a related object is no child");
+        assert!(
+            req.related_named::<ConfigMap>("demo-config").is_none(),
+            "a child is not related"
+        );
+        assert!(
+            req.observed_named::<ConfigMap>("shared").is_none(),
+            "a related object is no child"
+        );
         assert_eq!(req.related_of::<ConfigMap>().len(), 1);
         assert_eq!(req.related().count(), 2);
         assert!(req.related_raw_named::<ConfigMap>("shared").is_some());

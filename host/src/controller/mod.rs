@@ -300,7 +300,10 @@ pub(crate) fn queue_key(namespace: Option<&str>, name: &str) -> String {
 
 fn scoped_api<K>(client: &Client, kind: &ResolvedKind, namespace: Option<&str>) -> Api<K>
 where
-    K: kube::Resource<DynamicType = kube::discovery::ApiResource, Scope = kube::core::DynamicResourceScope>,
+    K: kube::Resource<
+            DynamicType = kube::discovery::ApiResource,
+            Scope = kube::core::DynamicResourceScope,
+        >,
 {
     match namespace {
         Some(ns) if kind.namespaced => Api::namespaced_with(client.clone(), ns, &kind.resource),
@@ -422,7 +425,10 @@ async fn run_scope(scope: Scope, signals: Signals) {
                 let namespace = child.metadata.namespace.as_deref();
                 // Garbage collection of a deleted parent's children is no
                 // work for the queue.
-                if child_parents.get(&parent_ref(&primary, namespace, &owner.name)).is_some() {
+                if child_parents
+                    .get(&parent_ref(&primary, namespace, &owner.name))
+                    .is_some()
+                {
                     children_queue.add(&tele, queue_key(namespace, &owner.name), Duration::ZERO);
                 }
             }
@@ -475,7 +481,11 @@ async fn run_scope(scope: Scope, signals: Signals) {
         slot,
         child_kind_names: kinds.children.iter().map(|k| k.kind.to_string()).collect(),
         related: related.clone(),
-        related_kind_names: kinds.related.iter().map(|(k, _)| k.kind.to_string()).collect(),
+        related_kind_names: kinds
+            .related
+            .iter()
+            .map(|(k, _)| k.kind.to_string())
+            .collect(),
         scope: namespace.clone(),
         kinds: kinds.clone(),
         settings: settings.clone(),
@@ -613,7 +623,8 @@ fn related_events(
         let api: Api<DynamicObject> = scoped_api(client, kind, namespace);
         return watcher(api, watcher::Config::default()).boxed();
     }
-    let api: Api<kube::core::PartialObjectMeta<DynamicObject>> = scoped_api(client, kind, namespace);
+    let api: Api<kube::core::PartialObjectMeta<DynamicObject>> =
+        scoped_api(client, kind, namespace);
     let types = kube::core::TypeMeta {
         api_version: kind.resource.api_version.clone(),
         kind: kind.resource.kind.clone(),

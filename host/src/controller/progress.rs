@@ -390,7 +390,11 @@ mod tests {
             rv += 1;
             let theirs = rv.to_string();
             let start = progress.start("p", 1, &observed(&[("x", &theirs)]));
-            assert_eq!(start.check_correction(&key("x")), Ok(true), "correction {n}");
+            assert_eq!(
+                start.check_correction(&key("x")),
+                Ok(true),
+                "correction {n}"
+            );
             rv += 1;
             let ours = rv.to_string();
             let mut end = finish(1, &[("x", &ours)], &[("x", &ours)], &[]);
@@ -402,7 +406,10 @@ mod tests {
         let start = progress.start("p", 1, &observed(&[("x", &theirs)]));
         let deferred = start.check_correction(&key("x")).unwrap_err();
         assert_eq!(deferred.corrections, FREE_CORRECTIONS);
-        assert!(deferred.retry_in > Duration::from_millis(900) && deferred.retry_in <= Duration::from_secs(1));
+        assert!(
+            deferred.retry_in > Duration::from_millis(900)
+                && deferred.retry_in <= Duration::from_secs(1)
+        );
         // A child only the host's writes touched is no correction at all.
         let own = progress.start("p", 1, &observed(&[("x", "7")]));
         assert_eq!(own.check_correction(&key("x")), Ok(false));

@@ -407,11 +407,16 @@ async fn reconcile_inner(parent: &DynamicObject, ctx: &Context) -> Result<Outcom
         );
         tracing::warn!(kind = %c.kind, name = %c.name, retry_in = ?c.deferred.retry_in, "contested child: {message}");
         ctx.events
-            .host(&reference, EventType::Warning, Reason::ChildContested, message, "Reconcile")
+            .host(
+                &reference,
+                EventType::Warning,
+                Reason::ChildContested,
+                message,
+                "Reconcile",
+            )
             .await;
-        retry_contested = Some(
-            retry_contested.map_or(c.deferred.retry_in, |r| r.min(c.deferred.retry_in)),
-        );
+        retry_contested =
+            Some(retry_contested.map_or(c.deferred.retry_in, |r| r.min(c.deferred.retry_in)));
     }
     end.spec = progress::spec_fingerprint(latest.as_ref().unwrap_or(parent), guest.digest())
         ^ related_versions;

@@ -421,17 +421,44 @@ mod tests {
         idx.parent_applied(&parent("a", json!({"secret": "auth"})));
         idx.parent_applied(&parent("b", json!({"secret": "auth"})));
         idx.parent_applied(&parent("c", json!({"secret": "other"})));
-        let mut hit = idx.apply(0, &watcher::Event::Apply(object("Secret", "ns", "auth", json!({}), "1")));
+        let mut hit = idx.apply(
+            0,
+            &watcher::Event::Apply(object("Secret", "ns", "auth", json!({}), "1")),
+        );
         hit.sort();
         assert_eq!(hit, [key("a"), key("b")]);
-        assert!(idx.apply(0, &watcher::Event::Apply(object("Secret", "elsewhere", "auth", json!({}), "2"))).is_empty());
-        assert_eq!(idx.objects_of(&parent("a", json!({"secret": "auth"}))).len(), 1);
+        assert!(
+            idx.apply(
+                0,
+                &watcher::Event::Apply(object("Secret", "elsewhere", "auth", json!({}), "2"))
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            idx.objects_of(&parent("a", json!({"secret": "auth"})))
+                .len(),
+            1
+        );
         // b now points elsewhere: a change of auth is no longer b's.
         idx.parent_applied(&parent("b", json!({"secret": "other"})));
-        assert_eq!(idx.apply(0, &watcher::Event::Delete(object("Secret", "ns", "auth", json!({}), "3"))), [key("a")]);
-        assert!(idx.objects_of(&parent("a", json!({"secret": "auth"}))).is_empty());
+        assert_eq!(
+            idx.apply(
+                0,
+                &watcher::Event::Delete(object("Secret", "ns", "auth", json!({}), "3"))
+            ),
+            [key("a")]
+        );
+        assert!(
+            idx.objects_of(&parent("a", json!({"secret": "auth"})))
+                .is_empty()
+        );
         idx.parent_deleted(&parent("c", json!({})));
-        assert!(idx.apply(0, &watcher::Event::Apply(object("Secret", "ns", "other", json!({}), "4"))) == [key("b")]);
+        assert!(
+            idx.apply(
+                0,
+                &watcher::Event::Apply(object("Secret", "ns", "other", json!({}), "4"))
+            ) == [key("b")]
+        );
     }
 
     #[test]
@@ -440,8 +467,29 @@ mod tests {
         idx.parent_applied(&parent("red", json!({"selector": {"color": "red"}})));
         idx.parent_applied(&parent("blue", json!({"selector": {"matchExpressions": [{"key": "color", "operator": "In", "values": ["blue"]}]}})));
         idx.parent_applied(&parent("none", json!({})));
-        assert_eq!(idx.apply(1, &watcher::Event::Apply(object("ConfigMap", "ns", "x", json!({"color": "red"}), "1"))), [key("red")]);
-        let mut moved = idx.apply(1, &watcher::Event::Apply(object("ConfigMap", "ns", "x", json!({"color": "blue"}), "2")));
+        assert_eq!(
+            idx.apply(
+                1,
+                &watcher::Event::Apply(object(
+                    "ConfigMap",
+                    "ns",
+                    "x",
+                    json!({"color": "red"}),
+                    "1"
+                ))
+            ),
+            [key("red")]
+        );
+        let mut moved = idx.apply(
+            1,
+            &watcher::Event::Apply(object(
+                "ConfigMap",
+                "ns",
+                "x",
+                json!({"color": "blue"}),
+                "2",
+            )),
+        );
         moved.sort();
         assert_eq!(moved, [key("blue"), key("red")]);
         assert_eq!(idx.objects_of(&parent("blue", json!({"selector": {"matchExpressions": [{"key": "color", "operator": "In", "values": ["blue"]}]}}))).len(), 1);
@@ -454,12 +502,25 @@ mod tests {
         idx.parent_applied(&parent("a", json!({"secret": "s1"})));
         idx.parent_applied(&parent("b", json!({"secret": "s2"})));
         idx.apply(0, &watcher::Event::Init);
-        idx.apply(0, &watcher::Event::InitApply(object("Secret", "ns", "s1", json!({}), "1")));
-        idx.apply(0, &watcher::Event::InitApply(object("Secret", "ns", "s2", json!({}), "1")));
+        idx.apply(
+            0,
+            &watcher::Event::InitApply(object("Secret", "ns", "s1", json!({}), "1")),
+        );
+        idx.apply(
+            0,
+            &watcher::Event::InitApply(object("Secret", "ns", "s2", json!({}), "1")),
+        );
         idx.apply(0, &watcher::Event::InitDone);
         idx.apply(0, &watcher::Event::Init);
-        idx.apply(0, &watcher::Event::InitApply(object("Secret", "ns", "s1", json!({}), "1")));
-        assert_eq!(idx.apply(0, &watcher::Event::InitDone), [key("b")], "s2 vanished");
+        idx.apply(
+            0,
+            &watcher::Event::InitApply(object("Secret", "ns", "s1", json!({}), "1")),
+        );
+        assert_eq!(
+            idx.apply(0, &watcher::Event::InitDone),
+            [key("b")],
+            "s2 vanished"
+        );
     }
 
     #[test]

@@ -198,22 +198,41 @@ mod tests {
         use crate::model::RelatedKind;
         let secret = KindRef::new("", "v1", "Secret");
         let ok = cache()
-            .related(RelatedKind::name_at(secret.clone(), "/spec/auth/secretRef/name"))
-            .related(RelatedKind::selector_at(KindRef::new("", "v1", "Service"), "/spec/selector"))
+            .related(RelatedKind::name_at(
+                secret.clone(),
+                "/spec/auth/secretRef/name",
+            ))
+            .related(RelatedKind::selector_at(
+                KindRef::new("", "v1", "Service"),
+                "/spec/selector",
+            ))
             .related(RelatedKind::namespace(KindRef::new("", "v1", "ConfigMap")).metadata_only());
         assert_eq!(check(&ok), Ok(()));
         let twice = cache()
             .related(RelatedKind::name_at(secret.clone(), "/a"))
             .related(RelatedKind::namespace(KindRef::new("", "v2", "Secret")));
         assert!(matches!(check(&twice), Err(Error::DuplicateRelated(_))));
-        for pointer in ["spec/name", "/a~2b", "/a~", &format!("/{}", "x".repeat(300)), "/a\u{7}"] {
+        for pointer in [
+            "spec/name",
+            "/a~2b",
+            "/a~",
+            &format!("/{}", "x".repeat(300)),
+            "/a\u{7}",
+        ] {
             let d = cache().related(RelatedKind::name_at(secret.clone(), pointer));
-            assert!(matches!(check(&d), Err(Error::Pointer { .. })), "{pointer:?}");
+            assert!(
+                matches!(check(&d), Err(Error::Pointer { .. })),
+                "{pointer:?}"
+            );
         }
         let wildcard = cache().related(RelatedKind::namespace(KindRef::new("*", "v1", "*")));
         assert!(matches!(check(&wildcard), Err(Error::InvalidName { .. })));
         let many = (0..=MAX_RELATED_KINDS).fold(cache(), |d, i| {
-            d.related(RelatedKind::namespace(KindRef::new("example.com", "v1", format!("K{i}"))))
+            d.related(RelatedKind::namespace(KindRef::new(
+                "example.com",
+                "v1",
+                format!("K{i}"),
+            )))
         });
         assert!(matches!(check(&many), Err(Error::TooManyRelated(_))));
     }

@@ -102,13 +102,8 @@ impl Fleet {
     }
 
     async fn in_namespace(env: &Arc<TestEnv>, ns: String, size: usize) -> anyhow::Result<Self> {
-        let (user, kubeconfig) = super::least_privilege(
-            env,
-            &ns,
-            &ns,
-            &["cache-operator", "cache-operator-v2"],
-        )
-        .await?;
+        let (user, kubeconfig) =
+            super::least_privilege(env, &ns, &ns, &["cache-operator", "cache-operator-v2"]).await?;
         Ok(Self {
             env: env.clone(),
             client: env.client(),
@@ -125,7 +120,14 @@ impl Fleet {
     /// Puts the built guest `flavor` into the module ConfigMap.
     pub async fn use_version(&self, flavor: &str) -> anyhow::Result<()> {
         let module = std::fs::read(guest_module(flavor)?)?;
-        put_module(&self.client, &self.ns, "cache-module", "module.wasm", &module).await
+        put_module(
+            &self.client,
+            &self.ns,
+            "cache-module",
+            "module.wasm",
+            &module,
+        )
+        .await
     }
 
     /// Starts a host (a new process, so a new leader-election identity) and
@@ -212,12 +214,37 @@ impl Fleet {
     pub async fn converged(&mut self, expect: &Expect, since: Instant) -> anyhow::Result<Duration> {
         wait_for(CONVERGE, || async { self.check(expect).await.map(Some) })
             .await
+            .map_err(|e| self.with_host_log(e))
             .context("the oracle never held")?;
         let took = since.elapsed();
         ensure!(self.host()?.is_running(), "the host died");
         self.no_writes_after_convergence().await?;
         ensure!(self.host()?.is_running(), "the host died");
         Ok(took)
+    }
+
+    /// `error` with the host's log lines about the first Cache it names.
+    fn with_host_log(&mut self, error: anyhow::Error) -> anyhow::Error {
+        let text = format!("{error:#}");
+        let Some(cache) = text
+            .split('"')
+            .find(|w| w.starts_with("cache-"))
+            .map(str::to_owned)
+        else {
+            return error;
+        };
+        let needle = format!("/{cache}");
+        let lines: Vec<String> = self
+            .host
+            .as_ref()
+            .map(|h| h.log())
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains(&needle))
+            .map(str::to_owned)
+            .collect();
+        let tail = lines[lines.len().saturating_sub(40)..].join("\n");
+        error.context(format!("host log lines about {cache} (last 40):\n{tail}"))
     }
 
     /// The oracle's state checks, once.
@@ -237,11 +264,14 @@ impl Fleet {
             .filter(|c| !is_ready(c))
             .map(ResourceExt::name_any)
             .collect();
-        if !not_ready.is_empty() {
+        if let Some(first) = list.items.iter().find(|c| !is_ready(c)) {
             bail!(
-                "{} Caches not Ready at their generation, e.g. {:?}",
+                "{} Caches not Ready at their generation, e.g. {:?}; {} is at generation {:?} with status {}",
                 not_ready.len(),
-                &not_ready[..not_ready.len().min(5)]
+                &not_ready[..not_ready.len().min(5)],
+                first.name_any(),
+                first.metadata.generation,
+                at(first, "/status").cloned().unwrap_or_default()
             );
         }
         let uids: BTreeMap<String, String> = list
@@ -255,12 +285,21 @@ impl Fleet {
             ("", "v1", "Service", "services"),
         ];
         if expect.v2 {
-            kinds.push(("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets"));
+            kinds.push((
+                "policy",
+                "v1",
+                "PodDisruptionBudget",
+                "poddisruptionbudgets",
+            ));
         }
         let mut found = BTreeSet::new();
         for (group, version, kind, plural) in kinds {
             let api = dyn_api(&self.client, group, version, kind, plural, &self.ns);
-            for child in api.list(&ListParams::default().labels(GUEST_LABEL)).await?.items {
+            for child in api
+                .list(&ListParams::default().labels(GUEST_LABEL))
+                .await?
+                .items
+            {
                 let owner = child
                     .owner_references()
                     .iter()
@@ -282,7 +321,10 @@ impl Fleet {
                 );
                 if expect.v2 && kind == "Deployment" {
                     ensure!(
-                        child.labels().get("apps.example.com/version").map(String::as_str)
+                        child
+                            .labels()
+                            .get("apps.example.com/version")
+                            .map(String::as_str)
                             == Some("v2"),
                         "Deployment {} is not v2's",
                         child.name_any()
@@ -347,10 +389,26 @@ impl Fleet {
                 .audit_events()?
                 .into_iter()
                 .filter(|e| e["user"]["username"] == self.user.as_str())
-                .filter(|e| matches!(e["verb"].as_str(), Some("create" | "patch" | "update" | "delete")))
-                .filter(|e| !matches!(e["objectRef"]["resource"].as_str(), Some("leases" | "events")))
-                .filter(|e| e["responseStatus"]["code"].as_u64().is_some_and(|c| c < 300))
-                .filter_map(|e| serde_json::from_value::<MicroTime>(e["requestReceivedTimestamp"].clone()).ok())
+                .filter(|e| {
+                    matches!(
+                        e["verb"].as_str(),
+                        Some("create" | "patch" | "update" | "delete")
+                    )
+                })
+                .filter(|e| {
+                    !matches!(
+                        e["objectRef"]["resource"].as_str(),
+                        Some("leases" | "events")
+                    )
+                })
+                .filter(|e| {
+                    e["responseStatus"]["code"]
+                        .as_u64()
+                        .is_some_and(|c| c < 300)
+                })
+                .filter_map(|e| {
+                    serde_json::from_value::<MicroTime>(e["requestReceivedTimestamp"].clone()).ok()
+                })
                 .map(|t| t.0)
                 .find(|t| *t >= from_ts);
             Ok(first.map(|t| Duration::try_from(t.duration_since(from_ts)).unwrap_or_default()))
@@ -366,9 +424,13 @@ impl Fleet {
         let api = caches(&self.client, &self.ns);
         for cache in api.list(&ListParams::default()).await?.items {
             let patch = json!({"metadata": {"finalizers": null, "resourceVersion": null}});
-            api.patch(&cache.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .ok();
+            api.patch(
+                &cache.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .ok();
         }
         Api::<k8s_openapi::api::core::v1::Namespace>::all(self.client.clone())
             .delete(&self.ns, &DeleteParams::default())

@@ -90,11 +90,9 @@ impl TestEnv {
         let deadline = Instant::now() + RESTART_TIMEOUT;
         loop {
             let request = http::Request::get("/readyz").body(Vec::new())?;
-            if let Ok(Ok(body)) = tokio::time::timeout(
-                Duration::from_secs(2),
-                self.client.request_text(request),
-            )
-            .await
+            if let Ok(Ok(body)) =
+                tokio::time::timeout(Duration::from_secs(2), self.client.request_text(request))
+                    .await
                 && body.trim() == "ok"
             {
                 return Ok(Instant::now());

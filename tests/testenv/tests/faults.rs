@@ -73,7 +73,8 @@ async fn a_restarted_etcd_keeps_its_data_and_the_api_server_recovers(
     // Without its storage the API server refuses writes.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let attempt = tokio::time::timeout(Duration::from_secs(5), config_map(&api, "during")).await;
+        let attempt =
+            tokio::time::timeout(Duration::from_secs(5), config_map(&api, "during")).await;
         match attempt {
             Ok(Ok(_)) if Instant::now() < deadline => {
                 // Accepted before the API server noticed; try another name.

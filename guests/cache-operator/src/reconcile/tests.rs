@@ -646,3 +646,102 @@ fn the_operator_trait_runs_natively_with_the_real_clock() {
         if cfg!(feature = "v2") { 4 } else { 3 }
     );
 }
+
+fn with_auth() -> Value {
+    let mut spec = spec();
+    spec["auth"] = json!({"secretRef": {"name": "creds", "key": "password"}});
+    spec
+}
+
+fn secret(value: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "creds", "namespace": "default"},
+        "data": {"password": value}})
+}
+
+#[test]
+fn a_missing_secret_creates_nothing_and_says_which_secret() {
+    let response = run(&request(parent(with_auth(), None), vec![]), &at(0));
+    assert!(response.children.is_empty());
+    let status = response.status.as_ref().unwrap();
+    assert_eq!(status["phase"], "Pending");
+    let available = &status["conditions"][0];
+    assert_eq!(
+        (
+            &available["type"],
+            &available["status"],
+            &available["reason"]
+        ),
+        (
+            &json!("Available"),
+            &json!("False"),
+            &json!("SecretMissing")
+        )
+    );
+    assert!(available["message"].as_str().unwrap().contains("creds"));
+    assert_eq!(reasons(&response), ["SecretMissing", "PhaseChanged"]);
+    assert_eq!(response.events[0].event_type, EventType::Warning);
+}
+
+#[test]
+fn a_secret_that_goes_missing_keeps_the_deployment_as_it_is() {
+    let state = converged(spec());
+    let missing = Request::new(parent(with_auth(), None), state.observed.clone(), false);
+    let response = run(&missing, &at(20));
+    assert!(response.children.is_empty());
+    assert_eq!(
+        response.kept,
+        ["ConfigMap/demo-config", "Deployment/demo", "Service/demo"]
+    );
+    let again = run(
+        &Request::new(
+            parent(with_auth(), response.status.clone()),
+            state.observed,
+            false,
+        ),
+        &at(30),
+    );
+    assert_eq!(again.status, response.status);
+    assert!(again.events.is_empty(), "{:?}", again.events);
+}
+
+#[test]
+fn a_found_secret_reaches_the_pods_and_a_rotation_rolls_them() {
+    let found = |value: &str| {
+        let request = request(parent(with_auth(), None), vec![]).with_related(vec![secret(value)]);
+        run(&request, &at(0))
+    };
+    let first = found("czNjcjN0");
+    let deployment = child(&first, "Deployment");
+    let template = &deployment["spec"]["template"];
+    assert_eq!(
+        template["spec"]["containers"][0]["env"][0]["valueFrom"]["secretKeyRef"],
+        json!({"name": "creds", "key": "password"})
+    );
+    let hash = template["metadata"]["annotations"]["apps.example.com/secret-hash"].clone();
+    assert!(hash.is_string());
+    let rotated = found("bmV3");
+    assert_ne!(
+        child(&rotated, "Deployment")["spec"]["template"]["metadata"]["annotations"]["apps.example.com/secret-hash"],
+        hash
+    );
+}
+
+#[test]
+fn the_default_image_setting_fills_an_empty_image() {
+    let mut spec = spec();
+    spec["image"] = json!("");
+    let settings = wasmop_guest::Settings::from_json(Some(r#"{"defaultImage":"valkey:8"}"#.into()));
+    let request = request(parent(spec.clone(), None), vec![]).with_settings(settings);
+    let response = run(&request, &at(0));
+    assert_eq!(
+        child(&response, "Deployment")["spec"]["template"]["spec"]["containers"][0]["image"],
+        "valkey:8"
+    );
+    let without = reconcile(
+        &self::request(parent(spec, None), vec![]),
+        &at(0),
+        Flavor::V1,
+    );
+    assert!(without.unwrap_err().message.contains("defaultImage"));
+}
