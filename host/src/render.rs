@@ -184,6 +184,15 @@ fn related_of(
         .iter()
         .flat_map(|declared| {
             crate::controller::related::select(declared, &parent, candidates.iter())
+                .into_iter()
+                .map(|o| {
+                    let mut o = o.clone();
+                    // As the host's metadata-only watch hands it over.
+                    if declared.metadata_only {
+                        o.data = Value::Object(Map::new());
+                    }
+                    o
+                })
         })
         .filter_map(|o| serde_json::to_value(o).ok())
         .collect()

@@ -7,9 +7,11 @@
 //! base64 of `sha256:<hex>`, the SHA-256 of the value: enough to see that
 //! the Secret exists, which keys it has, and when a value changes (to roll
 //! pods), never the value. `stringData` (never returned by the API server,
-//! but present in a Secret a user hands `render`) gets the same treatment,
-//! and the `kubectl.kubernetes.io/last-applied-configuration` annotation,
-//! which holds the values `kubectl apply` sent, is removed. The host
+//! but present in a Secret a user hands `render`) gets the same treatment.
+//! Annotations often hold copies of the whole object (`kubectl apply`'s
+//! `kubectl.kubernetes.io/last-applied-configuration`, other tools' own):
+//! that one is removed and every other annotation value becomes its
+//! `sha256:<hex>` too, keys kept. The host
 //! conceals related Secrets as they enter its cache, so their values are
 //! not even in its memory.
 
@@ -35,8 +37,9 @@ pub fn digest(bytes: &[u8]) -> String {
 }
 
 /// Replaces every value of a Secret's `data` (base64) and `stringData`
-/// (text) by its digest, as base64 and text respectively, and removes the
-/// last-applied annotation. Anything but a Secret is left as it is.
+/// (text) by its digest, as base64 and text respectively, removes the
+/// last-applied annotation and replaces every other annotation value by its
+/// digest. Anything but a Secret is left as it is.
 pub fn conceal(object: &mut Value) {
     if !is_secret(object) {
         return;
@@ -64,6 +67,12 @@ pub fn conceal(object: &mut Value) {
         .and_then(Value::as_object_mut)
     {
         annotations.remove(LAST_APPLIED);
+        for value in annotations.values_mut() {
+            let text = value
+                .as_str()
+                .map_or_else(|| value.to_string(), str::to_owned);
+            *value = Value::String(digest(text.as_bytes()));
+        }
     }
 }
 
@@ -78,6 +87,9 @@ pub fn conceal_object(object: &mut DynamicObject) {
     }
     if let Some(annotations) = object.metadata.annotations.as_mut() {
         annotations.remove(LAST_APPLIED);
+        for value in annotations.values_mut() {
+            *value = digest(value.as_bytes());
+        }
     }
     let mut whole = serde_json::json!({"apiVersion": "v1", "kind": "Secret"});
     for key in ["data", "stringData"] {
@@ -104,6 +116,7 @@ mod tests {
             "metadata": {"name": "auth", "annotations": {
                 LAST_APPLIED: "{\"stringData\":{\"password\":\"hunter2\"}}",
                 "keep": "me",
+                "kapp.k14s.io/original": "{\"data\":{\"password\":\"aHVudGVyMg==\"}}",
             }},
             // "hunter2"
             "data": {"password": "aHVudGVyMg=="},
@@ -124,7 +137,10 @@ mod tests {
         let password = b64.decode(s["data"]["password"].as_str().unwrap()).unwrap();
         assert_eq!(String::from_utf8(password).unwrap(), digest(b"hunter2"));
         assert_eq!(s["stringData"]["token"], digest(b"t0ken"));
-        assert_eq!(s["metadata"]["annotations"], json!({"keep": "me"}));
+        assert_eq!(
+            s["metadata"]["annotations"],
+            json!({"keep": digest(b"me"), "kapp.k14s.io/original": digest(br#"{"data":{"password":"aHVudGVyMg=="}}"#)})
+        );
         assert!(digest(b"hunter2").starts_with("sha256:") && digest(b"hunter2").len() == 71);
     }
 
@@ -151,6 +167,8 @@ mod tests {
             !text.contains("aHVudGVyMg==") && !text.contains("hunter2") && !text.contains("t0ken"),
             "{text}"
         );
-        assert!(object.metadata.annotations.unwrap().contains_key("keep"));
+        let annotations = object.metadata.annotations.unwrap();
+        assert_eq!(annotations["keep"], digest(b"me"));
+        assert!(!annotations.contains_key(LAST_APPLIED));
     }
 }

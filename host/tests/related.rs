@@ -261,7 +261,8 @@ async fn a_shared_config_map_reconciles_exactly_the_parents_it_maps_to(
     install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
     let ns = env.create_namespace("shared").await?;
     let settings = env.temp_dir().join("shared-settings.yaml");
-    std::fs::write(&settings, "related: true\n")?;
+    // The ConfigMaps are watched and handed over as metadata only.
+    std::fs::write(&settings, "related: true\nmetadataOnly: true\n")?;
     let (_, kubeconfig) = support::admin_identity(&env, &format!("wasmop-{ns}")).await?;
     let module = format!("hostile={}", guest_module("hostile")?.display());
     let settings_arg = format!("hostile={}", settings.display());
@@ -346,6 +347,16 @@ async fn a_shared_config_map_reconciles_exactly_the_parents_it_maps_to(
     })
     .await
     .context("not every parent saw what maps to it")?;
+    let sample = hostiles.get("blue-0").await?;
+    let copy = at(&sample, "/status/related/0")
+        .cloned()
+        .unwrap_or_default();
+    ensure!(
+        copy["kind"] == "ConfigMap"
+            && copy["metadata"]["name"] == "shared"
+            && copy.get("data").is_none(),
+        "a metadata-only related object came with more than its metadata: {copy}"
+    );
     let quiet = || async {
         let mut last = count_starts(&host.log());
         loop {

@@ -137,10 +137,10 @@ impl CacheSpec {
     /// setting `defaultImage`.
     #[must_use]
     pub fn with_defaults(mut self, settings: &CacheSettings) -> Self {
-        if self.image.trim().is_empty() {
-            if let Some(image) = &settings.default_image {
-                self.image.clone_from(image);
-            }
+        if self.image.trim().is_empty()
+            && let Some(image) = &settings.default_image
+        {
+            self.image.clone_from(image);
         }
         self
     }

@@ -24,6 +24,9 @@ pub struct HostileSettings {
     /// ConfigMaps selected by the labels at `/spec/selector`.
     #[serde(default)]
     pub related: bool,
+    /// With `related`: watch and receive the ConfigMaps' metadata only.
+    #[serde(default, rename = "metadataOnly")]
+    pub metadata_only: bool,
 }
 
 /// The real description.
@@ -38,11 +41,17 @@ fn honest_for(kind: &str) -> Description {
         .child(ChildKind::of::<Secret>())
 }
 
-/// The related kinds the setting `related` declares.
-pub fn related() -> [RelatedKind; 2] {
+/// The related kinds the setting `related` declares; `metadata_only`
+/// makes the ConfigMaps metadata-only.
+pub fn related(metadata_only: bool) -> [RelatedKind; 2] {
+    let config_maps = RelatedKind::selector_at(KindRef::of::<ConfigMap>(), "/spec/selector");
     [
         RelatedKind::name_at(KindRef::of::<Secret>(), "/spec/target"),
-        RelatedKind::selector_at(KindRef::of::<ConfigMap>(), "/spec/selector"),
+        if metadata_only {
+            config_maps.metadata_only()
+        } else {
+            config_maps
+        },
     ]
 }
 
@@ -74,7 +83,7 @@ pub fn describe(settings: &Settings) -> Result<Description, String> {
     let Some(attack) = settings.describe else {
         let mut description = honest_for(settings.primary.as_deref().unwrap_or(KIND));
         if settings.related {
-            description = related()
+            description = related(settings.metadata_only)
                 .into_iter()
                 .fold(description, Description::related);
         }

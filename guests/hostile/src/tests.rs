@@ -247,7 +247,9 @@ fn settings_choose_the_primary_kind_and_the_related_kinds() {
     let settings = Settings::from_json(Some(r#"{"primary":"HostileTwin","related":true}"#.into()));
     let d = HostileGuest::describe(&settings).unwrap();
     assert_eq!(d.primary.kind, "HostileTwin");
-    assert_eq!(d.related, crate::describe::related());
+    assert_eq!(d.related, crate::describe::related(false));
+    let metadata = Settings::from_json(Some(r#"{"related":true,"metadataOnly":true}"#.into()));
+    assert!(HostileGuest::describe(&metadata).unwrap().related[1].metadata_only);
     assert!(
         HostileGuest::describe(&Settings::none())
             .unwrap()

@@ -53,15 +53,15 @@ struct KindState {
 pub enum NotReady {
     /// A watch failed (RBAC, a kind the server no longer serves, the API
     /// server unreachable) and has not listed its kind since.
-    #[error("the watch of child kind {kind} is failing: {error}")]
+    #[error("the watch of {kind} (a child or related kind) is failing: {error}")]
     WatchFailed {
-        /// The child kind.
+        /// The child or related kind.
         kind: String,
         /// The watch's last error.
         error: String,
     },
     /// The initial lists did not arrive in time.
-    #[error("the child caches did not sync within {0:?}")]
+    #[error("the caches of the child and related kinds did not sync within {0:?}")]
     Timeout(Duration),
 }
 

@@ -39,8 +39,9 @@ enum Want {
 /// The objects and the parents' pointers of one related kind.
 #[derive(Default)]
 struct KindState {
-    /// (namespace, name) → object.
-    objects: HashMap<(String, String), Arc<DynamicObject>>,
+    /// namespace → name → object: a reconcile reads one namespace's
+    /// objects, in name order, without touching the others.
+    objects: HashMap<String, BTreeMap<String, Arc<DynamicObject>>>,
     /// Objects of a re-list in progress, swapped in at its end.
     relist: Option<Vec<Arc<DynamicObject>>>,
     ready: bool,
@@ -138,14 +139,26 @@ impl RelatedIndex {
         match event {
             watcher::Event::Apply(object) => {
                 let object = Arc::new(object.clone());
-                if let Some(old) = k.objects.insert(object_key(&object), object.clone()) {
+                let (namespace, name) = object_key(&object);
+                if let Some(old) = k
+                    .objects
+                    .entry(namespace)
+                    .or_default()
+                    .insert(name, object.clone())
+                {
                     touched.push(old);
                 }
                 touched.push(object);
             }
             watcher::Event::Delete(object) => {
-                if let Some(old) = k.objects.remove(&object_key(object)) {
-                    touched.push(old);
+                let (namespace, name) = object_key(object);
+                if let Some(names) = k.objects.get_mut(&namespace) {
+                    if let Some(old) = names.remove(&name) {
+                        touched.push(old);
+                    }
+                    if names.is_empty() {
+                        k.objects.remove(&namespace);
+                    }
                 }
             }
             watcher::Event::Init => k.relist = Some(Vec::new()),
@@ -155,24 +168,32 @@ impl RelatedIndex {
                 }
             }
             watcher::Event::InitDone => {
-                let listed: HashMap<_, _> = k
-                    .relist
-                    .take()
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|o| (object_key(&o), o))
-                    .collect();
+                let mut listed: HashMap<String, BTreeMap<String, Arc<DynamicObject>>> =
+                    HashMap::new();
+                for object in k.relist.take().unwrap_or_default() {
+                    let (namespace, name) = object_key(&object);
+                    listed.entry(namespace).or_default().insert(name, object);
+                }
+                let lookup = |objects: &HashMap<String, BTreeMap<String, Arc<DynamicObject>>>,
+                              namespace: &str,
+                              name: &str| {
+                    objects.get(namespace).and_then(|n| n.get(name)).cloned()
+                };
                 // What the re-list changed, added or dropped.
-                for (key, old) in &k.objects {
-                    match listed.get(key) {
-                        Some(new) if new.resource_version() == old.resource_version() => {}
-                        Some(new) => touched.extend([old.clone(), new.clone()]),
-                        None => touched.push(old.clone()),
+                for (namespace, names) in &k.objects {
+                    for (name, old) in names {
+                        match lookup(&listed, namespace, name) {
+                            Some(new) if new.resource_version() == old.resource_version() => {}
+                            Some(new) => touched.extend([old.clone(), new]),
+                            None => touched.push(old.clone()),
+                        }
                     }
                 }
-                for (key, new) in &listed {
-                    if !k.objects.contains_key(key) {
-                        touched.push(new.clone());
+                for (namespace, names) in &listed {
+                    for (name, new) in names {
+                        if lookup(&k.objects, namespace, name).is_none() {
+                            touched.push(new.clone());
+                        }
                     }
                 }
                 k.objects = listed;
@@ -205,27 +226,18 @@ impl RelatedIndex {
             let Some(want) = want_of(&declared.by, &parent.data, parent) else {
                 continue;
             };
-            let mut found: Vec<Arc<DynamicObject>> = match want {
-                Want::Name(name) => kind
-                    .objects
-                    .get(&(namespace.clone(), name))
-                    .cloned()
-                    .into_iter()
-                    .collect(),
-                Want::Selector(selector) => kind
-                    .objects
-                    .iter()
-                    .filter(|((ns, _), o)| *ns == namespace && selector.matches(o.labels()))
-                    .map(|(_, o)| o.clone())
-                    .collect(),
-                Want::Namespace => kind
-                    .objects
-                    .iter()
-                    .filter(|((ns, _), _)| *ns == namespace)
-                    .map(|(_, o)| o.clone())
-                    .collect(),
+            let Some(names) = kind.objects.get(&namespace) else {
+                continue;
             };
-            found.sort_by_key(|o| o.name_any());
+            let found: Vec<Arc<DynamicObject>> = match want {
+                Want::Name(name) => names.get(&name).cloned().into_iter().collect(),
+                Want::Selector(selector) => names
+                    .values()
+                    .filter(|o| selector.matches(o.labels()))
+                    .cloned()
+                    .collect(),
+                Want::Namespace => names.values().cloned().collect(),
+            };
             out.extend(found);
         }
         out

@@ -123,14 +123,27 @@ pub fn check(description: &Description) -> Result<(), Error> {
     Ok(())
 }
 
-/// An RFC 6901 pointer into the parent: empty (the whole parent) or
-/// "/"-separated tokens in which `~` is only `~0` or `~1`.
+/// An RFC 6901 pointer ("/"-separated tokens in which `~` is only `~0` or
+/// `~1`) into what a parent's user writes and the host watches for
+/// changes: its spec, `metadata.name`, labels or annotations. Never its
+/// status, which the guest writes itself and whose changes reconcile
+/// nothing.
 fn check_pointer(pointer: &str) -> Result<(), &'static str> {
     if pointer.len() > MAX_POINTER_BYTES {
         return Err("is longer than 256 bytes");
     }
-    if !pointer.is_empty() && !pointer.starts_with('/') {
-        return Err("is no JSON pointer: it must be empty or start with \"/\"");
+    if !pointer.starts_with('/') {
+        return Err("is no JSON pointer: it must start with \"/\"");
+    }
+    let into = |prefix: &str| pointer == prefix || pointer.starts_with(&format!("{prefix}/"));
+    if !(into("/spec")
+        || pointer == "/metadata/name"
+        || pointer.starts_with("/metadata/labels/")
+        || pointer.starts_with("/metadata/annotations/"))
+    {
+        return Err(
+            "must point into the parent's spec, metadata.name, metadata.labels or metadata.annotations",
+        );
     }
     let mut chars = pointer.chars();
     while let Some(c) = chars.next() {
@@ -208,16 +221,29 @@ mod tests {
             ))
             .related(RelatedKind::namespace(KindRef::new("", "v1", "ConfigMap")).metadata_only());
         assert_eq!(check(&ok), Ok(()));
+        for pointer in [
+            "/spec",
+            "/metadata/name",
+            "/metadata/labels/app",
+            "/metadata/annotations/x~1y",
+        ] {
+            let d = cache().related(RelatedKind::name_at(secret.clone(), pointer));
+            assert_eq!(check(&d), Ok(()), "{pointer:?}");
+        }
         let twice = cache()
-            .related(RelatedKind::name_at(secret.clone(), "/a"))
+            .related(RelatedKind::name_at(secret.clone(), "/spec/a"))
             .related(RelatedKind::namespace(KindRef::new("", "v2", "Secret")));
         assert!(matches!(check(&twice), Err(Error::DuplicateRelated(_))));
         for pointer in [
             "spec/name",
-            "/a~2b",
-            "/a~",
+            "",
+            "/status/secret",
+            "/metadata/ownerReferences/0/name",
+            "/specx",
+            "/spec/a~2b",
+            "/spec/a~",
             &format!("/{}", "x".repeat(300)),
-            "/a\u{7}",
+            "/spec/a\u{7}",
         ] {
             let d = cache().related(RelatedKind::name_at(secret.clone(), pointer));
             assert!(
