@@ -8,7 +8,8 @@
 //! gives its verdict. Targets: resident memory after the first two minutes
 //! grows by at most 10%, fds and tasks stay flat, the verdict is clean.
 //!
-//! `cargo xtask bench soak` (10 minutes; `WASMOP_SOAK_MINUTES=n` for n).
+//! `cargo xtask bench soak` (10 minutes and 60 Caches;
+//! `WASMOP_SOAK_MINUTES=n` and `WASMOP_SOAK_CACHES=n` for others).
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -23,10 +24,9 @@ use support::caches;
 use support::fleet::{Expect, Fleet, name};
 use wasmop_testenv::{Component, TestEnv};
 
-/// Caches alive at the start, and the bounds the churn keeps to.
-const START: usize = 60;
-const MIN_ALIVE: usize = 40;
-const MAX_ALIVE: usize = 120;
+/// Caches alive at the start by default; the churn keeps between two
+/// thirds and twice that many.
+const DEFAULT_CACHES: usize = 60;
 /// One operation per tick: 50 a minute.
 const TICK: Duration = Duration::from_millis(1200);
 
@@ -88,22 +88,28 @@ async fn main() -> anyhow::Result<()> {
         .unwrap_or(10)
         .max(3);
     let env = Arc::new(TestEnv::start().await?);
-    let mut fleet = Fleet::new(&env, "soak", START).await?;
+    let start: usize = std::env::var("WASMOP_SOAK_CACHES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(DEFAULT_CACHES)
+        .max(3);
+    let (min_alive, max_alive) = (start * 2 / 3, start * 2);
+    let mut fleet = Fleet::new(&env, "soak", start).await?;
     fleet.start_host().await?;
     let metrics = fleet.host()?.endpoint("metrics").await?;
     fleet.create_caches().await?;
     fleet
-        .converged(&Expect::first(START), Instant::now())
+        .converged(&Expect::first(start), Instant::now())
         .await?;
     println!(
-        "soak: {minutes} min, {START} Caches to start, 10 creates, 10 deletes and 30 updates a minute (bounds {MIN_ALIVE}..{MAX_ALIVE}), one swap a minute, one kube-apiserver restart at {} min",
+        "soak: {minutes} min, {start} Caches to start, 10 creates, 10 deletes and 30 updates a minute (bounds {min_alive}..{max_alive}), one swap a minute, one kube-apiserver restart at {} min",
         minutes / 2
     );
     println!("  min   rss MiB   fds  threads  tasks  queue  alive  flavor");
 
     let api = caches(&fleet.client, &fleet.ns);
-    let mut alive: BTreeSet<usize> = (0..START).collect();
-    let mut next = START;
+    let mut alive: BTreeSet<usize> = (0..start).collect();
+    let mut next = start;
     let mut v2 = false;
     let mut samples = Vec::new();
     let started = Instant::now();
@@ -116,7 +122,7 @@ async fn main() -> anyhow::Result<()> {
         // One create and one delete every five ticks keep the number of
         // Caches about level, so memory compares like with like; the other
         // ticks update a Cache's config (which rolls its pods).
-        let creates = op == 0 && alive.len() < MAX_ALIVE;
+        let creates = op == 0 && alive.len() < max_alive;
         let result = match op {
             0 if creates => {
                 let created = fleet.create_range(next..next + 1).await;
@@ -124,7 +130,7 @@ async fn main() -> anyhow::Result<()> {
                 next += 1;
                 created
             }
-            2 if alive.len() > MIN_ALIVE => {
+            2 if alive.len() > min_alive => {
                 let i = alive.pop_first().expect("alive");
                 api.delete(&name(i), &DeleteParams::default())
                     .await
