@@ -131,6 +131,8 @@ pub struct Context {
     events: Events,
     backoff: Backoff<ObjectRef<DynamicObject>>,
     progress: Progress,
+    /// The parents as the host's own latest writes left them.
+    last_writes: status::LastWrites,
     metrics: Arc<Metrics>,
     permits: Arc<tokio::sync::Semaphore>,
     protected: ProtectedObjects,
@@ -492,6 +494,7 @@ async fn run_scope(scope: Scope, signals: Signals) {
         children,
         backoff: Backoff::default(),
         progress: Progress::default(),
+        last_writes: status::LastWrites::default(),
         metrics,
         permits,
         protected: env.protected,
@@ -660,6 +663,7 @@ async fn sweep(
         let live: std::collections::HashSet<String> =
             parents.state().iter().filter_map(|p| p.uid()).collect();
         ctx.progress.retain(|uid| live.contains(uid));
+        ctx.last_writes.retain(|uid| live.contains(uid));
         ctx.backoff.retain(|key| parents.get(key).is_some());
         let primary = &ctx.kinds.primary.resource;
         // Triggers of children and related objects whose parent is gone

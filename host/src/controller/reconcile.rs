@@ -172,6 +172,9 @@ pub async fn reconcile(
         let workers = tele.active_workers.get_or_create(&labels).clone();
         workers.inc();
         let started = std::time::Instant::now();
+        // The store may not have seen the host's own last write of the
+        // parent yet: decide on the parent as that write left it.
+        let parent = ctx.last_writes.fresher(&parent).unwrap_or(parent);
         let result = reconcile_inner(&parent, &ctx).await;
         workers.dec();
         ctx.queue.finish(tele, id);
@@ -305,11 +308,11 @@ async fn reconcile_inner(parent: &DynamicObject, ctx: &Context) -> Result<Outcom
         (None, true) => return Ok(Outcome::done()),
         (Some(f), true) if !finalizer::has(parent, f) => return Ok(Outcome::done()),
         (Some(f), false) if !finalizer::has(parent, f) => {
-            latest = Some(
-                finalizer::add(&api, parent, f)
-                    .await
-                    .map_err(ReconcileError::api(format!("adding finalizer {f}")))?,
-            );
+            let added = finalizer::add(&api, parent, f)
+                .await
+                .map_err(ReconcileError::api(format!("adding finalizer {f}")))?;
+            ctx.last_writes.remember(parent, &added);
+            latest = Some(added);
         }
         _ => {}
     }

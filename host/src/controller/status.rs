@@ -8,6 +8,9 @@
 //! compared with the observed status without it, so each manager owns
 //! exactly its part and a converged parent gets no write.
 
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::{Resource as _, ResourceExt};
 use serde_json::{Map, Value, json};
@@ -17,6 +20,68 @@ use wasmop_contract::names::HOST_CONDITION;
 use super::Context;
 use super::reconcile::ReconcileError;
 use crate::validate::without_host_condition;
+
+/// The parent as the host's latest write of it left it, per parent UID,
+/// with the resourceVersions that write and the host's earlier ones
+/// replaced. The controller's store learns of a write only when the watch
+/// delivers it: a reconcile that starts before then would compare its
+/// answer with the status before the host's own patch, find nothing to
+/// write, and the status-only event that follows reconciles nothing.
+#[derive(Default)]
+pub struct LastWrites(Mutex<HashMap<String, LastWrite>>);
+
+struct LastWrite {
+    superseded: HashSet<String>,
+    latest: Arc<DynamicObject>,
+}
+
+impl LastWrites {
+    /// The parent as the host's latest write left it, when the store's
+    /// `parent` is still at a version that write replaced; `None` when the
+    /// store has caught up (or moved past it), which forgets the write.
+    pub fn fresher(&self, parent: &DynamicObject) -> Option<Arc<DynamicObject>> {
+        let (uid, version) = (parent.uid()?, parent.resource_version()?);
+        let mut writes = self.0.lock().expect("last writes lock");
+        let write = writes.get(&uid)?;
+        if write.superseded.contains(&version) {
+            return Some(write.latest.clone());
+        }
+        writes.remove(&uid);
+        None
+    }
+
+    /// Records that a write turned `before` into `written`.
+    pub fn remember(&self, before: &DynamicObject, written: &DynamicObject) {
+        let (Some(uid), Some(version)) = (before.uid(), before.resource_version()) else {
+            return;
+        };
+        let mut latest = written.clone();
+        latest.metadata.managed_fields = None;
+        let mut writes = self.0.lock().expect("last writes lock");
+        let mut superseded = match writes.remove(&uid) {
+            Some(w) if w.latest.resource_version().as_deref() == Some(version.as_str()) => {
+                w.superseded
+            }
+            _ => HashSet::new(),
+        };
+        superseded.insert(version);
+        writes.insert(
+            uid,
+            LastWrite {
+                superseded,
+                latest: Arc::new(latest),
+            },
+        );
+    }
+
+    /// Forgets the writes of parents `live` says are gone.
+    pub fn retain(&self, mut live: impl FnMut(&str) -> bool) {
+        self.0
+            .lock()
+            .expect("last writes lock")
+            .retain(|uid, _| live(uid));
+    }
+}
 
 /// What the host's condition should say.
 #[derive(Clone, Copy, Debug)]
@@ -66,15 +131,16 @@ pub async fn write(
     let mut written = None;
     if let Some(desired) = desired.filter(|d| needs_write(parent, Some(d))) {
         let body = status_body(parent, ctx, wanted(parent, desired));
-        written = Some(
-            api.patch_status(
+        let object = api
+            .patch_status(
                 &parent.name_any(),
                 &PatchParams::apply(&ctx.field_manager).force(),
                 &Patch::Apply(&body),
             )
             .await
-            .map_err(ReconcileError::api("writing status"))?,
-        );
+            .map_err(ReconcileError::api("writing status"))?;
+        ctx.last_writes.remember(parent, &object);
+        written = Some(object);
     }
     // The host's own condition: False with the reason after a failure, back
     // to True after the next success. Written only when it changes.
@@ -100,15 +166,17 @@ pub async fn write(
                 "lastTransitionTime": now_rfc3339(),
             });
             let body = status_body(parent, ctx, json!({"conditions": [condition]}));
-            written = Some(
-                api.patch_status(
+            let object = api
+                .patch_status(
                     &parent.name_any(),
                     &PatchParams::apply(&ctx.host_manager).force(),
                     &Patch::Apply(&body),
                 )
                 .await
-                .map_err(ReconcileError::api("writing the host condition"))?,
-            );
+                .map_err(ReconcileError::api("writing the host condition"))?;
+            ctx.last_writes
+                .remember(written.as_ref().unwrap_or(parent), &object);
+            written = Some(object);
         }
     }
     Ok(written)
@@ -144,4 +212,42 @@ pub fn reference(
     ctx: &Context,
 ) -> k8s_openapi::api::core::v1::ObjectReference {
     parent.object_ref(&ctx.kinds.primary.resource)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(version: &str, phase: &str) -> DynamicObject {
+        serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "P",
+            "metadata": {"name": "p", "uid": "u", "resourceVersion": version},
+            "status": {"phase": phase}}))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_store_behind_the_hosts_writes_is_read_as_the_latest_write() {
+        let writes = LastWrites::default();
+        let stale = at("1", "Ready");
+        assert!(writes.fresher(&stale).is_none());
+        writes.remember(&stale, &at("2", "Progressing"));
+        writes.remember(&at("2", "Progressing"), &at("3", "Progressing"));
+        for behind in ["1", "2"] {
+            let fresher = writes.fresher(&at(behind, "Ready")).unwrap();
+            assert_eq!(fresher.resource_version().as_deref(), Some("3"));
+        }
+        // Caught up: the store is read again, and the write forgotten.
+        assert!(writes.fresher(&at("3", "Progressing")).is_none());
+        assert!(writes.fresher(&at("1", "Ready")).is_none());
+    }
+
+    #[test]
+    fn a_store_past_the_hosts_write_wins() {
+        let writes = LastWrites::default();
+        writes.remember(&at("1", "Ready"), &at("2", "Progressing"));
+        assert!(writes.fresher(&at("5", "Ready")).is_none());
+        writes.remember(&at("7", "Ready"), &at("8", "Ready"));
+        writes.retain(|_| false);
+        assert!(writes.fresher(&at("7", "Ready")).is_none());
+    }
 }
