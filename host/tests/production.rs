@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
 use kube::Client;
-use kube::api::{DynamicObject, PostParams};
+use kube::api::PostParams;
 use serde_json::{Value, json};
 use support::{
-    HostProcess, at, caches, guest_module, http_get, install_yaml, parse_prometheus,
-    put_guest_list, put_module, sample, successful_writes_by, wait_for, workspace,
+    HostProcess, caches, guest_module, http_get, install_yaml, parse_prometheus, put_guest_list,
+    put_module, sample, successful_writes_by, wait_for, workspace,
 };
 use wasmop_testenv::TestEnv;
 use wasmop_testenv::harness::{Test, run};
@@ -44,19 +44,6 @@ async fn create_cache(client: &Client, ns: &str, name: &str) -> anyhow::Result<(
         .create(&PostParams::default(), &cache)
         .await?;
     Ok(())
-}
-
-async fn wait_ready(client: &Client, ns: &str, name: &str) -> anyhow::Result<DynamicObject> {
-    let api = caches(client, ns);
-    wait_for(LONG, || async {
-        let c = api.get(name).await?;
-        let ok = at(&c, "/status/phase") == Some(&json!("Ready"))
-            && at(&c, "/status/observedGeneration").and_then(Value::as_i64)
-                == c.metadata.generation;
-        Ok(ok.then_some(c))
-    })
-    .await
-    .with_context(|| format!("Cache {name} never became Ready"))
 }
 
 /// A namespace with the CRD, the cache-operator in a module ConfigMap and a
@@ -169,7 +156,7 @@ async fn three_hosts_elect_one_writer_and_hand_over_without_two_writers(
         create_cache(&client, &ns, name).await?;
     }
     for name in ["c1", "c2", "c3"] {
-        wait_ready(&client, &ns, name).await?;
+        support::wait_ready(&client, &ns, name).await?;
     }
     // Exactly one identity writes.
     for (i, user) in users.iter().enumerate() {
@@ -230,7 +217,7 @@ async fn three_hosts_elect_one_writer_and_hand_over_without_two_writers(
     .await?;
     let takeover = killed.elapsed();
     for name in ["k1", "k2", "k3"] {
-        wait_ready(&client, &ns, name).await?;
+        support::wait_ready(&client, &ns, name).await?;
     }
     eprintln!(
         "kill -9 of the leader: the new leader wrote after {:.2} s (lease {LEASE_DURATION:?})",
@@ -269,7 +256,7 @@ async fn three_hosts_elect_one_writer_and_hand_over_without_two_writers(
         "handover after SIGTERM took {handover:?}"
     );
     create_cache(&client, &ns, "t1").await?;
-    wait_ready(&client, &ns, "t1").await?;
+    support::wait_ready(&client, &ns, "t1").await?;
 
     // At no moment did two identities write: each one's writes are one
     // block in the API server's timeline.
@@ -318,7 +305,7 @@ async fn metrics_follow_reconciles_failures_and_swaps_under_controller_runtimes_
     let metrics = host.endpoint("metrics").await?;
     host.wait_for_log("became the leader", LONG).await?;
     create_cache(&client, &ns, "m").await?;
-    wait_ready(&client, &ns, "m").await?;
+    support::wait_ready(&client, &ns, "m").await?;
     let hostile = serde_json::from_value(
         json!({"apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
         "metadata": {"name": "boom"}, "spec": {"attack": "panic"}}),
@@ -345,7 +332,7 @@ async fn metrics_follow_reconciles_failures_and_swaps_under_controller_runtimes_
     put_module(&client, &ns, "cache-module", "module.wasm", &v2).await?;
     host.wait_for_log("swapped guest module", LONG).await?;
     create_cache(&client, &ns, "m2").await?;
-    wait_ready(&client, &ns, "m2").await?;
+    support::wait_ready(&client, &ns, "m2").await?;
     let after = scrape().await?;
 
     let co = [("controller", "cache-operator")];
@@ -682,7 +669,7 @@ async fn json_logs_carry_the_reconcile_span(env: Arc<TestEnv>) -> anyhow::Result
         ],
     )?;
     create_cache(&client, &ns, "j").await?;
-    wait_ready(&client, &ns, "j").await?;
+    support::wait_ready(&client, &ns, "j").await?;
     host.wait_for_log("reconciled", LONG).await?;
     let log = host.log();
     let lines: Vec<Value> = log

@@ -77,16 +77,6 @@ async fn wait_secret_missing(client: &Client, ns: &str, name: &str) -> anyhow::R
     .with_context(|| format!("Cache {name} never reported SecretMissing"))
 }
 
-async fn wait_ready(client: &Client, ns: &str, name: &str) -> anyhow::Result<()> {
-    let api = caches(client, ns);
-    wait_for(LONG, || async {
-        let c = api.get(name).await?;
-        Ok((at(&c, "/status/phase") == Some(&json!("Ready"))).then_some(()))
-    })
-    .await
-    .with_context(|| format!("Cache {name} never became Ready"))
-}
-
 /// The pod-template annotation of the Deployment `name` holding the hash of
 /// the password's value.
 async fn secret_hash(client: &Client, ns: &str, name: &str) -> anyhow::Result<Option<String>> {
@@ -173,7 +163,7 @@ async fn a_cache_waits_for_its_secret_and_rolls_when_it_rotates(
         .delete("creds", &DeleteParams::default())
         .await?;
     put_secret(&client, &ns, &secret("creds", "password", PASSWORD)).await?;
-    wait_ready(&client, &ns, "auth").await?;
+    support::wait_ready(&client, &ns, "auth").await?;
     let converged = created.elapsed();
     let first = secret_hash(&client, &ns, "auth")
         .await?

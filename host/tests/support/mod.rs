@@ -593,3 +593,15 @@ pub fn sample(metrics: &Value, family: &str, name: &str, labels: &[(&str, &str)]
         .find(|s| s["name"] == name && labels.iter().all(|(k, v)| s["labels"][*k] == *v))
         .and_then(|s| s["value"].as_f64())
 }
+
+/// Waits until the Cache `name` is Ready at its generation
+/// ([`fleet::is_ready`]) and returns it.
+pub async fn wait_ready(client: &Client, ns: &str, name: &str) -> anyhow::Result<DynamicObject> {
+    let api = caches(client, ns);
+    wait_for(Duration::from_secs(90), || async {
+        let c = api.get(name).await?;
+        Ok(fleet::is_ready(&c).then_some(c))
+    })
+    .await
+    .with_context(|| format!("Cache {name} never became Ready"))
+}
