@@ -2,7 +2,8 @@
 //!
 //! - `wasmop run [--guest <name>=<path.wasm>]… [--settings <name>=<file.yaml>]… [--guests-configmap <ns>/<name>] [--kubeconfig <path>]`
 //! - `wasmop render --guest <path.wasm> --parent <object.yaml> [--observed <objects.yaml>]… [--related <objects.yaml>]… [--secret-values] [--settings <file.yaml>] [-o yaml|json]`
-//! - `wasmop rbac --guest <path.wasm> [--guest …] [--name wasmop] [--namespace wasmop-system]`
+//! - `wasmop rbac --guest <path.wasm> [--guest …] [--name wasmop] [--namespace wasmop-system] [--pull-secret <name>]…`
+//! - `wasmop push <file.wasm> <registry>/<repository>:<tag> [--insecure] [--username <user> --password-stdin]`
 //!
 //! Errors are printed as one line each: `error: ` and the chain of causes,
 //! each cause once.
@@ -44,6 +45,27 @@ pub enum Command {
     Render(RenderArgs),
     /// Print the least-privilege roles for a set of guests.
     Rbac(RbacArgs),
+    /// Publish a module to an OCI registry as a wasm artifact; prints its
+    /// digest.
+    Push(PushArgs),
+}
+
+/// `wasmop push`.
+#[derive(Debug, clap::Args)]
+pub struct PushArgs {
+    /// The component to publish.
+    pub module: PathBuf,
+    /// Where: `<registry>/<repository>:<tag>`.
+    pub reference: String,
+    /// Reach the registry over plain HTTP.
+    #[arg(long)]
+    pub insecure: bool,
+    /// User name for the registry (the password is read from stdin).
+    #[arg(long, requires = "password_stdin")]
+    pub username: Option<String>,
+    /// Read the password from stdin.
+    #[arg(long, requires = "username")]
+    pub password_stdin: bool,
 }
 
 /// Sandbox limit flags shared by `run` (for `--guest` files) and `render`.
@@ -221,6 +243,9 @@ pub struct RbacArgs {
     /// what it describes); repeatable.
     #[arg(long = "settings", value_name = "NAME=FILE")]
     pub settings: Vec<String>,
+    /// A `pullSecret` of the guest list, which the host reads; repeatable.
+    #[arg(long = "pull-secret", value_name = "NAME")]
+    pub pull_secrets: Vec<String>,
 }
 
 /// Entry point of the binary.
@@ -236,6 +261,9 @@ pub fn main() -> ExitCode {
             .and_then(|rt| rt.block_on(run(*args))),
         Command::Render(args) => render(&args),
         Command::Rbac(args) => rbac(&args),
+        Command::Push(args) => tokio::runtime::Runtime::new()
+            .context("starting the async runtime")
+            .and_then(|rt| rt.block_on(push(args))),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -579,10 +607,50 @@ fn rbac(args: &RbacArgs) -> anyhow::Result<()> {
     if let Some(name) = settings.keys().next() {
         bail!("--settings {name}=…: no --guest file is named {name}.wasm");
     }
+    for secret in &args.pull_secrets {
+        crate::validate::names::dns_subdomain(secret).map_err(|why| {
+            anyhow::anyhow!("--pull-secret {secret:?} is not a Secret name: {why}")
+        })?;
+    }
     let host = crate::rbac::HostObjects {
         namespace: &args.namespace,
         lease: &args.lease_name,
+        pull_secrets: &args.pull_secrets,
     };
     print!("{}", crate::rbac::roles(&args.name, host, &guests)?);
+    Ok(())
+}
+
+async fn push(args: PushArgs) -> anyhow::Result<()> {
+    use crate::source::oci;
+    let reference = oci::parse_reference(&args.reference).map_err(anyhow::Error::msg)?;
+    if reference.digest().is_some() {
+        bail!("push to a tag, not a digest: the digest is printed after the push");
+    }
+    let module = std::fs::read(&args.module)
+        .with_context(|| format!("reading {}", args.module.display()))?;
+    if !crate::runtime::is_component(&module) {
+        bail!(
+            "{} is not a WebAssembly component (a guest is built as a component, e.g. `cargo xtask build-guests`)",
+            args.module.display()
+        );
+    }
+    let auth = match &args.username {
+        Some(user) => {
+            let mut password = String::new();
+            std::io::stdin()
+                .read_line(&mut password)
+                .context("reading the password from stdin")?;
+            oci_client::secrets::RegistryAuth::Basic(
+                user.clone(),
+                password.trim_end_matches(['\r', '\n']).to_owned(),
+            )
+        }
+        None => oci_client::secrets::RegistryAuth::Anonymous,
+    };
+    let size = module.len();
+    let registry = oci::Registry::new(&reference, args.insecure, auth);
+    let digest = registry.push(&reference, module).await?;
+    println!("pushed {} ({size} bytes) as {digest}", reference.whole());
     Ok(())
 }

@@ -316,3 +316,10 @@ impl Counted {
             .inc();
     }
 }
+
+/// Makes ring, the provider kube's clients use, the process's default
+/// rustls provider, which clients built by other crates (oci-client's
+/// reqwest) take. Calling it again changes nothing.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}

@@ -17,7 +17,8 @@
 //! And a Role in the guest list's namespace: configmaps get, list, watch
 //! (the guest list and the module ConfigMaps it names), nothing
 //! cluster-wide; and the leader-election Lease: create, and get, list,
-//! watch, patch, update on that one Lease by name. Every description is checked as the host checks it when a
+//! watch, patch, update on that one Lease by name; and `get` on the guest
+//! list's pull Secrets by name (`--pull-secret`), none without. Every description is checked as the host checks it when a
 //! module loads, so no wildcard and no built-in primary kind ever reaches a
 //! rule; a rule that grants Secrets, RBAC objects or a cluster-scoped kind
 //! carries a comment naming the guests that ask for it.
@@ -74,12 +75,18 @@ pub struct HostObjects<'a> {
     pub namespace: &'a str,
     /// The Lease's name.
     pub lease: &'a str,
+    /// The guest list's `pullSecret`s, which the host reads.
+    pub pull_secrets: &'a [String],
 }
 
 /// The roles for `guests`: a ClusterRole `name` and a Role `name` in the
 /// guest list's namespace, as YAML documents.
 pub fn roles(name: &str, host: HostObjects<'_>, guests: &[GuestRbac]) -> Result<String, Error> {
-    let HostObjects { namespace, lease } = host;
+    let HostObjects {
+        namespace,
+        lease,
+        pull_secrets,
+    } = host;
     let mut rules: BTreeMap<(String, String), Rule> = BTreeMap::new();
     fn grant<'a>(
         rules: &'a mut BTreeMap<(String, String), Rule>,
@@ -179,6 +186,17 @@ pub fn roles(name: &str, host: HostObjects<'_>, guests: &[GuestRbac]) -> Result<
          \x20 - apiGroups: [coordination.k8s.io]\n    resources: [leases]\n    verbs: [create]\n\
          \x20 - apiGroups: [coordination.k8s.io]\n    resources: [leases]\n    resourceNames: [{lease}]\n    verbs: [get, list, patch, update, watch]\n"
     );
+    if !pull_secrets.is_empty() {
+        let mut names: Vec<&str> = pull_secrets.iter().map(String::as_str).collect();
+        names.sort_unstable();
+        names.dedup();
+        let _ = write!(
+            out,
+            "  # Secrets: the guest list's pull Secrets, read by the host, by name only\n\
+             \x20 - apiGroups: [\"\"]\n    resources: [secrets]\n    resourceNames: [{}]\n    verbs: [get]\n",
+            names.join(", ")
+        );
+    }
     Ok(out)
 }
 
@@ -211,9 +229,41 @@ mod tests {
     use k8s_openapi::api::rbac::v1::{ClusterRole, Role};
 
     const HOST: HostObjects<'static> = HostObjects {
+        pull_secrets: &[],
         namespace: "wasmop-system",
         lease: "wasmop",
     };
+
+    #[test]
+    fn pull_secrets_are_read_by_name_in_the_list_namespace_only() {
+        let secrets = ["regcred".to_owned(), "other".to_owned()];
+        let host = HostObjects {
+            pull_secrets: &secrets,
+            ..HOST
+        };
+        let text = roles("wasmop", host, &[cache()]).unwrap();
+        let (_, role) = parse(&text);
+        let rules = role.rules.unwrap();
+        let secret_rule = rules
+            .iter()
+            .find(|r| {
+                r.resources
+                    .as_ref()
+                    .is_some_and(|r| r.contains(&"secrets".to_owned()))
+            })
+            .unwrap();
+        assert_eq!(secret_rule.verbs, ["get"]);
+        assert_eq!(
+            secret_rule.resource_names.as_deref(),
+            Some(&["other".to_owned(), "regcred".to_owned()][..])
+        );
+        let (_, without) = parse(&roles("wasmop", HOST, &[cache()]).unwrap());
+        assert!(without.rules.unwrap().iter().all(|r| {
+            r.resources
+                .as_ref()
+                .is_none_or(|r| !r.contains(&"secrets".to_owned()))
+        }));
+    }
 
     fn cache() -> GuestRbac {
         GuestRbac {

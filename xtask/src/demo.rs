@@ -23,18 +23,26 @@ const NS: &str = "wasmop-system";
 const MANAGER: &str = "wasmop-demo";
 
 /// Runs the demo. `--keep-running` leaves everything up until Ctrl-C;
-/// `--ha` runs two hosts with leader election and shows a failover.
+/// `--ha` runs two hosts with leader election and shows a failover; `--oci`
+/// lists the guest by a tag in a local OCI registry and swaps it with
+/// `wasmop push`.
 pub fn run(args: Vec<String>) -> Result<()> {
-    let keep = args.iter().any(|a| a == "--keep-running");
-    let ha = args.iter().any(|a| a == "--ha");
-    if let Some(other) = args.iter().find(|a| *a != "--keep-running" && *a != "--ha") {
-        bail!("unknown demo argument {other:?} (the flags are --keep-running and --ha)");
+    const FLAGS: [&str; 3] = ["--keep-running", "--ha", "--oci"];
+    let has = |flag: &str| args.iter().any(|a| a == flag);
+    if let Some(other) = args.iter().find(|a| !FLAGS.contains(&a.as_str())) {
+        bail!(
+            "unknown demo argument {other:?} (the flags are {})",
+            FLAGS.join(", ")
+        );
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    rt.block_on(demo(keep, ha))
+    rt.block_on(demo(has("--keep-running"), has("--ha"), has("--oci")))
 }
+
+/// `--oci`: the guest's tag in the demo registry, followed every 2 s.
+const OCI_POLL: &str = "2s";
 
 /// The lease timings of the `--ha` demo: shorter than the defaults (15 s,
 /// 10 s, 2 s), so the failover shows within seconds.
@@ -56,7 +64,7 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-async fn demo(keep: bool, ha: bool) -> Result<()> {
+async fn demo(keep: bool, ha: bool, oci: bool) -> Result<()> {
     println!("wasmop demo: one host process runs Kubernetes operators compiled to WebAssembly,");
     println!("and swaps their logic when a ConfigMap changes, without restarting.");
 
@@ -94,12 +102,29 @@ async fn demo(keep: bool, ha: bool) -> Result<()> {
         env.kubeconfig_path().display()
     );
     let client = env.client();
+    let registry = if oci {
+        let registry = wasmop_testenv::Registry::start(None).await?;
+        println!(
+            "   --oci: a CNCF distribution registry {} serves plain HTTP at {}",
+            wasmop_testenv::REGISTRY_VERSION,
+            registry.address()
+        );
+        Some(registry)
+    } else {
+        None
+    };
+    let reference = registry
+        .as_ref()
+        .map(|r| format!("{}/demo/cache-operator:stable", r.address()));
+    if let Some(reference) = &reference {
+        push(&wasmop, &guest_dir.join("cache-operator.wasm"), reference)?;
+    }
 
     step(
         3,
         "install deploy/: the Cache CRD, the wasmop-system namespace, least-privilege RBAC and the guest list ConfigMap",
     );
-    install(&client, &guest_dir).await?;
+    install(&client, &guest_dir, reference.as_deref()).await?;
     println!(
         "   CRD caches.apps.example.com, ClusterRole wasmop (made by `wasmop rbac`), ConfigMap {NS}/wasmop-guests"
     );
@@ -168,13 +193,28 @@ async fn demo(keep: bool, ha: bool) -> Result<()> {
     }
     show_children(&client).await?;
 
-    step(
-        6,
-        "swap the operator to v2 by updating the module ConfigMap (no restart)",
-    );
-    let v2 = std::fs::read(guest_dir.join("cache-operator-v2.wasm"))?;
-    let swap_started = Instant::now();
-    put_module(&client, &v2).await?;
+    let v2_path = guest_dir.join("cache-operator-v2.wasm");
+    let swap_started = match &reference {
+        Some(reference) => {
+            step(
+                6,
+                &format!(
+                    "swap the operator to v2 with `wasmop push` to the tag the list follows (ociPollInterval {OCI_POLL}, no restart)"
+                ),
+            );
+            push(&wasmop, &v2_path, reference)?;
+            Instant::now()
+        }
+        None => {
+            step(
+                6,
+                "swap the operator to v2 by updating the module ConfigMap (no restart)",
+            );
+            let started = Instant::now();
+            put_module(&client, &std::fs::read(&v2_path)?).await?;
+            started
+        }
+    };
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
     loop {
         let d = deployments.get("demo-cache").await?;
@@ -191,8 +231,9 @@ async fn demo(keep: bool, ha: bool) -> Result<()> {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     println!(
-        "   v2 took effect {:.2} s after the ConfigMap update",
-        swap_started.elapsed().as_secs_f64()
+        "   v2 took effect {:.2} s after the {}",
+        swap_started.elapsed().as_secs_f64(),
+        if oci { "push" } else { "ConfigMap update" }
     );
     show_children(&client).await?;
     let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), "default");
@@ -386,7 +427,30 @@ async fn put_module(client: &Client, module: &[u8]) -> Result<()> {
     Ok(())
 }
 
-async fn install(client: &Client, guest_dir: &Path) -> Result<()> {
+/// `wasmop push --insecure <module> <reference>`, its line shown.
+fn push(wasmop: &Path, module: &Path, reference: &str) -> Result<()> {
+    let out = Command::new(wasmop)
+        .args(["push", "--insecure"])
+        .arg(module)
+        .arg(reference)
+        .stdin(Stdio::null())
+        .output()
+        .context("running wasmop push")?;
+    if !out.status.success() {
+        bail!(
+            "wasmop push failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    println!(
+        "   $ wasmop push --insecure {} {reference}\n   {}",
+        module.file_name().unwrap_or_default().to_string_lossy(),
+        String::from_utf8_lossy(&out.stdout).trim()
+    );
+    Ok(())
+}
+
+async fn install(client: &Client, guest_dir: &Path, reference: Option<&str>) -> Result<()> {
     let deploy = root().join("deploy");
     apply_file(client, &deploy.join("crds/cache.yaml"), "").await?;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -413,21 +477,28 @@ async fn install(client: &Client, guest_dir: &Path) -> Result<()> {
     // The host runs here as the user `wasmop-host`, not as the in-cluster
     // ServiceAccount: bind the same roles to it.
     apply_value(client, &user_bindings(), NS).await?;
-    put_module(
-        client,
-        &std::fs::read(guest_dir.join("cache-operator.wasm"))?,
-    )
-    .await?;
+    if reference.is_none() {
+        put_module(
+            client,
+            &std::fs::read(guest_dir.join("cache-operator.wasm"))?,
+        )
+        .await?;
+    }
     // deploy/host/guests.yaml lists the module from the image; the demo
-    // lists it from the ConfigMap it swaps.
-    apply_value(client, &demo_guest_list(), NS).await?;
+    // lists it from the ConfigMap it swaps, or the tag it pushes.
+    apply_value(client, &demo_guest_list(reference), NS).await?;
     Ok(())
 }
 
 /// The demo's guest list: deploy/host/guests.yaml with the module from the
-/// ConfigMap `cache-operator-module`.
-fn demo_guest_list() -> Value {
-    let guests = "guests:\n  - name: cache-operator\n    module:\n      configMap: {name: cache-operator-module, key: module.wasm}\n";
+/// ConfigMap `cache-operator-module`, or from `reference`.
+fn demo_guest_list(reference: Option<&str>) -> Value {
+    let guests = match reference {
+        None => "guests:\n  - name: cache-operator\n    module:\n      configMap: {name: cache-operator-module, key: module.wasm}\n".to_owned(),
+        Some(reference) => format!(
+            "guests:\n  - name: cache-operator\n    module:\n      oci: {reference}\n    insecure: true\n    ociPollInterval: {OCI_POLL}\n"
+        ),
+    };
     serde_json::json!([{
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "wasmop-guests", "namespace": NS},

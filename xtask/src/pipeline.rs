@@ -14,15 +14,17 @@ pub fn test(test_args: &[String]) -> Result<()> {
     steps.run("formatting: cargo fmt --all -- --check", || {
         run(&mut cargo(&["fmt", "--all", "--", "--check"]))
     })?;
-    let binaries = steps.run(
-        "Kubernetes control-plane binaries (built from tests/controlplane if missing)",
+    let (binaries, registry) = steps.run(
+        "Kubernetes control-plane binaries and the OCI registry (built from tests/controlplane and tests/registry if missing)",
         || {
             let binaries = wasmop_testenv::ensure_binaries()?;
             match binaries.dir() {
                 Some(dir) => eprintln!("    KUBEBUILDER_ASSETS={}", dir.display()),
                 None => eprintln!("    {binaries:?}"),
             }
-            Ok(binaries)
+            let registry = wasmop_testenv::ensure_registry_binary()?;
+            eprintln!("    TEST_ASSET_REGISTRY={}", registry.display());
+            Ok((binaries, registry))
         },
     )?;
     steps.run("guest components", crate::guests::build_all)?;
@@ -46,7 +48,10 @@ pub fn test(test_args: &[String]) -> Result<()> {
     )?;
     steps.run("tests: cargo test --workspace", || {
         let mut command = cargo(&["test", "--workspace"]);
-        command.args(test_args).envs(binaries.env_vars());
+        command
+            .args(test_args)
+            .envs(binaries.env_vars())
+            .env("TEST_ASSET_REGISTRY", &registry);
         run(&mut command)
     })?;
     eprintln!("==> all steps passed");
@@ -58,9 +63,10 @@ const BENCHES: &[&str] = &["reconcile", "swap", "failover", "soak"];
 
 /// `cargo bench -p wasmop-host` (only `--bench <name>` when `args` starts
 /// with a bench's name), the rest of `args` passed on, after building the
-/// guests and the control-plane binaries the benches use.
+/// guests, the control-plane binaries and the registry the benches use.
 pub fn bench(args: &[String]) -> Result<()> {
     let binaries = wasmop_testenv::ensure_binaries()?;
+    let registry = wasmop_testenv::ensure_registry_binary()?;
     crate::guests::build_all()?;
     let mut command = cargo(&["bench", "-p", "wasmop-host"]);
     match args.split_first() {
@@ -71,6 +77,8 @@ pub fn bench(args: &[String]) -> Result<()> {
             command.args(args);
         }
     }
-    command.envs(binaries.env_vars());
+    command
+        .envs(binaries.env_vars())
+        .env("TEST_ASSET_REGISTRY", registry);
     run(&mut command)
 }

@@ -65,6 +65,12 @@ pub fn digest(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
+/// Whether `bytes` begin as a component does (the `\0asm` magic, then the
+/// component encoding's version and layer), not as a core module.
+pub fn is_component(bytes: &[u8]) -> bool {
+    bytes.starts_with(b"\0asm\x0d\x00\x01\x00")
+}
+
 /// A module's bytes with their digest, computed once when the bytes are
 /// fetched: everything downstream (the change check, the cache, the
 /// version's identity) reads the digest instead of hashing again.

@@ -24,7 +24,7 @@ use crate::telemetry::Metrics;
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-pub use cache::{CacheOutcome, ModuleBytes, ModuleCache};
+pub use cache::{CacheOutcome, ModuleBytes, ModuleCache, is_component};
 pub use guest::{CallError, Guest};
 pub use limits::Limits;
 use sandbox::GuestState;

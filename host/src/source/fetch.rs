@@ -1,15 +1,19 @@
 //! Getting a module's bytes and checking them against the expected digest.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::reflector::{ObjectRef, Store};
+use oci_client::secrets::RegistryAuth;
 
-use super::list::{GuestEntry, ModuleSource};
+use super::list::{GuestEntry, ModuleSource, OciEntry};
+use super::oci;
 use crate::runtime::ModuleBytes;
 
-/// Largest module accepted from any source. A guest component is typically
-/// 0.1–2 MiB; a ConfigMap cannot hold more than ~1 MiB anyway.
+/// Largest module accepted from any source. A Rust guest component is
+/// typically 0.1–2 MiB, a TypeScript or Python one 12–18 MiB; a ConfigMap
+/// cannot hold more than ~1 MiB.
 pub const MAX_MODULE_BYTES: u64 = 64 << 20;
 
 /// How long an HTTP download may take.
@@ -52,6 +56,9 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// The registry failed, or its artifact is not a module.
+    #[error("cannot fetch oci {0}")]
+    Oci(#[from] oci::Error),
     /// The bytes do not match the expected digest.
     #[error("digest mismatch: expected sha256 {expected}, got {actual}")]
     Digest {
@@ -66,79 +73,190 @@ impl Error {
     /// The Event reason for this failure.
     pub fn reason(&self) -> wasmop_contract::Reason {
         match self {
-            Self::Digest { .. } => wasmop_contract::Reason::DigestMismatch,
+            Self::Digest { .. } | Self::Oci(oci::Error::Layer { .. }) => {
+                wasmop_contract::Reason::DigestMismatch
+            }
             _ => wasmop_contract::Reason::ModuleFetchFailed,
         }
     }
 }
 
-/// What identifies the bytes `entry`'s source would give now, without
-/// fetching them: the module ConfigMap's resourceVersion, the file's size
-/// and modification time, the URL (whose digest is pinned). While it stays
-/// the same, the module is neither fetched nor hashed again.
-pub async fn version(configmaps: &Store<ConfigMap>, namespace: &str, entry: &GuestEntry) -> String {
-    match &entry.module {
-        ModuleSource::ConfigMap { name, key } => {
-            let rv = configmaps
-                .get(&ObjectRef::new(name).within(namespace))
-                .and_then(|cm| cm.metadata.resource_version.clone())
-                .unwrap_or_default();
-            format!("configMap {name}/{key}@{rv}")
-        }
-        ModuleSource::File(path) => match tokio::fs::metadata(path).await {
-            Ok(meta) => format!(
-                "file {path} {} bytes, modified {:?}",
-                meta.len(),
-                meta.modified().ok()
-            ),
-            Err(e) => format!("file {path}: {e}"),
-        },
-        ModuleSource::Url(url) => format!("url {url}"),
-    }
+/// Where the guest list's modules are read from: the watched ConfigMaps of
+/// the list's namespace, files, URLs and registries; and, per guest, the
+/// manifest digest its OCI reference last resolved to.
+pub struct Sources {
+    configmaps: Store<ConfigMap>,
+    namespace: String,
+    client: kube::Client,
+    /// Per guest: the OCI entry and the manifest digest it resolved to.
+    resolved: HashMap<String, (OciEntry, String)>,
 }
 
-/// Fetches `entry`'s module and hashes it once. ConfigMap sources are read
-/// from `configmaps`, the watched ConfigMaps of `namespace`.
-pub async fn fetch(
-    configmaps: &Store<ConfigMap>,
-    namespace: &str,
-    entry: &GuestEntry,
-) -> Result<ModuleBytes, Error> {
-    let bytes = match &entry.module {
-        ModuleSource::ConfigMap { name, key } => {
-            let cm = configmaps
-                .get(&ObjectRef::new(name).within(namespace))
-                .ok_or_else(|| Error::ConfigMap {
-                    namespace: namespace.into(),
-                    name: name.clone(),
-                })?;
-            cm.binary_data
-                .as_ref()
-                .and_then(|d| d.get(key))
-                .map(|b| b.0.clone())
-                .ok_or_else(|| Error::MissingKey {
-                    namespace: namespace.into(),
-                    name: name.clone(),
-                    key: key.clone(),
+impl Sources {
+    /// Sources of the list in `namespace`, whose ConfigMaps `configmaps`
+    /// holds.
+    pub fn new(configmaps: Store<ConfigMap>, namespace: &str, client: kube::Client) -> Self {
+        Self {
+            configmaps,
+            namespace: namespace.to_owned(),
+            client,
+            resolved: HashMap::new(),
+        }
+    }
+
+    /// The watched ConfigMaps.
+    pub fn configmaps(&self) -> &Store<ConfigMap> {
+        &self.configmaps
+    }
+
+    /// What identifies the bytes `entry`'s source would give now, without
+    /// fetching them: the module ConfigMap's resourceVersion, the file's
+    /// size and modification time, the URL (whose digest is pinned), the
+    /// manifest digest of the OCI reference (resolved once, then by
+    /// [`Sources::poll`]). While it stays the same, the module is neither
+    /// fetched nor hashed again.
+    pub async fn version(&mut self, entry: &GuestEntry) -> String {
+        match &entry.module {
+            ModuleSource::ConfigMap { name, key } => {
+                let rv = self
+                    .configmaps
+                    .get(&ObjectRef::new(name).within(&self.namespace))
+                    .and_then(|cm| cm.metadata.resource_version.clone())
+                    .unwrap_or_default();
+                format!("configMap {name}/{key}@{rv}")
+            }
+            ModuleSource::File(path) => match tokio::fs::metadata(path).await {
+                Ok(meta) => format!(
+                    "file {path} {} bytes, modified {:?}",
+                    meta.len(),
+                    meta.modified().ok()
+                ),
+                Err(e) => format!("file {path}: {e}"),
+            },
+            ModuleSource::Url(url) => format!("url {url}"),
+            ModuleSource::Oci(reference) => match self.digest(entry).await {
+                Ok(digest) => format!("oci {reference}@{digest}"),
+                Err(_) => format!("oci {reference}: not resolved"),
+            },
+        }
+    }
+
+    /// Resolves `entry`'s OCI reference again. `Ok(true)` when it now names
+    /// another manifest than before.
+    pub async fn poll(&mut self, entry: &GuestEntry) -> Result<bool, Error> {
+        let Some(oci) = entry.oci().ok().flatten() else {
+            return Ok(false);
+        };
+        let digest = self.resolve(&oci).await?;
+        let before = self
+            .resolved
+            .insert(entry.name.clone(), (oci, digest.clone()));
+        Ok(before.is_none_or(|(_, d)| d != digest))
+    }
+
+    /// Forgets what guests no longer listed resolved to.
+    pub fn retain(&mut self, listed: &[&str]) {
+        self.resolved
+            .retain(|name, _| listed.contains(&name.as_str()));
+    }
+
+    /// The manifest digest of `entry`'s OCI reference: as last resolved for
+    /// this same entry, else resolved now.
+    async fn digest(&mut self, entry: &GuestEntry) -> Result<String, Error> {
+        let oci = entry
+            .oci()
+            .ok()
+            .flatten()
+            .expect("an oci source with settings checked by parse");
+        if let Some((known, digest)) = self.resolved.get(&entry.name)
+            && *known == oci
+        {
+            return Ok(digest.clone());
+        }
+        let digest = self.resolve(&oci).await?;
+        self.resolved
+            .insert(entry.name.clone(), (oci, digest.clone()));
+        Ok(digest)
+    }
+
+    async fn resolve(&self, oci: &OciEntry) -> Result<String, Error> {
+        let (registry, reference) = self.registry(oci).await?;
+        Ok(registry.resolve(&reference).await?)
+    }
+
+    async fn registry(
+        &self,
+        oci: &OciEntry,
+    ) -> Result<(oci::Registry, oci_client::Reference), Error> {
+        let reference =
+            oci::parse_reference(&oci.reference).expect("an oci reference checked by parse");
+        let auth = match &oci.pull_secret {
+            Some(secret) => {
+                oci::pull_secret_auth(
+                    &self.client,
+                    &self.namespace,
+                    secret,
+                    reference.resolve_registry(),
+                )
+                .await?
+            }
+            None => RegistryAuth::Anonymous,
+        };
+        Ok((
+            oci::Registry::new(&reference, oci.insecure, auth),
+            reference,
+        ))
+    }
+
+    /// Fetches `entry`'s module and hashes it once.
+    pub async fn fetch(&mut self, entry: &GuestEntry) -> Result<ModuleBytes, Error> {
+        let bytes = match &entry.module {
+            ModuleSource::ConfigMap { name, key } => {
+                let cm = self
+                    .configmaps
+                    .get(&ObjectRef::new(name).within(&self.namespace))
+                    .ok_or_else(|| Error::ConfigMap {
+                        namespace: self.namespace.clone(),
+                        name: name.clone(),
+                    })?;
+                cm.binary_data
+                    .as_ref()
+                    .and_then(|d| d.get(key))
+                    .map(|b| b.0.clone())
+                    .ok_or_else(|| Error::MissingKey {
+                        namespace: self.namespace.clone(),
+                        name: name.clone(),
+                        key: key.clone(),
+                    })?
+            }
+            ModuleSource::File(path) => {
+                tokio::fs::read(path).await.map_err(|source| Error::File {
+                    path: path.clone(),
+                    source,
                 })?
-        }
-        ModuleSource::File(path) => tokio::fs::read(path).await.map_err(|source| Error::File {
-            path: path.clone(),
-            source,
-        })?,
-        ModuleSource::Url(url) => {
-            let url = url.clone();
-            tokio::task::spawn_blocking(move || download(&url))
-                .await
-                .map_err(|e| Error::Url {
-                    url: String::new(),
-                    reason: e.to_string(),
-                })??
-        }
-    };
-    let module = ModuleBytes::new(bytes);
-    verify(entry.sha256.as_deref(), &module)?;
-    Ok(module)
+            }
+            ModuleSource::Url(url) => {
+                let url = url.clone();
+                tokio::task::spawn_blocking(move || download(&url))
+                    .await
+                    .map_err(|e| Error::Url {
+                        url: String::new(),
+                        reason: e.to_string(),
+                    })??
+            }
+            ModuleSource::Oci(_) => {
+                let digest = self.digest(entry).await?;
+                let oci = entry.oci().ok().flatten().expect("checked by parse");
+                let (registry, reference) = self.registry(&oci).await?;
+                let module = registry.pull(&reference, &digest).await?;
+                verify(entry.sha256.as_deref(), &module)?;
+                return Ok(module);
+            }
+        };
+        let module = ModuleBytes::new(bytes);
+        verify(entry.sha256.as_deref(), &module)?;
+        Ok(module)
+    }
 }
 
 /// Checks `module` against `expected` (hex sha256), if given.

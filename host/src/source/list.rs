@@ -6,7 +6,7 @@
 //!   - name: cache-operator
 //!     module:
 //!       configMap: {name: cache-operator-module, key: module.wasm}
-//!     sha256: 3f1c…            # optional for configMap and file, required for url
+//!     sha256: 3f1c…            # optional for configMap, file and oci, required for url
 //!     concurrency: 4           # optional settings, defaults shown
 //!     timeout: 1s
 //!     memoryLimit: 64Mi
@@ -18,6 +18,12 @@
 //!     adoptOrphans: false      # adopt existing objects no controller owns (never Secrets)
 //!     secretValues: false      # hand the guest Secret values, not their SHA-256
 //!     settings: {}             # any YAML value, handed to the guest
+//!   - name: from-registry
+//!     module:
+//!       oci: registry.example.com/ops/cache:v1   # or …@sha256:<digest>
+//!     ociPollInterval: 1m      # how often a tag is resolved again
+//!     pullSecret: regcred      # a kubernetes.io/dockerconfigjson Secret here
+//!     insecure: false          # plain HTTP to this registry
 //! ```
 
 use std::collections::HashSet;
@@ -77,6 +83,9 @@ pub enum ModuleSource {
     File(String),
     /// An http or https URL (requires `sha256`).
     Url(String),
+    /// A wasm artifact in an OCI registry: `<registry>/<repository>:<tag>`
+    /// or `…@sha256:<digest>`.
+    Oci(String),
 }
 
 /// One guest of the list.
@@ -127,6 +136,30 @@ pub struct GuestEntry {
     /// Resync period, e.g. `10m` (default 10m).
     #[serde(default)]
     pub resync: Option<String>,
+    /// For an `oci` tag: how often it is resolved again, e.g. `30s`
+    /// (default 1m).
+    #[serde(default)]
+    pub oci_poll_interval: Option<String>,
+    /// For `oci`: a `kubernetes.io/dockerconfigjson` Secret in the list's
+    /// namespace holding the registry's credentials.
+    #[serde(default)]
+    pub pull_secret: Option<String>,
+    /// For `oci`: reach the registry over plain HTTP. Default false.
+    #[serde(default)]
+    pub insecure: Option<bool>,
+}
+
+/// An `oci` entry's reference and how to reach its registry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OciEntry {
+    /// The reference as listed.
+    pub reference: String,
+    /// Plain HTTP.
+    pub insecure: bool,
+    /// The pull Secret's name.
+    pub pull_secret: Option<String>,
+    /// How often a tag is resolved again.
+    pub poll_interval: Duration,
 }
 
 impl GuestList {
@@ -152,6 +185,7 @@ impl GuestList {
                     return Err(bad("a url module requires sha256".into()));
                 }
             }
+            entry.oci().map_err(bad)?;
             if let Some(d) = &entry.sha256
                 && (d.len() != 64 || !d.bytes().all(|b| b.is_ascii_hexdigit()))
             {
@@ -166,6 +200,42 @@ impl GuestList {
 }
 
 impl GuestEntry {
+    /// The `oci` source and its settings; none for other sources, which may
+    /// not carry OCI settings.
+    pub fn oci(&self) -> Result<Option<OciEntry>, String> {
+        let ModuleSource::Oci(reference) = &self.module else {
+            if self.oci_poll_interval.is_some()
+                || self.pull_secret.is_some()
+                || self.insecure.is_some()
+            {
+                return Err(
+                    "ociPollInterval, pullSecret and insecure apply to an oci module only".into(),
+                );
+            }
+            return Ok(None);
+        };
+        super::oci::parse_reference(reference)?;
+        let poll_interval = self
+            .oci_poll_interval
+            .as_deref()
+            .map(parse_duration)
+            .transpose()?
+            .unwrap_or(super::oci::DEFAULT_POLL_INTERVAL);
+        if poll_interval < Duration::from_secs(1) {
+            return Err("ociPollInterval must be at least 1s".into());
+        }
+        if let Some(secret) = &self.pull_secret {
+            names::dns_subdomain(secret)
+                .map_err(|why| format!("pullSecret {secret:?} is not a Secret name: {why}"))?;
+        }
+        Ok(Some(OciEntry {
+            reference: reference.clone(),
+            insecure: self.insecure.unwrap_or(false),
+            pull_secret: self.pull_secret.clone(),
+            poll_interval,
+        }))
+    }
+
     /// The sandbox limits, defaults filled in.
     pub fn limits(&self) -> Result<Limits, String> {
         let d = Limits::default();
@@ -334,6 +404,52 @@ guests:
         );
         let err = GuestList::parse(&huge).unwrap_err();
         assert!(err.to_string().contains("settings are"), "{err}");
+    }
+
+    #[test]
+    fn oci_entries_take_their_settings_and_others_refuse_them() {
+        let list = GuestList::parse(
+            "guests:\n  - name: x\n    module: {oci: \"127.0.0.1:5000/ops/x:v1\"}\n    ociPollInterval: 5s\n    pullSecret: regcred\n    insecure: true\n",
+        )
+        .unwrap();
+        assert_eq!(
+            list.guests[0].oci().unwrap(),
+            Some(OciEntry {
+                reference: "127.0.0.1:5000/ops/x:v1".into(),
+                insecure: true,
+                pull_secret: Some("regcred".into()),
+                poll_interval: Duration::from_secs(5),
+            })
+        );
+        let defaults =
+            GuestList::parse("guests:\n  - name: x\n    module: {oci: \"r.io/x:v1\"}\n").unwrap();
+        let oci = defaults.guests[0].oci().unwrap().unwrap();
+        assert_eq!(
+            (oci.insecure, oci.poll_interval),
+            (false, Duration::from_secs(60))
+        );
+        for (yaml, why) in [
+            (
+                "module: {file: a}\n    insecure: true",
+                "apply to an oci module only",
+            ),
+            (
+                "module: {configMap: {name: m, key: k}}\n    pullSecret: s",
+                "apply to an oci module only",
+            ),
+            (
+                "module: {oci: \"r.io/x:v1\"}\n    ociPollInterval: 500ms",
+                "at least 1s",
+            ),
+            ("module: {oci: \"x:v1\"}", "must start with its registry"),
+            (
+                "module: {oci: \"r.io/x:v1\"}\n    pullSecret: Not_A_Name",
+                "not a Secret name",
+            ),
+        ] {
+            let err = GuestList::parse(&format!("guests:\n  - name: x\n    {yaml}\n")).unwrap_err();
+            assert!(err.to_string().contains(why), "{yaml}: {err}");
+        }
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! Where guests come from: the guest list ConfigMap and the modules it names.
 //!
 //! [`list`] parses the `guests.yaml` document, [`fetch`] gets module bytes
-//! from a ConfigMap key, a file or a URL and checks their digest, and
-//! [`watch`] keeps the running guests in step with the ConfigMap.
+//! from a ConfigMap key, a file, a URL or an OCI registry ([`oci`]) and
+//! checks their digest, and [`watch`] keeps the running guests in step with the ConfigMap.
 
 pub mod fetch;
 pub mod list;
+pub mod oci;
 pub mod watch;
 
 pub use list::{GuestEntry, GuestList, ModuleSource};

@@ -12,21 +12,27 @@
 //! mismatch, not a component, a trapping describe, refused settings —
 //! leaves the running version alone, is logged and is recorded as a Warning
 //! Event on the list ConfigMap; the same failing input is not retried until
-//! something changes. Guests given with `--guest` are never touched here.
-//! The list and its module ConfigMaps are protected objects: no guest may
-//! write them.
+//! something changes. An `oci` entry is polled besides: every
+//! `ociPollInterval` its tag is resolved again, and a new digest is fetched
+//! and swapped in like any other change; an unreachable registry or a
+//! missing tag keeps the running version and is recorded once
+//! (`ModuleFetchFailed`) until it resolves again; an entry whose last
+//! attempt failed is retried at each poll. Guests given with `--guest` are
+//! never touched here.
+//! The list, its module ConfigMaps and its pull Secrets are protected
+//! objects: no guest may write them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
 use kube::api::Api;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
 
-use super::fetch;
-use super::list::{GuestList, LIST_KEY, ModuleSource};
+use super::fetch::Sources;
+use super::list::{GuestEntry, GuestList, LIST_KEY, ModuleSource};
 use crate::controller::events::Events;
 use crate::host::{Change, GuestSpec, Host, Origin};
 use crate::model::EventType;
@@ -53,7 +59,7 @@ pub async fn follow(client: Client, host: &mut Host, namespace: &str, name: &str
     host.health().follow_list();
     let (store, writer) = reflector::store();
     let mut syncer = Syncer {
-        store,
+        sources: Sources::new(store, namespace, client.clone()),
         namespace: namespace.to_string(),
         name: name.to_string(),
         client: client.clone(),
@@ -63,12 +69,25 @@ pub async fn follow(client: Client, host: &mut Host, namespace: &str, name: &str
         attempted: HashMap::new(),
         last_list_error: None,
         referenced: Vec::new(),
+        listed: None,
+        next_poll: HashMap::new(),
+        retry: HashSet::new(),
+        poll_failing: HashSet::new(),
     };
     let mut stream = watcher(api, watcher::Config::default())
         .backoff(crate::client::watch_backoff())
         .reflect(writer)
         .boxed();
-    while let Some(event) = stream.next().await {
+    loop {
+        let next_poll = syncer.next_poll.values().min().copied();
+        let event = tokio::select! {
+            event = stream.next() => event,
+            () = sleep_until(next_poll) => {
+                syncer.poll(host).await;
+                continue;
+            }
+        };
+        let Some(event) = event else { break };
         match event {
             // The store holds every ConfigMap of the namespace: bring the
             // guests in step with it (at start and after every re-list).
@@ -84,9 +103,18 @@ pub async fn follow(client: Client, host: &mut Host, namespace: &str, name: &str
     }
 }
 
+/// Sleeps until `deadline`, or forever without one.
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
 struct Syncer {
-    /// Every ConfigMap of the list's namespace, as last seen by the watch.
-    store: Store<ConfigMap>,
+    /// Every ConfigMap of the list's namespace as last seen by the watch,
+    /// and the other module sources.
+    sources: Sources,
     namespace: String,
     name: String,
     client: Client,
@@ -104,6 +132,14 @@ struct Syncer {
     last_list_error: Option<String>,
     /// Module ConfigMaps the current list references.
     referenced: Vec<String>,
+    /// The list last read, and the reference of its ConfigMap.
+    listed: Option<(GuestList, ObjectReference)>,
+    /// Per `oci` guest: when its reference is resolved again.
+    next_poll: HashMap<String, tokio::time::Instant>,
+    /// Guests whose failed input is tried again at the next sync.
+    retry: HashSet<String>,
+    /// `oci` guests whose reference did not resolve at the last poll.
+    poll_failing: HashSet<String>,
 }
 
 impl Syncer {
@@ -114,7 +150,7 @@ impl Syncer {
 
     async fn sync(&mut self, host: &mut Host) {
         let key = reflector::ObjectRef::new(&self.name).within(&self.namespace);
-        let Some(list_cm) = self.store.get(&key) else {
+        let Some(list_cm) = self.sources.configmaps().get(&key) else {
             self.list_error(
                 None,
                 format!(
@@ -154,26 +190,31 @@ impl Syncer {
                 _ => None,
             })
             .collect();
+        // The list, its module ConfigMaps and its pull Secrets.
+        let pull_secrets = list.guests.iter().filter_map(|g| g.pull_secret.as_deref());
         host.protected().set(
             "guest-list",
             std::iter::once(&self.name)
                 .chain(&self.referenced)
-                .map(|name| ProtectedRef::config_map(&self.namespace, name)),
+                .map(|name| ProtectedRef::config_map(&self.namespace, name))
+                .chain(
+                    pull_secrets
+                        .map(|name| ProtectedRef::namespaced("", "Secret", &self.namespace, name)),
+                ),
         );
         let reference = list_cm.object_ref(&());
 
         for entry in &list.guests {
-            let input = format!(
-                "{entry:?}|{}",
-                fetch::version(&self.store, &self.namespace, entry).await
-            );
+            self.schedule_poll(entry);
+            let input = format!("{entry:?}|{}", self.sources.version(entry).await);
             let running = host.current(&entry.name).is_some();
+            let retry = self.retry.remove(&entry.name);
             match self.attempted.get(&entry.name) {
-                Some((i, true)) if *i == input => continue,
+                Some((i, true)) if *i == input && !retry => continue,
                 Some((i, false)) if *i == input && running => continue,
                 _ => {}
             }
-            let module = match fetch::fetch(&self.store, &self.namespace, entry).await {
+            let module = match self.sources.fetch(entry).await {
                 Ok(m) => m,
                 Err(e) => {
                     host.health().failed(&entry.name, e.to_string());
@@ -259,7 +300,89 @@ impl Syncer {
             .retain(|name, _| listed.contains(&name.as_str()));
         self.guest_events
             .retain(|name, _| listed.contains(&name.as_str()));
+        self.sources.retain(&listed);
+        let oci: Vec<&str> = list
+            .guests
+            .iter()
+            .filter(|g| matches!(g.module, ModuleSource::Oci(_)))
+            .map(|g| g.name.as_str())
+            .collect();
+        self.next_poll
+            .retain(|name, _| oci.contains(&name.as_str()));
+        self.poll_failing
+            .retain(|name| oci.contains(&name.as_str()));
+        self.listed = Some((list, reference));
         host.health().list_read();
+    }
+
+    /// Schedules the first poll of an `oci` entry.
+    fn schedule_poll(&mut self, entry: &GuestEntry) {
+        if let Ok(Some(oci)) = entry.oci() {
+            self.next_poll
+                .entry(entry.name.clone())
+                .or_insert_with(|| tokio::time::Instant::now() + oci.poll_interval);
+        }
+    }
+
+    /// Resolves every `oci` entry that is due again; syncs when one names a
+    /// new manifest or its last attempt failed.
+    async fn poll(&mut self, host: &mut Host) {
+        let Some((list, reference)) = self.listed.clone() else {
+            self.next_poll.clear();
+            return;
+        };
+        let now = tokio::time::Instant::now();
+        let mut changed = false;
+        for entry in &list.guests {
+            let Ok(Some(oci)) = entry.oci() else { continue };
+            if self
+                .next_poll
+                .get(&entry.name)
+                .is_some_and(|due| *due > now)
+            {
+                continue;
+            }
+            self.next_poll
+                .insert(entry.name.clone(), now + oci.poll_interval);
+            let failed = self
+                .attempted
+                .get(&entry.name)
+                .is_some_and(|(_, failed)| *failed);
+            match self.sources.poll(entry).await {
+                Ok(moved) => {
+                    if self.poll_failing.remove(&entry.name) {
+                        tracing::info!(guest = %entry.name, "oci {} resolves again", oci.reference);
+                    }
+                    if moved || failed {
+                        self.retry.insert(entry.name.clone());
+                        changed = true;
+                    }
+                }
+                Err(e) => {
+                    if failed || !self.poll_failing.insert(entry.name.clone()) {
+                        continue;
+                    }
+                    let keeps = if host.current(&entry.name).is_some() {
+                        "; the running version is kept"
+                    } else {
+                        ""
+                    };
+                    let message = format!("guest {:?}: {e}{keeps}", entry.name);
+                    tracing::error!(guest = %entry.name, "{message}");
+                    self.guest_event(
+                        &entry.name,
+                        &reference,
+                        EventType::Warning,
+                        e.reason(),
+                        message,
+                    )
+                    .await;
+                }
+            }
+        }
+        if changed {
+            self.sync(host).await;
+        }
     }
 
     async fn fail(

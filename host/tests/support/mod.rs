@@ -605,3 +605,9 @@ pub async fn wait_ready(client: &Client, ns: &str, name: &str) -> anyhow::Result
     .await
     .with_context(|| format!("Cache {name} never became Ready"))
 }
+
+/// sha256 of `bytes`, lowercase hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    hex::encode(sha2::Sha256::digest(bytes))
+}

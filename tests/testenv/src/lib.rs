@@ -47,6 +47,8 @@
 //! - `KUBEBUILDER_ASSETS`, `TEST_ASSET_ETCD`, `TEST_ASSET_KUBE_APISERVER`,
 //!   `TEST_ASSET_KUBE_CONTROLLER_MANAGER`, `TEST_ASSET_KUBE_SCHEDULER`,
 //!   `TEST_ASSET_KWOK`: use these binaries instead of building;
+//! - `TEST_ASSET_REGISTRY`: the OCI registry binary to use instead of
+//!   building `tests/registry` ([`Registry`]);
 //! - `WASMOP_SKIP_CLUSTER_TESTS=1`: if the control plane cannot start,
 //!   report the tests as ignored instead of failed;
 //! - `WASMOP_KEEP_TESTENV=1`: keep the temporary directory (logs, audit log,
@@ -56,10 +58,13 @@ mod audit;
 mod binaries;
 mod env;
 mod faults;
+mod gobuild;
 pub mod harness;
 mod pki;
 mod process;
+mod registry;
 
 pub use binaries::{Binaries, ensure_binaries};
 pub use env::{NODE_NAME, TestEnv};
 pub use faults::Component;
+pub use registry::{BasicAuth, REGISTRY_VERSION, Registry, ensure_registry_binary};

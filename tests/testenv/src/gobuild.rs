@@ -1,0 +1,239 @@
+//! Building binaries from a Go module of ours (`tests/controlplane`,
+//! `tests/registry`), once, into a cache directory.
+//!
+//! The directory is `${XDG_CACHE_HOME:-$HOME/.cache}/wasmop/<name>/<key>`,
+//! where the key covers go.mod, go.sum, `go version` and the build flags. A
+//! build goes to a temporary directory that is renamed into place, and a lock
+//! file keeps two processes from building at once.
+
+use std::fs::{self, File};
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use sha2::{Digest, Sha256};
+
+/// A Go module of ours and the binaries built from it.
+pub(crate) struct GoBuild {
+    /// Cache subdirectory and the prefix of progress lines.
+    pub(crate) name: &'static str,
+    /// The module directory.
+    pub(crate) module: PathBuf,
+    /// The Go packages to build.
+    pub(crate) packages: &'static [&'static str],
+    /// The file names the build must leave in the output directory.
+    pub(crate) outputs: &'static [&'static str],
+    /// Files Go names after their package directory, and their names.
+    pub(crate) renames: &'static [(&'static str, &'static str)],
+    /// `-ldflags`.
+    pub(crate) ldflags: String,
+    /// Measured on this project's 2-core machines: a cold build (empty Go
+    /// build cache, modules already downloaded), printed so that whoever
+    /// waits knows how long.
+    pub(crate) cold_build_minutes: &'static str,
+}
+
+impl GoBuild {
+    /// The cache directory holding every output, built first if any is
+    /// missing.
+    pub(crate) fn ensure(&self) -> Result<PathBuf> {
+        let name = self.name;
+        let module = self
+            .module
+            .canonicalize()
+            .with_context(|| format!("Go module {name} not found at {}", self.module.display()))?;
+        let go_version = go_version(name)?;
+        let key = self.cache_key(&module, &go_version)?;
+        let root = cache_root()?.join("wasmop").join(name);
+        let dir = root.join(&key);
+        let complete = |dir: &Path| self.outputs.iter().all(|o| dir.join(o).is_file());
+        if complete(&dir) {
+            return Ok(dir);
+        }
+
+        fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
+        let lock_path = root.join(format!("{key}.lock"));
+        let lock = File::create(&lock_path)
+            .with_context(|| format!("creating {}", lock_path.display()))?;
+        if lock.try_lock().is_err() {
+            eprintln!(
+                "{name}: another process is building the binaries; waiting for it ({})",
+                lock_path.display()
+            );
+            lock.lock()
+                .with_context(|| format!("waiting for the {name} build lock"))?;
+        }
+        // Someone else may have finished the build while we waited.
+        if complete(&dir) {
+            return Ok(dir);
+        }
+
+        // Holding the lock, no other build is running: staging directories
+        // left by an interrupted one can go.
+        for entry in fs::read_dir(&root)? {
+            let entry = entry?;
+            if entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with(&format!("{key}.tmp-"))
+            {
+                fs::remove_dir_all(entry.path())?;
+            }
+        }
+        let staging = root.join(format!("{key}.tmp-{}", std::process::id()));
+        fs::create_dir_all(&staging)?;
+        if let Err(err) = self.build(&module, &staging, &go_version) {
+            let _ = fs::remove_dir_all(&staging);
+            return Err(err);
+        }
+        if dir.exists() {
+            // Some binaries are missing (deleted by hand?): replace them all.
+            fs::remove_dir_all(&dir)?;
+        }
+        fs::rename(&staging, &dir)
+            .with_context(|| format!("moving {} to {}", staging.display(), dir.display()))?;
+        eprintln!("{name}: binaries ready in {}", dir.display());
+        Ok(dir)
+    }
+
+    /// The `go build` flags (everything but the output directory and the
+    /// packages); part of the cache key.
+    fn flags(&self) -> [&str; 5] {
+        ["build", "-v", "-trimpath", "-ldflags", &self.ldflags]
+    }
+
+    /// sha256 of go.mod, go.sum, the Go version and the build flags (first
+    /// 16 hex digits: enough to tell builds apart, short enough to read).
+    fn cache_key(&self, module: &Path, go_version: &str) -> Result<String> {
+        let mut hash = Sha256::new();
+        for file in ["go.mod", "go.sum"] {
+            let path = module.join(file);
+            hash.update(fs::read(&path).with_context(|| format!("reading {}", path.display()))?);
+            hash.update([0]);
+        }
+        hash.update(go_version.as_bytes());
+        hash.update([0]);
+        hash.update("CGO_ENABLED=0 ");
+        hash.update(self.flags().join(" "));
+        hash.update(self.packages.join(" "));
+        Ok(hex::encode(&hash.finalize()[..8]))
+    }
+
+    /// Runs `go build` into `out`, reporting progress, then applies the
+    /// renames.
+    fn build(&self, module: &Path, out: &Path, go_version: &str) -> Result<()> {
+        let name = self.name;
+        eprintln!(
+            "{name}: building {} from {} with {go_version} (a cold build takes ~{} minutes on 2 cores; cached afterwards)",
+            self.outputs.join(", "),
+            module.display(),
+            self.cold_build_minutes,
+        );
+        let started = Instant::now();
+        let mut out_arg = out.as_os_str().to_owned();
+        out_arg.push("/");
+        let mut child = Command::new("go")
+            .args(self.flags())
+            .arg("-o")
+            .arg(out_arg)
+            .args(self.packages)
+            .current_dir(module)
+            .env("CGO_ENABLED", "0")
+            .stdin(Stdio::null())
+            // Our stdout may be a contract (`cargo xtask testenv` prints one
+            // line there), so go's goes to stderr.
+            .stdout(Stdio::from(std::io::stderr().as_fd().try_clone_to_owned()?))
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("starting `go build`")?;
+
+        // `go build -v` prints one package path per line (thousands of them),
+        // so they are summarised every 15 s; anything else (errors,
+        // downloads) is shown as it comes.
+        let log_path = out.join("build.log");
+        let mut log = File::create(&log_path)?;
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let mut compiled = 0usize;
+        let mut last_report = Instant::now();
+        let mut tail: Vec<String> = Vec::new();
+        for line in BufReader::new(stderr).lines() {
+            let line = line?;
+            writeln!(log, "{line}")?;
+            if line.contains(' ') {
+                eprintln!("{name}: {line}");
+                tail.push(line);
+                if tail.len() > 40 {
+                    tail.remove(0);
+                }
+            } else {
+                compiled += 1;
+            }
+            if last_report.elapsed() >= Duration::from_secs(15) {
+                eprintln!(
+                    "{name}: compiled {compiled} packages so far ({})",
+                    minutes(started.elapsed())
+                );
+                last_report = Instant::now();
+            }
+        }
+        let status = child.wait()?;
+        if !status.success() {
+            bail!(
+                "`go build` of {name} failed ({status}) after {}; last messages:\n{}",
+                minutes(started.elapsed()),
+                tail.join("\n")
+            );
+        }
+        fs::remove_file(&log_path)?;
+        for (go_name, wanted) in self.renames {
+            let built = out.join(go_name);
+            if built.is_file() {
+                fs::rename(&built, out.join(wanted))?;
+            }
+        }
+        for output in self.outputs {
+            if !out.join(output).is_file() {
+                bail!(
+                    "`go build` succeeded but {} is missing",
+                    out.join(output).display()
+                );
+            }
+        }
+        eprintln!(
+            "{name}: go build finished in {} ({compiled} packages compiled, the rest from Go's build cache)",
+            minutes(started.elapsed())
+        );
+        Ok(())
+    }
+}
+
+fn go_version(name: &str) -> Result<String> {
+    let output = Command::new("go").arg("version").output().with_context(|| {
+        format!("running `go version`: the Go toolchain (go 1.26 or newer) must be on PATH to build {name}")
+    })?;
+    if !output.status.success() {
+        bail!(
+            "`go version` failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+}
+
+fn cache_root() -> Result<PathBuf> {
+    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME").filter(|dir| !dir.is_empty()) {
+        return Ok(PathBuf::from(dir));
+    }
+    let home = std::env::var_os("HOME")
+        .filter(|home| !home.is_empty())
+        .context("neither XDG_CACHE_HOME nor HOME is set")?;
+    Ok(PathBuf::from(home).join(".cache"))
+}
+
+fn minutes(elapsed: Duration) -> String {
+    let secs = elapsed.as_secs();
+    format!("{}m{:02}s", secs / 60, secs % 60)
+}
