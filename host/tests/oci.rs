@@ -188,7 +188,7 @@ async fn a_tag_pushed_again_swaps_the_guest_within_the_poll_interval_without_a_r
     Ok(())
 }
 
-async fn a_pinned_digest_ignores_the_tag_and_a_wrong_sha256_keeps_the_running_version(
+async fn a_pinned_digest_ignores_the_tag_and_a_wrong_digest_or_artifact_keeps_the_running_version(
     env: Arc<TestEnv>,
 ) -> anyhow::Result<()> {
     let registry = Registry::start(None).await?;
@@ -228,6 +228,47 @@ async fn a_pinned_digest_ignores_the_tag_and_a_wrong_sha256_keeps_the_running_ve
         flavor_of(&client, &ns, "c").await? == "v1",
         "a module with the wrong sha256 was loaded"
     );
+
+    // A hostile registry: a container image where a wasm artifact belongs.
+    let image = format!("{repository}:image");
+    let reference: oci_client::Reference = image.parse()?;
+    let layer = oci_client::client::ImageLayer::new(
+        std::fs::read(guest_module("cache-operator-v2")?)?,
+        "application/vnd.oci.image.layer.v1.tar".into(),
+        None,
+    );
+    let config = oci_client::client::Config::new(
+        b"{}".to_vec(),
+        "application/vnd.oci.image.config.v1+json".into(),
+        None,
+    );
+    let client_config = oci_client::client::ClientConfig {
+        protocol: oci_client::client::ClientProtocol::Http,
+        ..Default::default()
+    };
+    wasmop_host::client::install_crypto_provider();
+    oci_client::Client::new(client_config)
+        .push(
+            &reference,
+            &[layer],
+            config,
+            &oci_client::secrets::RegistryAuth::Anonymous,
+            None,
+        )
+        .await?;
+    put_guest_list(&client, &ns, LIST, &entry(&image, "", &ns)).await?;
+    wait_for(LONG, || async {
+        let events = events_about(&client, &ns, LIST).await?;
+        Ok(events
+            .iter()
+            .any(|(_, r, note)| r == "ModuleFetchFailed" && note.contains("not a wasm artifact"))
+            .then_some(()))
+    })
+    .await
+    .context("an image was not refused as a module")?;
+    create_cache(&client, &ns, "d").await?;
+    wait_ready(&client, &ns, "d").await?;
+    ensure!(flavor_of(&client, &ns, "d").await? == "v1");
     ensure!(host.is_running());
     Ok(())
 }
@@ -296,16 +337,48 @@ async fn a_registry_behind_basic_auth_is_pulled_with_the_pull_secret(
     Api::<Secret>::namespaced(client.clone(), &ns)
         .create(&PostParams::default(), &secret)
         .await?;
+    // With the Secret, beside the cache-operator, the hostile guest from the
+    // same registry, which will try to take the pull Secret.
+    install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
+    let hostile = format!("{}/private/hostile:v1", registry.address());
+    push(&guest_module("hostile")?, &hostile, Some(&auth))?;
+    let hostile_entry = format!(
+        "  - name: hostile\n    module: {{oci: \"{hostile}\"}}\n    insecure: true\n    pullSecret: regcred\n    namespaces: [{ns}]\n"
+    );
     put_guest_list(
         &client,
         &ns,
         LIST,
-        &entry(&reference, "    pullSecret: regcred\n", &ns),
+        &(entry(&reference, "    pullSecret: regcred\n", &ns) + &hostile_entry),
     )
     .await?;
     host.wait_for_log("started guest", LONG).await?;
     create_cache(&client, &ns, "a").await?;
     wait_ready(&client, &ns, "a").await?;
+
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let before = secrets.get("regcred").await?.metadata.resource_version;
+    let attack: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
+        "metadata": {"name": "steal-pull-secret"},
+        "spec": {"attack": "take-secret", "target": "regcred"},
+    }))?;
+    support::dyn_api(
+        &client,
+        "test.wasmop.dev",
+        "v1alpha1",
+        "Hostile",
+        "hostiles",
+        &ns,
+    )
+    .create(&PostParams::default(), &attack)
+    .await?;
+    let note = wait_for_event(&client, &ns, "steal-pull-secret", "ProtectedObject", LONG).await?;
+    ensure!(note.contains("regcred"), "{note}");
+    ensure!(
+        secrets.get("regcred").await?.metadata.resource_version == before,
+        "the pull Secret was written"
+    );
     ensure!(
         !host.log().contains(&auth.password),
         "the password reached the log"
@@ -344,7 +417,7 @@ async fn a_fifteen_megabyte_module_loads_from_oci(env: Arc<TestEnv>) -> anyhow::
 fn main() -> std::process::ExitCode {
     run(wasmop_testenv::tests![
         a_tag_pushed_again_swaps_the_guest_within_the_poll_interval_without_a_restart,
-        a_pinned_digest_ignores_the_tag_and_a_wrong_sha256_keeps_the_running_version,
+        a_pinned_digest_ignores_the_tag_and_a_wrong_digest_or_artifact_keeps_the_running_version,
         a_stopped_registry_keeps_the_running_version_and_is_followed_again_when_back,
         a_registry_behind_basic_auth_is_pulled_with_the_pull_secret,
         a_fifteen_megabyte_module_loads_from_oci,

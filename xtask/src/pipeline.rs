@@ -59,7 +59,7 @@ pub fn test(test_args: &[String]) -> Result<()> {
 }
 
 /// The benches of `host/benches`, by name.
-const BENCHES: &[&str] = &["reconcile", "swap", "failover", "soak"];
+const BENCHES: &[&str] = &["reconcile", "swap", "failover", "soak", "scale"];
 
 /// `cargo bench -p wasmop-host` (only `--bench <name>` when `args` starts
 /// with a bench's name), the rest of `args` passed on, after building the

@@ -104,6 +104,11 @@ pub struct CacheSettings {
     /// The image of a Cache whose `spec.image` is empty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_image: Option<String>,
+    /// The API group of the Cache kind to reconcile (default
+    /// `apps.example.com`): one module serves the same CRD under several
+    /// groups, one guest name each.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_group: Option<String>,
 }
 
 impl CacheSettings {
@@ -117,6 +122,17 @@ impl CacheSettings {
             .is_some_and(|i| i.trim().is_empty())
         {
             return Err("settings.defaultImage must not be empty".into());
+        }
+        if let Some(group) = parsed.api_group.as_deref()
+            && (!group.contains('.')
+                || group.len() > 253
+                || !group.bytes().all(|b| {
+                    b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.'
+                }))
+        {
+            return Err(format!(
+                "settings.apiGroup {group:?} is not an API group (a lowercase DNS name with a dot)"
+            ));
         }
         Ok(parsed)
     }
@@ -324,6 +340,7 @@ mod tests {
     fn an_empty_image_takes_the_default_image_setting() {
         let settings = CacheSettings {
             default_image: Some("redis:7.4".into()),
+            ..CacheSettings::default()
         };
         assert_eq!(spec("").with_defaults(&settings).image, "redis:7.4");
         assert_eq!(spec("valkey:8").with_defaults(&settings).image, "valkey:8");
@@ -357,6 +374,17 @@ mod tests {
                 .unwrap_err()
                 .contains("unknown field")
         );
+        assert_eq!(
+            parse(r#"{"apiGroup":"g1.example.com"}"#)
+                .unwrap()
+                .api_group
+                .as_deref(),
+            Some("g1.example.com")
+        );
+        for bad in ["nodot", "UPPER.example.com", "a/b.example.com"] {
+            let err = parse(&format!(r#"{{"apiGroup":"{bad}"}}"#)).unwrap_err();
+            assert!(err.contains("apiGroup"), "{bad}: {err}");
+        }
         assert_eq!(
             CacheSettings::parse(&wasmop_guest::Settings::none()),
             Ok(CacheSettings::default())

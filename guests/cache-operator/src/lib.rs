@@ -63,8 +63,8 @@ pub struct CacheOperator;
 
 impl Operator for CacheOperator {
     fn describe(settings: &Settings) -> std::result::Result<Description, String> {
-        CacheSettings::parse(settings)?;
-        Ok(describe(Flavor::CURRENT))
+        let settings = CacheSettings::parse(settings)?;
+        Ok(describe_in(Flavor::CURRENT, settings.api_group.as_deref()))
     }
 
     fn reconcile(request: Request) -> Result<Response> {
@@ -76,7 +76,17 @@ impl Operator for CacheOperator {
 /// (and PodDisruptionBudgets in v2) as children, the Secret each Cache names
 /// at [`SECRET_NAME_POINTER`] as a related object, and the finalizer.
 pub fn describe(flavor: Flavor) -> Description {
-    let mut description = Description::new(KindRef::of::<Cache>())
+    describe_in(flavor, None)
+}
+
+/// [`describe`] with the Cache kind in `group` (the setting `apiGroup`)
+/// instead of its own.
+pub fn describe_in(flavor: Flavor, group: Option<&str>) -> Description {
+    let mut primary = KindRef::of::<Cache>();
+    if let Some(group) = group {
+        primary.group = group.to_owned();
+    }
+    let mut description = Description::new(primary)
         .related(RelatedKind::name_at(
             KindRef::of::<Secret>(),
             SECRET_NAME_POINTER,

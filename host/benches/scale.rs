@@ -1,0 +1,587 @@
+//! Scale, against the operator a user would otherwise write: the seeds'
+//! controller-runtime Cache operator (`tests/peers/kubebuilder-cache`),
+//! one process per CRD group, against one wasmop host running the
+//! cache-operator guest. On one real control plane, one operator at a time,
+//! each in a fresh namespace (its own CRD group for the density runs):
+//!
+//! 1. convergence: N Caches created at once; wall time until every one is
+//!    Ready at its generation; the operator's API requests by verb (audit
+//!    log);
+//! 2. steady state: 60 s without changes, then a no-op storm (every Cache
+//!    annotated once): the operator's writes in each window;
+//! 3. cost: peak and steady RSS and CPU seconds of the operator's process;
+//! 4. density: M operators (M CRD groups) idle, total RSS and RSS per extra
+//!    operator;
+//!
+//! and the floor: the same N Deployments, Services and ConfigMaps applied
+//! with no operator, until every Deployment is available. One table, with
+//! wasmop / peer for every figure.
+//!
+//! `cargo xtask bench scale`; `WASMOP_SCALE_N=100,1000,5000`,
+//! `WASMOP_SCALE_M=1,5,20` and `WASMOP_SCALE_STEADY_SECS=60` choose others.
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::Client;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::{Value, json};
+use wasmop_testenv::TestEnv;
+
+/// How long one convergence may take before the bench gives up.
+const CONVERGE_LIMIT: Duration = Duration::from_secs(1800);
+
+fn env_list(var: &str, default: &str) -> Vec<usize> {
+    std::env::var(var)
+        .unwrap_or_else(|_| default.to_owned())
+        .split(',')
+        .map(|n| n.trim().parse().expect("a list of numbers"))
+        .collect()
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Operator {
+    Wasmop,
+    Peer,
+}
+
+impl Operator {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Wasmop => "wasmop",
+            Self::Peer => "kubebuilder",
+        }
+    }
+}
+
+/// The CRD group of density slot `i` (slot 0 is the seeds' own group).
+fn group(i: usize) -> String {
+    if i == 0 {
+        "apps.example.com".to_owned()
+    } else {
+        format!("g{i}.example.com")
+    }
+}
+
+fn caches(client: &Client, ns: &str, group: &str) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(group, "v1alpha1", "Cache"),
+        "caches",
+    );
+    Api::namespaced_with(client.clone(), ns, &ar)
+}
+
+/// Installs the Cache CRD under `group`.
+async fn install_crd(client: &Client, group: &str) {
+    let text = std::fs::read_to_string(support::workspace().join("deploy/crds/cache.yaml"))
+        .expect("deploy/crds/cache.yaml")
+        .replace("apps.example.com", group);
+    let path = std::env::temp_dir().join(format!("wasmop-scale-crd-{group}.yaml"));
+    std::fs::write(&path, text).expect("crd file");
+    support::install_yaml(client, &path).await.expect("crd");
+}
+
+/// A process under measurement, with the identity its requests carry.
+struct Running {
+    child: Child,
+    user: String,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `operator` for the Caches of `groups` in `ns` (all namespaces
+/// when `ns` is empty): one wasmop host with a guest per group, or one peer
+/// process per group.
+async fn start(
+    env: &TestEnv,
+    operator: Operator,
+    groups: &[String],
+    ns: &str,
+    tag: &str,
+) -> Vec<Running> {
+    let user = format!("{}-{tag}", operator.name());
+    let (_, kubeconfig) = env
+        .user_kubeconfig(&user, &["system:masters"])
+        .await
+        .expect("identity");
+    let log = |suffix: &str| {
+        std::fs::File::create(env.temp_dir().join(format!("{user}{suffix}.log"))).expect("log")
+    };
+    match operator {
+        Operator::Wasmop => {
+            let module = support::guest_module("cache-operator").expect("guest");
+            let mut command = Command::new(env!("CARGO_BIN_EXE_wasmop"));
+            command.args(["run", "--kubeconfig"]).arg(&kubeconfig);
+            for (i, g) in groups.iter().enumerate() {
+                let name = format!("cache-{i}");
+                command
+                    .arg("--guest")
+                    .arg(format!("{name}={}", module.display()));
+                if i > 0 {
+                    let settings = env.temp_dir().join(format!("{user}-{name}.yaml"));
+                    std::fs::write(&settings, format!("apiGroup: {g}\n")).expect("settings");
+                    command
+                        .arg("--settings")
+                        .arg(format!("{name}={}", settings.display()));
+                }
+            }
+            if !ns.is_empty() {
+                command.args(["--namespace", ns]);
+            }
+            let child = command
+                .args([
+                    "--metrics-bind-address",
+                    "0",
+                    "--health-probe-bind-address",
+                    "0",
+                ])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(log(""))
+                .spawn()
+                .expect("wasmop");
+            vec![Running { child, user }]
+        }
+        Operator::Peer => {
+            let binary = wasmop_testenv::ensure_kubebuilder_cache().expect("peer build");
+            groups
+                .iter()
+                .enumerate()
+                .map(|(i, g)| {
+                    let child = Command::new(&binary)
+                        .args(["--group", g, "--namespace", ns])
+                        .env("KUBECONFIG", &kubeconfig)
+                        .stdin(Stdio::null())
+                        .stdout(Stdio::null())
+                        .stderr(log(&format!("-{i}")))
+                        .spawn()
+                        .expect("peer");
+                    Running {
+                        child,
+                        user: user.clone(),
+                    }
+                })
+                .collect()
+        }
+    }
+}
+
+/// Resident and peak memory (KiB), CPU seconds of `pid`.
+fn cost(pid: u32) -> (u64, u64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
+        .collect();
+    let ticks: f64 = [11, 12]
+        .iter()
+        .filter_map(|i| fields.get(*i)?.parse::<f64>().ok())
+        .sum();
+    let hz = rustix::param::clock_ticks_per_second() as f64;
+    (field("VmRSS:"), field("VmHWM:"), ticks / hz)
+}
+
+/// Whether a Cache is Ready at its generation, by either operator's status:
+/// wasmop's `status.observedGeneration`, the peer's condition's.
+fn converged(cache: &DynamicObject) -> bool {
+    let generation = cache.metadata.generation;
+    let observed = cache
+        .data
+        .pointer("/status/observedGeneration")
+        .or_else(|| {
+            cache
+                .data
+                .pointer("/status/conditions/0/observedGeneration")
+        })
+        .and_then(Value::as_i64);
+    cache.data.pointer("/status/phase") == Some(&json!("Ready")) && observed == generation
+}
+
+async fn create_caches(api: &Api<DynamicObject>, group: &str, n: usize) {
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let api = api.clone();
+            let cache: DynamicObject = serde_json::from_value(json!({
+                "apiVersion": format!("{group}/v1alpha1"), "kind": "Cache",
+                "metadata": {"name": format!("c{i}")},
+                "spec": {"image": "redis:7.2", "replicas": 1},
+            }))
+            .expect("cache");
+            async move { api.create(&PostParams::default(), &cache).await }
+        })
+        .buffer_unordered(32)
+        .try_collect::<Vec<_>>()
+        .await
+        .expect("create caches");
+}
+
+async fn wait_converged(api: &Api<DynamicObject>, n: usize, started: Instant) -> Duration {
+    loop {
+        let list = api.list(&ListParams::default()).await.expect("list");
+        let ready = list.items.iter().filter(|c| converged(c)).count();
+        if ready == n {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < CONVERGE_LIMIT,
+            "{ready} of {n} Caches converged after {CONVERGE_LIMIT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// `user`'s requests in `[from, to)` by verb, from the audit log.
+fn requests_by_verb(
+    env: &TestEnv,
+    user: &str,
+    from: SystemTime,
+    to: SystemTime,
+) -> BTreeMap<String, usize> {
+    let mut by_verb = BTreeMap::new();
+    let (from, to) = (rfc3339(from), rfc3339(to));
+    for event in env.audit_events().expect("audit log") {
+        let who = event
+            .pointer("/impersonatedUser/username")
+            .or_else(|| event.pointer("/user/username"))
+            .and_then(Value::as_str);
+        let at = event
+            .get("requestReceivedTimestamp")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if who == Some(user) && at >= from.as_str() && at < to.as_str() {
+            let verb = event.get("verb").and_then(Value::as_str).unwrap_or("?");
+            *by_verb.entry(verb.to_owned()).or_default() += 1;
+        }
+    }
+    by_verb
+}
+
+fn writes(by_verb: &BTreeMap<String, usize>) -> usize {
+    ["create", "update", "patch", "delete", "deletecollection"]
+        .iter()
+        .filter_map(|v| by_verb.get(*v))
+        .sum()
+}
+
+/// RFC 3339 with microseconds, as the audit log writes it (comparable as
+/// text).
+fn rfc3339(t: SystemTime) -> String {
+    let d = t
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .expect("after 1970");
+    let secs = d.as_secs() as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil from days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        d.subsec_micros()
+    )
+}
+
+/// One operator's figures for N Caches.
+#[derive(Debug, Default, Clone)]
+struct Run {
+    converge: Duration,
+    requests: BTreeMap<String, usize>,
+    steady_writes: usize,
+    storm_writes: usize,
+    rss_peak_mib: f64,
+    rss_steady_mib: f64,
+    cpu_secs: f64,
+}
+
+async fn measure(env: &TestEnv, operator: Operator, n: usize, steady: Duration) -> Run {
+    let client = env.client();
+    let ns = env
+        .create_namespace(&format!("scale-{}-{n}", operator.name()))
+        .await
+        .expect("namespace");
+    let group = group(0);
+    let running = start(env, operator, std::slice::from_ref(&group), &ns, &ns).await;
+    let pid = running[0].child.id();
+    let user = running[0].user.clone();
+    // Let the operator start its watches before the burst.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let api = caches(&client, &ns, &group);
+    let from = SystemTime::now();
+    let started = Instant::now();
+    create_caches(&api, &group, n).await;
+    let converge = wait_converged(&api, n, started).await;
+    let converged_at = SystemTime::now();
+    // The API server logs an event just after it answers.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let requests = requests_by_verb(env, &user, from, converged_at);
+    let (_, rss_peak, _) = cost(pid);
+
+    let steady_from = SystemTime::now();
+    tokio::time::sleep(steady).await;
+    let steady_to = SystemTime::now();
+    let (rss_steady, _, _) = cost(pid);
+
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                let patch = json!({"metadata": {"annotations": {"scale.wasmop.dev/noop": "1"}}});
+                api.patch(
+                    &format!("c{i}"),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await
+            }
+        })
+        .buffer_unordered(32)
+        .try_collect::<Vec<_>>()
+        .await
+        .expect("annotate");
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let storm_to = SystemTime::now();
+    let (_, _, cpu) = cost(pid);
+    let steady_writes = writes(&requests_by_verb(env, &user, steady_from, steady_to));
+    let storm_writes = writes(&requests_by_verb(env, &user, steady_to, storm_to));
+    drop(running);
+    Run {
+        converge,
+        requests,
+        steady_writes,
+        storm_writes,
+        rss_peak_mib: rss_peak as f64 / 1024.0,
+        rss_steady_mib: rss_steady as f64 / 1024.0,
+        cpu_secs: cpu,
+    }
+}
+
+/// The floor: N Deployments, Services and ConfigMaps applied directly;
+/// time until every Deployment is available.
+async fn floor(env: &TestEnv, n: usize) -> Duration {
+    let client = env.client();
+    let ns = env
+        .create_namespace(&format!("scale-floor-{n}"))
+        .await
+        .expect("namespace");
+    let dynamic = |kind: &str, version: &str, group: &str, plural: &str| {
+        let ar =
+            ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
+        Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &ar)
+    };
+    let deployments = dynamic("Deployment", "v1", "apps", "deployments");
+    let services = dynamic("Service", "v1", "", "services");
+    let configmaps = dynamic("ConfigMap", "v1", "", "configmaps");
+    let started = Instant::now();
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let (d, s, c) = (deployments.clone(), services.clone(), configmaps.clone());
+            async move {
+                let name = format!("c{i}");
+                let labels = json!({"app": "cache", "cache": name});
+                let params = PatchParams::apply("scale-floor");
+                c.patch(&format!("{name}-config"), &params, &Patch::Apply(json!({
+                    "apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": format!("{name}-config")}, "data": {"k": "v"},
+                }))).await?;
+                d.patch(&name, &params, &Patch::Apply(json!({
+                    "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+                    "spec": {"replicas": 1, "selector": {"matchLabels": labels},
+                        "template": {"metadata": {"labels": labels}, "spec": {"containers": [
+                            {"name": "cache", "image": "redis:7.2", "ports": [{"containerPort": 6379}]}]}}},
+                }))).await?;
+                s.patch(&name, &params, &Patch::Apply(json!({
+                    "apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+                    "spec": {"selector": labels, "ports": [{"port": 6379}]},
+                }))).await?;
+                Ok::<_, kube::Error>(())
+            }
+        })
+        .buffer_unordered(32)
+        .try_collect::<Vec<_>>()
+        .await
+        .expect("apply");
+    let typed: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    loop {
+        let list = typed.list(&ListParams::default()).await.expect("list");
+        let ready = list
+            .items
+            .iter()
+            .filter(|d| d.status.as_ref().and_then(|s| s.ready_replicas) == Some(1))
+            .count();
+        if ready == n {
+            return started.elapsed();
+        }
+        assert!(started.elapsed() < CONVERGE_LIMIT, "floor: {ready} of {n}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Total RSS (MiB) of M idle operators, each its own CRD group with one
+/// Cache.
+async fn density(env: &TestEnv, operator: Operator, m: usize) -> f64 {
+    let client = env.client();
+    let groups: Vec<String> = (0..m).map(group).collect();
+    let ns = env
+        .create_namespace(&format!("density-{}-{m}", operator.name()))
+        .await
+        .expect("namespace");
+    let running = start(env, operator, &groups, &ns, &ns).await;
+    for g in &groups {
+        let api = caches(&client, &ns, g);
+        create_caches(&api, g, 1).await;
+    }
+    for g in &groups {
+        wait_converged(&caches(&client, &ns, g), 1, Instant::now()).await;
+    }
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let total: u64 = running.iter().map(|r| cost(r.child.id()).0).sum();
+    drop(running);
+    total as f64 / 1024.0
+}
+
+fn ratio(a: f64, b: f64) -> String {
+    if b == 0.0 {
+        if a == 0.0 { "=".into() } else { "inf".into() }
+    } else {
+        format!("{:.2}", a / b)
+    }
+}
+
+fn row(label: &str, wasmop: f64, peer: f64, unit: &str) {
+    println!(
+        "  {label:<38} {:>12} {:>12} {:>8}",
+        format!("{wasmop:.1}{unit}"),
+        format!("{peer:.1}{unit}"),
+        ratio(wasmop, peer)
+    );
+}
+
+fn verbs(by_verb: &BTreeMap<String, usize>) -> String {
+    by_verb
+        .iter()
+        .map(|(v, n)| format!("{v} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[tokio::main]
+async fn main() {
+    let ns_list = env_list("WASMOP_SCALE_N", "100,1000,5000");
+    let m_list = env_list("WASMOP_SCALE_M", "1,5,20");
+    let steady = Duration::from_secs(
+        std::env::var("WASMOP_SCALE_STEADY_SECS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(60),
+    );
+    let peer = wasmop_testenv::ensure_kubebuilder_cache().expect("peer build");
+    println!("scale: peer {}", peer.display());
+    let env = TestEnv::start().await.expect("control plane");
+    let client = env.client();
+    let max_m = m_list.iter().copied().max().unwrap_or(1);
+    for i in 0..max_m {
+        install_crd(&client, &group(i)).await;
+    }
+
+    println!(
+        "\nscale: wasmop (one host, cache-operator guest) against kubebuilder (the seeds' controller-runtime operator), one real control plane"
+    );
+    println!(
+        "  {:<38} {:>12} {:>12} {:>8}",
+        "", "wasmop", "kubebuilder", "ratio"
+    );
+    for &n in &ns_list {
+        let floor_time = floor(&env, n).await;
+        let w = measure(&env, Operator::Wasmop, n, steady).await;
+        let p = measure(&env, Operator::Peer, n, steady).await;
+        println!("N = {n}");
+        println!(
+            "  {:<38} {:>12} (no operator: Deployments, Services, ConfigMaps applied directly)",
+            "floor: all Deployments available",
+            format!("{:.1}s", floor_time.as_secs_f64())
+        );
+        row(
+            "convergence (all Ready at generation)",
+            w.converge.as_secs_f64(),
+            p.converge.as_secs_f64(),
+            "s",
+        );
+        row(
+            "  Caches per second",
+            n as f64 / w.converge.as_secs_f64(),
+            n as f64 / p.converge.as_secs_f64(),
+            "",
+        );
+        row(
+            "  API requests during it",
+            w.requests.values().sum::<usize>() as f64,
+            p.requests.values().sum::<usize>() as f64,
+            "",
+        );
+        println!("    wasmop: {}", verbs(&w.requests));
+        println!("    kubebuilder: {}", verbs(&p.requests));
+        row(
+            &format!("steady {}s: writes", steady.as_secs()),
+            w.steady_writes as f64,
+            p.steady_writes as f64,
+            "",
+        );
+        row(
+            "no-op storm (annotate all): writes",
+            w.storm_writes as f64,
+            p.storm_writes as f64,
+            "",
+        );
+        row("RSS peak", w.rss_peak_mib, p.rss_peak_mib, " MiB");
+        row("RSS steady", w.rss_steady_mib, p.rss_steady_mib, " MiB");
+        row("CPU seconds (whole run)", w.cpu_secs, p.cpu_secs, "s");
+    }
+    println!("density (M operators idle, one CRD group and one Cache each)");
+    let mut first: Option<(f64, f64)> = None;
+    for &m in &m_list {
+        let w = density(&env, Operator::Wasmop, m).await;
+        let p = density(&env, Operator::Peer, m).await;
+        row(&format!("M = {m}: total RSS"), w, p, " MiB");
+        if let Some((w1, p1)) = first.filter(|_| m > 1) {
+            row(
+                &format!("M = {m}: RSS per extra operator"),
+                (w - w1) / (m - 1) as f64,
+                (p - p1) / (m - 1) as f64,
+                " MiB",
+            );
+        }
+        if m == 1 {
+            first = Some((w, p));
+        }
+    }
+}
