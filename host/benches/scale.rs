@@ -260,7 +260,13 @@ fn requests_by_verb(
 ) -> BTreeMap<String, usize> {
     let mut by_verb = BTreeMap::new();
     let (from, to) = (rfc3339(from), rfc3339(to));
+    // A watch is logged when its response starts and again when it ends.
+    let mut seen = std::collections::HashSet::new();
     for event in env.audit_events().expect("audit log") {
+        let id = event.get("auditID").and_then(Value::as_str).unwrap_or_default();
+        if !seen.insert(id.to_owned()) {
+            continue;
+        }
         let who = event
             .pointer("/impersonatedUser/username")
             .or_else(|| event.pointer("/user/username"))

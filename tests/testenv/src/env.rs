@@ -467,7 +467,8 @@ async fn boot(plane: &mut Plane, binaries: &Binaries) -> Result<(Layout, Pki, ku
             layout.arg("tls-private-key-file", "apiserver.key"),
             layout.arg("client-ca-file", "ca.crt"),
             "--authorization-mode=RBAC".to_owned(),
-            "--service-cluster-ip-range=10.0.0.0/24".to_owned(),
+            // Room for the scale bench's 5,000 Services and more.
+            "--service-cluster-ip-range=10.0.0.0/16".to_owned(),
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local".to_owned(),
             layout.arg("service-account-key-file", "sa.pub"),
             layout.arg("service-account-signing-key-file", "sa.key"),
@@ -532,6 +533,10 @@ async fn boot(plane: &mut Plane, binaries: &Binaries) -> Result<(Layout, Pki, ku
             layout.arg("kubeconfig", "kube-scheduler.kubeconfig"),
             "--leader-elect=false".to_owned(),
             "--secure-port=0".to_owned(),
+            // Binding thousands of Pods: the defaults (50 QPS, burst 100)
+            // would make the scheduler what a scale bench measures.
+            "--kube-api-qps=200".to_owned(),
+            "--kube-api-burst=400".to_owned(),
         ],
     )?;
     start(
@@ -684,10 +689,14 @@ async fn create_fake_node(client: &kube::Client) -> Result<()> {
                 "kubernetes.io/arch": "amd64",
             },
         },
+        // kwok gives Pods IPs from the node's podCIDR (a /16: 65k Pods)
+        // instead of its default /24.
+        "spec": { "podCIDR": "10.128.0.0/16", "podCIDRs": ["10.128.0.0/16"] },
         "status": {
-            // Room for the fault and scale suites' hundreds of Pods.
-            "capacity": { "cpu": "1000", "memory": "4Ti", "pods": "2000" },
-            "allocatable": { "cpu": "1000", "memory": "4Ti", "pods": "2000" },
+            // Room for the fault suite's and the scale bench's thousands of
+            // Pods.
+            "capacity": { "cpu": "10000", "memory": "64Ti", "pods": "12000" },
+            "allocatable": { "cpu": "10000", "memory": "64Ti", "pods": "12000" },
         },
     }))?;
     Api::<Node>::all(client.clone())
