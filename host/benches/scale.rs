@@ -218,13 +218,14 @@ fn converged(cache: &DynamicObject) -> bool {
     cache.data.pointer("/status/phase") == Some(&json!("Ready")) && observed == generation
 }
 
-async fn create_caches(api: &Api<DynamicObject>, group: &str, n: usize) {
+/// Creates the Caches `<prefix>0` … `<prefix><n-1>` in `group`.
+async fn create_caches(api: &Api<DynamicObject>, group: &str, prefix: &str, n: usize) {
     futures::stream::iter(0..n)
         .map(|i| {
             let api = api.clone();
             let cache: DynamicObject = serde_json::from_value(json!({
                 "apiVersion": format!("{group}/v1alpha1"), "kind": "Cache",
-                "metadata": {"name": format!("c{i}")},
+                "metadata": {"name": format!("{prefix}{i}")},
                 "spec": {"image": "redis:7.2", "replicas": 1},
             }))
             .expect("cache");
@@ -263,7 +264,10 @@ fn requests_by_verb(
     // A watch is logged when its response starts and again when it ends.
     let mut seen = std::collections::HashSet::new();
     for event in env.audit_events().expect("audit log") {
-        let id = event.get("auditID").and_then(Value::as_str).unwrap_or_default();
+        let id = event
+            .get("auditID")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         if !seen.insert(id.to_owned()) {
             continue;
         }
@@ -344,7 +348,7 @@ async fn measure(env: &TestEnv, operator: Operator, n: usize, steady: Duration) 
     let api = caches(&client, &ns, &group);
     let from = SystemTime::now();
     let started = Instant::now();
-    create_caches(&api, &group, n).await;
+    create_caches(&api, &group, "c", n).await;
     let converge = wait_converged(&api, n, started).await;
     let converged_at = SystemTime::now();
     // The API server logs an event just after it answers.
@@ -462,9 +466,11 @@ async fn density(env: &TestEnv, operator: Operator, m: usize) -> f64 {
         .await
         .expect("namespace");
     let running = start(env, operator, &groups, &ns, &ns).await;
-    for g in &groups {
+    // One Cache per group, named apart: children are named after their
+    // Cache, and all groups share the namespace.
+    for (i, g) in groups.iter().enumerate() {
         let api = caches(&client, &ns, g);
-        create_caches(&api, g, 1).await;
+        create_caches(&api, g, &format!("g{i}-c"), 1).await;
     }
     for g in &groups {
         wait_converged(&caches(&client, &ns, g), 1, Instant::now()).await;
