@@ -29,6 +29,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -259,28 +260,16 @@ fn requests_by_verb(
     from: SystemTime,
     to: SystemTime,
 ) -> BTreeMap<String, usize> {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    let window = Timestamp::try_from(from).expect("a time after 1970")
+        ..Timestamp::try_from(to).expect("a time after 1970");
     let mut by_verb = BTreeMap::new();
-    let (from, to) = (rfc3339(from), rfc3339(to));
-    // A watch is logged when its response starts and again when it ends.
-    let mut seen = std::collections::HashSet::new();
     for event in env.audit_events().expect("audit log") {
-        let id = event
-            .get("auditID")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        if !seen.insert(id.to_owned()) {
-            continue;
-        }
-        let who = event
-            .pointer("/impersonatedUser/username")
-            .or_else(|| event.pointer("/user/username"))
-            .and_then(Value::as_str);
-        let at = event
-            .get("requestReceivedTimestamp")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        if who == Some(user) && at >= from.as_str() && at < to.as_str() {
-            let verb = event.get("verb").and_then(Value::as_str).unwrap_or("?");
+        let at = serde_json::from_value::<MicroTime>(event["requestReceivedTimestamp"].clone());
+        if wasmop_testenv::effective_user(&event) == Some(user)
+            && at.is_ok_and(|at| window.contains(&at.0))
+        {
+            let verb = event["verb"].as_str().unwrap_or("?");
             *by_verb.entry(verb.to_owned()).or_default() += 1;
         }
     }
@@ -288,37 +277,10 @@ fn requests_by_verb(
 }
 
 fn writes(by_verb: &BTreeMap<String, usize>) -> usize {
-    ["create", "update", "patch", "delete", "deletecollection"]
+    wasmop_testenv::WRITE_VERBS
         .iter()
         .filter_map(|v| by_verb.get(*v))
         .sum()
-}
-
-/// RFC 3339 with microseconds, as the audit log writes it (comparable as
-/// text).
-fn rfc3339(t: SystemTime) -> String {
-    let d = t
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .expect("after 1970");
-    let secs = d.as_secs() as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil from days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        d.subsec_micros()
-    )
 }
 
 /// One operator's figures for N Caches.

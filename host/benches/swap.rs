@@ -133,29 +133,8 @@ async fn main() {
     let list = format!(
         "guests:\n  - name: cache-operator\n    module:\n      configMap: {{name: module, key: module.wasm}}\n    namespaces: [{ns}]\n"
     );
-    let mut host = start_host(&env, &ns, &list, "bench-host.log").await;
-    let log = env.temp_dir().join("bench-host.log");
-
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("apps.example.com", "v1alpha1", "Cache"),
-        "caches",
-    );
-    let caches: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
-    let cache = serde_json::from_value(json!({"apiVersion": "apps.example.com/v1alpha1", "kind": "Cache", "metadata": {"name": "bench"}, "spec": {"image": "redis:7.2"}})).unwrap();
-    caches
-        .create(&PostParams::default(), &cache)
-        .await
-        .expect("cache");
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while is_v2(&deployments).await != Some(false) {
-        assert!(
-            Instant::now() < deadline,
-            "the host never reconciled; see {}",
-            log.display()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let (mut host, log) = start_host(&env, &ns, &list, "bench-host.log").await;
+    let deployments = first_reconcile(&client, &ns, &log).await;
 
     let mut state_v2 = false;
     let swap = async |module: &[u8], want_v2: bool| -> Duration {
@@ -206,8 +185,33 @@ async fn flipped(
     }
 }
 
-/// Creates the guest list `guests` in `ns` and starts a host following it.
-async fn start_host(env: &TestEnv, ns: &str, list: &str, log: &str) -> std::process::Child {
+/// Creates the Cache `bench` in `ns` and waits for the host's first
+/// reconcile of it (a v1 Deployment).
+async fn first_reconcile(client: &Client, ns: &str, log: &std::path::Path) -> Api<Deployment> {
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("apps.example.com", "v1alpha1", "Cache"),
+        "caches",
+    );
+    let caches: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
+    let cache = serde_json::from_value(json!({"apiVersion": "apps.example.com/v1alpha1", "kind": "Cache", "metadata": {"name": "bench"}, "spec": {"image": "redis:7.2"}})).unwrap();
+    caches
+        .create(&PostParams::default(), &cache)
+        .await
+        .expect("cache");
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    flipped(&deployments, false, Instant::now(), log).await;
+    deployments
+}
+
+/// Creates the guest list `guests` in `ns` and starts a host following it,
+/// logging to `log` in the env's directory (returned).
+async fn start_host(
+    env: &TestEnv,
+    ns: &str,
+    list: &str,
+    log: &str,
+) -> (std::process::Child, PathBuf) {
+    let log = env.temp_dir().join(log);
     let cm = ConfigMap {
         metadata: kube::api::ObjectMeta {
             name: Some("guests".into()),
@@ -220,7 +224,7 @@ async fn start_host(env: &TestEnv, ns: &str, list: &str, log: &str) -> std::proc
         .create(&PostParams::default(), &cm)
         .await
         .expect("list");
-    Command::new(env!("CARGO_BIN_EXE_wasmop"))
+    let child = Command::new(env!("CARGO_BIN_EXE_wasmop"))
         .args([
             "run",
             "--guests-configmap",
@@ -234,9 +238,10 @@ async fn start_host(env: &TestEnv, ns: &str, list: &str, log: &str) -> std::proc
         .arg(env.kubeconfig_path())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(std::fs::File::create(env.temp_dir().join(log)).unwrap())
+        .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
-        .expect("wasmop")
+        .expect("wasmop");
+    (child, log)
 }
 
 /// The same swaps through an OCI tag on a real registry.
@@ -258,20 +263,8 @@ async fn oci_swaps(env: &TestEnv, v1: &[u8], v2: &[u8]) {
     let list = format!(
         "guests:\n  - name: cache-operator\n    module: {{oci: \"{text}\"}}\n    insecure: true\n    ociPollInterval: {POLL_SECS}s\n    namespaces: [{ns}]\n"
     );
-    let mut host = start_host(env, &ns, &list, "bench-oci-host.log").await;
-    let log = env.temp_dir().join("bench-oci-host.log");
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("apps.example.com", "v1alpha1", "Cache"),
-        "caches",
-    );
-    let caches: Api<DynamicObject> = Api::namespaced_with(env.client(), &ns, &ar);
-    let cache = serde_json::from_value(json!({"apiVersion": "apps.example.com/v1alpha1", "kind": "Cache", "metadata": {"name": "bench"}, "spec": {"image": "redis:7.2"}})).unwrap();
-    caches
-        .create(&PostParams::default(), &cache)
-        .await
-        .expect("cache");
-    let deployments: Api<Deployment> = Api::namespaced(env.client(), &ns);
-    flipped(&deployments, false, Instant::now(), &log).await;
+    let (mut host, log) = start_host(env, &ns, &list, "bench-oci-host.log").await;
+    let deployments = first_reconcile(&env.client(), &ns, &log).await;
 
     let mut state_v2 = false;
     let mut samples = Vec::new();

@@ -15,28 +15,17 @@ use std::time::Duration;
 use anyhow::{Context as _, ensure};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServicePort, ServiceSpec};
-use kube::api::{Api, DynamicObject, ObjectMeta, PostParams};
+use kube::api::{Api, ObjectMeta, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use support::{
-    HostProcess, at, dyn_api, events_about, guest_module, install_yaml, put_guest_list, put_module,
+    HostProcess, at, events_about, guest_module, install_yaml, put_guest_list, put_module,
     successful_writes_by, wait_for, wait_for_event, workspace,
 };
 use wasmop_testenv::TestEnv;
 use wasmop_testenv::harness::{Test, run};
 
 const LONG: Duration = Duration::from_secs(90);
-
-fn hostiles(client: &Client, ns: &str) -> Api<DynamicObject> {
-    dyn_api(
-        client,
-        "test.wasmop.dev",
-        "v1alpha1",
-        "Hostile",
-        "hostiles",
-        ns,
-    )
-}
 
 async fn attack(
     client: &Client,
@@ -49,7 +38,7 @@ async fn attack(
         "apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
         "metadata": {"name": name}, "spec": {"attack": attack, "target": target},
     }))?;
-    hostiles(client, ns)
+    support::hostiles(client, ns)
         .create(&PostParams::default(), &obj)
         .await?;
     Ok(())
@@ -85,7 +74,7 @@ async fn host_condition(
     ns: &str,
     name: &str,
 ) -> anyhow::Result<Option<serde_json::Value>> {
-    let obj = hostiles(client, ns).get(name).await?;
+    let obj = support::hostiles(client, ns).get(name).await?;
     Ok(at(&obj, "/status/conditions")
         .and_then(|c| c.as_array())
         .and_then(|c| c.iter().find(|c| c["type"] == "GuestReconciled"))
@@ -229,7 +218,11 @@ async fn a_guest_cannot_take_over_objects_its_parent_does_not_control(
         "the user's Secret was stamped: {:?}",
         after.2.metadata
     );
-    let status = at(&hostiles(&client, &ns).get("take-secret").await?, "/status").cloned();
+    let status = at(
+        &support::hostiles(&client, &ns).get("take-secret").await?,
+        "/status",
+    )
+    .cloned();
     ensure!(
         !status.as_ref().is_some_and(
             |s| s.to_string().contains("hunter2") || s.to_string().contains("aHVudGVyMg")
@@ -567,7 +560,7 @@ async fn the_host_condition_stays_the_hosts_whatever_the_guest_answers(
 ) -> anyhow::Result<()> {
     let (client, ns, _user, mut host) = setup(&env, "condition").await?;
     attack(&client, &ns, "forger", "claim-host-condition", "").await?;
-    let api = hostiles(&client, &ns);
+    let api = support::hostiles(&client, &ns);
     wait_for(LONG, || async {
         let o = api.get("forger").await?;
         Ok((at(&o, "/status/ok") == Some(&json!(true))).then_some(()))
@@ -669,7 +662,7 @@ async fn an_orphan_is_adopted_only_where_the_guest_list_allows_and_never_a_secre
     })
     .await
     .context("the orphan ConfigMap was not adopted")?;
-    let first = hostiles(&client, &ns).get("first").await?;
+    let first = support::hostiles(&client, &ns).get("first").await?;
     ensure!(
         adopted
             .owner_references()

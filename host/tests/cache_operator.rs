@@ -13,7 +13,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
-use support::{HostProcess, at, caches, guest_module, install_yaml, wait_for, workspace};
+use support::{
+    HostProcess, at, caches, create_cache, guest_module, install_yaml, wait_for, workspace,
+};
 use wasmop_testenv::TestEnv;
 use wasmop_testenv::harness::run;
 
@@ -39,24 +41,6 @@ async fn setup(env: &TestEnv, prefix: &str) -> anyhow::Result<(Client, String, H
         ],
     )?;
     Ok((client, ns, host))
-}
-
-async fn create_cache(
-    client: &Client,
-    ns: &str,
-    name: &str,
-    spec: serde_json::Value,
-) -> anyhow::Result<()> {
-    let cache = serde_json::from_value(json!({
-        "apiVersion": "apps.example.com/v1alpha1",
-        "kind": "Cache",
-        "metadata": {"name": name},
-        "spec": spec,
-    }))?;
-    caches(client, ns)
-        .create(&PostParams::default(), &cache)
-        .await?;
-    Ok(())
 }
 
 async fn wait_phase(

@@ -15,7 +15,7 @@ use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::{
-    HostProcess, caches, dyn_api, guest_module, install_yaml, put_guest_list, put_module, wait_for,
+    HostProcess, caches, guest_module, install_yaml, put_guest_list, put_module, wait_for,
     wait_for_event, workspace,
 };
 use wasmop_testenv::TestEnv;
@@ -69,15 +69,13 @@ async fn setup(env: &TestEnv, prefix: &str) -> anyhow::Result<(Client, String, H
 }
 
 async fn create_cache(client: &Client, ns: &str, name: &str) -> anyhow::Result<()> {
-    let cache = serde_json::from_value(json!({
-        "apiVersion": "apps.example.com/v1alpha1", "kind": "Cache",
-        "metadata": {"name": name},
-        "spec": {"image": "redis:7.2", "replicas": 1, "config": {"round": "0"}},
-    }))?;
-    caches(client, ns)
-        .create(&PostParams::default(), &cache)
-        .await?;
-    Ok(())
+    support::create_cache(
+        client,
+        ns,
+        name,
+        json!({"image": "redis:7.2", "replicas": 1, "config": {"round": "0"}}),
+    )
+    .await
 }
 
 fn has_v2_label(labels: Option<&std::collections::BTreeMap<String, String>>) -> bool {
@@ -203,14 +201,7 @@ async fn a_second_guest_is_added_and_removed_at_runtime(env: Arc<TestEnv>) -> an
                 bail!("second guest never started:\n{}", host.log())
             }
         })?;
-    let hostiles = dyn_api(
-        &client,
-        "test.wasmop.dev",
-        "v1alpha1",
-        "Hostile",
-        "hostiles",
-        &ns,
-    );
+    let hostiles = support::hostiles(&client, &ns);
     let make = |name: &str| {
         serde_json::from_value::<kube::api::DynamicObject>(json!({
         "apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile", "metadata": {"name": name}, "spec": {"attack": "none"}})).unwrap()

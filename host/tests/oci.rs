@@ -15,7 +15,7 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 use support::{
-    HostProcess, caches, events_about, guest_module, install_yaml, put_guest_list, wait_for,
+    HostProcess, events_about, guest_module, install_yaml, put_guest_list, wait_for,
     wait_for_event, wait_ready, workspace,
 };
 use wasmop_testenv::harness::run;
@@ -102,15 +102,13 @@ async fn setup(
 }
 
 async fn create_cache(client: &Client, ns: &str, name: &str) -> anyhow::Result<()> {
-    let cache = serde_json::from_value(json!({
-        "apiVersion": "apps.example.com/v1alpha1", "kind": "Cache",
-        "metadata": {"name": name},
-        "spec": {"image": "redis:7.2", "replicas": 1},
-    }))?;
-    caches(client, ns)
-        .create(&PostParams::default(), &cache)
-        .await?;
-    Ok(())
+    support::create_cache(
+        client,
+        ns,
+        name,
+        json!({"image": "redis:7.2", "replicas": 1}),
+    )
+    .await
 }
 
 /// The `apps.example.com/version` label cache-operator v2 puts on its
@@ -363,16 +361,9 @@ async fn a_registry_behind_basic_auth_is_pulled_with_the_pull_secret(
         "metadata": {"name": "steal-pull-secret"},
         "spec": {"attack": "take-secret", "target": "regcred"},
     }))?;
-    support::dyn_api(
-        &client,
-        "test.wasmop.dev",
-        "v1alpha1",
-        "Hostile",
-        "hostiles",
-        &ns,
-    )
-    .create(&PostParams::default(), &attack)
-    .await?;
+    support::hostiles(&client, &ns)
+        .create(&PostParams::default(), &attack)
+        .await?;
     let note = wait_for_event(&client, &ns, "steal-pull-secret", "ProtectedObject", LONG).await?;
     ensure!(note.contains("regcred"), "{note}");
     ensure!(

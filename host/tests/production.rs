@@ -14,7 +14,7 @@ use kube::Client;
 use kube::api::PostParams;
 use serde_json::{Value, json};
 use support::{
-    HostProcess, caches, guest_module, http_get, install_yaml, parse_prometheus, put_guest_list,
+    HostProcess, guest_module, http_get, install_yaml, parse_prometheus, put_guest_list,
     put_module, sample, successful_writes_by, wait_for, workspace,
 };
 use wasmop_testenv::TestEnv;
@@ -36,14 +36,13 @@ const LEASE: &[&str] = &[
 const LEASE_DURATION: Duration = Duration::from_secs(6);
 
 async fn create_cache(client: &Client, ns: &str, name: &str) -> anyhow::Result<()> {
-    let cache = serde_json::from_value(json!({
-        "apiVersion": "apps.example.com/v1alpha1", "kind": "Cache",
-        "metadata": {"name": name}, "spec": {"image": "redis:7.2", "replicas": 1},
-    }))?;
-    caches(client, ns)
-        .create(&PostParams::default(), &cache)
-        .await?;
-    Ok(())
+    support::create_cache(
+        client,
+        ns,
+        name,
+        json!({"image": "redis:7.2", "replicas": 1}),
+    )
+    .await
 }
 
 /// A namespace with the CRD, the cache-operator in a module ConfigMap and a
@@ -310,16 +309,9 @@ async fn metrics_follow_reconciles_failures_and_swaps_under_controller_runtimes_
         json!({"apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
         "metadata": {"name": "boom"}, "spec": {"attack": "panic"}}),
     )?;
-    support::dyn_api(
-        &client,
-        "test.wasmop.dev",
-        "v1alpha1",
-        "Hostile",
-        "hostiles",
-        &ns,
-    )
-    .create(&PostParams::default(), &hostile)
-    .await?;
+    support::hostiles(&client, &ns)
+        .create(&PostParams::default(), &hostile)
+        .await?;
     support::wait_for_event(&client, &ns, "boom", "GuestTrap", LONG).await?;
     let scrape = || async {
         let (code, text) = http_get(metrics, "/metrics").await?;
@@ -605,14 +597,7 @@ async fn sigterm_lets_running_reconciles_finish_and_exits_zero(
         ],
     )?;
     host.wait_for_log("controller started", LONG).await?;
-    let api = support::dyn_api(
-        &client,
-        "test.wasmop.dev",
-        "v1alpha1",
-        "Hostile",
-        "hostiles",
-        &ns,
-    );
+    let api = support::hostiles(&client, &ns);
     for i in 0..4 {
         let obj = serde_json::from_value(
             json!({"apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",

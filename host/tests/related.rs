@@ -280,14 +280,7 @@ async fn a_shared_config_map_reconciles_exactly_the_parents_it_maps_to(
     };
     let configs = Api::<ConfigMap>::namespaced(client.clone(), &ns);
     configs.create(&PostParams::default(), &shared).await?;
-    let hostiles = dyn_api(
-        &client,
-        "test.wasmop.dev",
-        "v1alpha1",
-        "Hostile",
-        "hostiles",
-        &ns,
-    );
+    let hostiles = support::hostiles(&client, &ns);
     let names = |team: &str, n: usize| {
         (0..n)
             .map(move |i| format!("{team}-{i}"))
@@ -474,14 +467,7 @@ async fn secret_values_reach_only_a_guest_whose_entry_asks_for_them(
         &ns,
         &["--guests-configmap", &format!("{ns}/wasmop-guests")],
     )?;
-    let hostiles = dyn_api(
-        &client,
-        "test.wasmop.dev",
-        "v1alpha1",
-        "Hostile",
-        "hostiles",
-        &ns,
-    );
+    let hostiles = support::hostiles(&client, &ns);
     let twins = dyn_api(
         &client,
         "test.wasmop.dev",

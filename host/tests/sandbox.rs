@@ -12,11 +12,10 @@ use anyhow::{Context as _, bail, ensure};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::Client;
-use kube::api::{Api, DynamicObject, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::json;
 use support::{
-    HostProcess, at, caches, dyn_api, guest_module, install_yaml, wait_for, wait_for_event,
-    workspace,
+    HostProcess, at, caches, guest_module, install_yaml, wait_for, wait_for_event, workspace,
 };
 use wasmop_testenv::TestEnv;
 use wasmop_testenv::harness::{Test, run};
@@ -55,17 +54,6 @@ async fn setup(
     Ok((client, ns, user, host))
 }
 
-fn hostiles(client: &Client, ns: &str) -> Api<DynamicObject> {
-    dyn_api(
-        client,
-        "test.wasmop.dev",
-        "v1alpha1",
-        "Hostile",
-        "hostiles",
-        ns,
-    )
-}
-
 async fn attack(
     client: &Client,
     ns: &str,
@@ -77,7 +65,7 @@ async fn attack(
         "apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
         "metadata": {"name": name}, "spec": {"attack": attack, "target": target},
     }))?;
-    hostiles(client, ns)
+    support::hostiles(client, ns)
         .create(&PostParams::default(), &obj)
         .await?;
     Ok(())
@@ -122,7 +110,7 @@ async fn every_hostile_guest_fails_cleanly_writes_nothing_and_the_host_keeps_ser
             note.contains(needle),
             "attack {name}: event note {note:?} does not mention {needle:?}"
         );
-        let obj = hostiles(&client, &ns).get(name).await?;
+        let obj = support::hostiles(&client, &ns).get(name).await?;
         let cond = at(&obj, "/status/conditions")
             .and_then(|c| c.as_array())
             .and_then(|c| c.iter().find(|c| c["type"] == "GuestReconciled"))
@@ -240,7 +228,7 @@ async fn a_guest_cannot_read_host_files_open_sockets_or_see_the_environment(
         let ns = ns.clone();
         async move {
             wait_for(LONG, || async {
-                let o = hostiles(&client, &ns).get(name).await?;
+                let o = support::hostiles(&client, &ns).get(name).await?;
                 match at(&o, "/status") {
                     Some(s) if s.as_object().is_some_and(|m| m.len() > 1) => Ok(Some(s.clone())),
                     other => bail!("status of {name}: {other:?}"),
@@ -380,7 +368,7 @@ async fn concurrency_bounds_a_guest_across_all_its_namespaces(
     for ns in [&a, &b] {
         for name in ["slow-1", "slow-2"] {
             wait_for(LONG, || async {
-                let o = hostiles(&client, ns).get(name).await?;
+                let o = support::hostiles(&client, ns).get(name).await?;
                 Ok((at(&o, "/status/ok") == Some(&json!(true))).then_some(()))
             })
             .await?;

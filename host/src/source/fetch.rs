@@ -163,20 +163,22 @@ impl Sources {
     /// The manifest digest of `entry`'s OCI reference: as last resolved for
     /// this same entry, else resolved now.
     async fn digest(&mut self, entry: &GuestEntry) -> Result<String, Error> {
-        let oci = entry
-            .oci()
-            .ok()
-            .flatten()
-            .expect("an oci source with settings checked by parse");
-        if let Some((known, digest)) = self.resolved.get(&entry.name)
-            && *known == oci
-        {
-            return Ok(digest.clone());
+        let oci = oci_entry(entry);
+        if let Some(digest) = self.known(&entry.name, &oci) {
+            return Ok(digest);
         }
         let digest = self.resolve(&oci).await?;
         self.resolved
             .insert(entry.name.clone(), (oci, digest.clone()));
         Ok(digest)
+    }
+
+    /// What `oci`, as listed for `guest` now, last resolved to.
+    fn known(&self, guest: &str, oci: &OciEntry) -> Option<String> {
+        self.resolved
+            .get(guest)
+            .filter(|(known, _)| known == oci)
+            .map(|(_, digest)| digest.clone())
     }
 
     async fn resolve(&self, oci: &OciEntry) -> Result<String, Error> {
@@ -245,9 +247,19 @@ impl Sources {
                     })??
             }
             ModuleSource::Oci(_) => {
-                let digest = self.digest(entry).await?;
-                let oci = entry.oci().ok().flatten().expect("checked by parse");
+                // One client (one read of the pull Secret) for resolving
+                // and pulling.
+                let oci = oci_entry(entry);
                 let (registry, reference) = self.registry(&oci).await?;
+                let digest = match self.known(&entry.name, &oci) {
+                    Some(digest) => digest,
+                    None => {
+                        let digest = registry.resolve(&reference).await?;
+                        self.resolved
+                            .insert(entry.name.clone(), (oci, digest.clone()));
+                        digest
+                    }
+                };
                 let module = registry.pull(&reference, &digest).await?;
                 verify(entry.sha256.as_deref(), &module)?;
                 return Ok(module);
@@ -257,6 +269,15 @@ impl Sources {
         verify(entry.sha256.as_deref(), &module)?;
         Ok(module)
     }
+}
+
+/// The `oci` settings of an entry with an OCI source (checked by parse).
+fn oci_entry(entry: &GuestEntry) -> OciEntry {
+    entry
+        .oci()
+        .ok()
+        .flatten()
+        .expect("an oci source with settings checked by parse")
 }
 
 /// Checks `module` against `expected` (hex sha256), if given.

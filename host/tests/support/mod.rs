@@ -121,6 +121,37 @@ pub fn caches(client: &Client, ns: &str) -> Api<DynamicObject> {
     )
 }
 
+/// The API of the hostile test guest's kind in `ns`.
+pub fn hostiles(client: &Client, ns: &str) -> Api<DynamicObject> {
+    dyn_api(
+        client,
+        "test.wasmop.dev",
+        "v1alpha1",
+        "Hostile",
+        "hostiles",
+        ns,
+    )
+}
+
+/// Creates the Cache `name` in `ns` with `spec`.
+pub async fn create_cache(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    spec: Value,
+) -> anyhow::Result<()> {
+    let cache = serde_json::from_value(serde_json::json!({
+        "apiVersion": "apps.example.com/v1alpha1",
+        "kind": "Cache",
+        "metadata": {"name": name},
+        "spec": spec,
+    }))?;
+    caches(client, ns)
+        .create(&kube::api::PostParams::default(), &cache)
+        .await?;
+    Ok(())
+}
+
 /// A running `wasmop` process; killed on drop.
 pub struct HostProcess {
     child: Child,

@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use serde_json::Value;
 
 /// Verbs that change state.
-const WRITE_VERBS: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
+pub const WRITE_VERBS: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
 
 /// The `ResponseComplete` events in the log at `path`. A last line the API
 /// server is still writing (no newline yet) is left out.
@@ -34,7 +34,7 @@ pub(crate) fn read_events(path: &Path) -> Result<Vec<Value>> {
 
 /// The user a request acted as: the impersonated user if any, else the
 /// authenticated one.
-pub(crate) fn effective_user(event: &Value) -> Option<&str> {
+pub fn effective_user(event: &Value) -> Option<&str> {
     event["impersonatedUser"]["username"]
         .as_str()
         .or_else(|| event["user"]["username"].as_str())

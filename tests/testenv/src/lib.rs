@@ -65,6 +65,7 @@ mod pki;
 mod process;
 mod registry;
 
+pub use audit::{WRITE_VERBS, effective_user};
 pub use binaries::{Binaries, ensure_binaries};
 pub use env::{NODE_NAME, TestEnv};
 pub use faults::Component;
