@@ -1,7 +1,7 @@
 //! The `wasmop` command line (interface contract):
 //!
-//! - `wasmop run [--guest <name>=<path.wasm>]… [--settings <name>=<file.yaml>]… [--guests-configmap <ns>/<name>] [--kubeconfig <path>]`
-//! - `wasmop render --guest <path.wasm> --parent <object.yaml> [--observed <objects.yaml>]… [--related <objects.yaml>]… [--secret-values] [--settings <file.yaml>] [-o yaml|json]`
+//! - `wasmop run [--guest <name>=<path.wasm>]… [--settings <name>=<file.yaml>]… [--allow-outbound <name>=<url>]… [--guests-configmap <ns>/<name>] [--kubeconfig <path>]`
+//! - `wasmop render --guest <path.wasm> --parent <object.yaml> [--observed <objects.yaml>]… [--related <objects.yaml>]… [--secret-values] [--settings <file.yaml>] [--allow-outbound <url>]… [-o yaml|json]`
 //! - `wasmop rbac --guest <path.wasm> [--guest …] [--name wasmop] [--namespace wasmop-system] [--pull-secret <name>]…`
 //! - `wasmop push <file.wasm> <registry>/<repository>:<tag> [--insecure] [--username <user> --password-stdin]`
 //!
@@ -96,6 +96,7 @@ impl LimitArgs {
             max_response_bytes: self.max_response_bytes,
             max_children: self.max_children,
             max_events: self.max_events,
+            outbound: std::sync::Arc::default(),
         }
     }
 }
@@ -111,6 +112,11 @@ pub struct RunArgs {
     /// as the guest list's `settings`); repeatable.
     #[arg(long = "settings", value_name = "NAME=FILE")]
     pub settings: Vec<String>,
+    /// What a `--guest` may call over `wasi:http`, as `<name>=<url>`
+    /// (`scheme://host[:port]`, as the guest list's `allowedOutboundHosts`);
+    /// repeatable. Default: nothing.
+    #[arg(long = "allow-outbound", value_name = "NAME=URL")]
+    pub allow_outbound: Vec<String>,
     /// The guest list ConfigMap, `<namespace>/<name>` (default
     /// wasmop-system/wasmop-guests when no --guest is given).
     #[arg(long, value_name = "NAMESPACE/NAME")]
@@ -216,6 +222,11 @@ pub struct RenderArgs {
     /// The guest's settings (any YAML value, as the guest list's `settings`).
     #[arg(long, value_name = "FILE")]
     pub settings: Option<PathBuf>,
+    /// What the guest may call over `wasi:http` (`scheme://host[:port]`, as
+    /// the guest list's `allowedOutboundHosts`); repeatable. The calls are
+    /// made. Default: nothing.
+    #[arg(long = "allow-outbound", value_name = "URL")]
+    pub allow_outbound: Vec<String>,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value = "yaml")]
     pub output: Output,
@@ -325,6 +336,15 @@ fn read_settings(path: &std::path::Path) -> anyhow::Result<String> {
     Ok(crate::model::json_text(&value))
 }
 
+/// `--allow-outbound` entries, checked.
+fn outbound_hosts<S: AsRef<str>>(
+    entries: &[S],
+) -> anyhow::Result<std::sync::Arc<crate::runtime::http::OutboundHosts>> {
+    Ok(std::sync::Arc::new(
+        crate::runtime::http::OutboundHosts::parse(entries).context("--allow-outbound")?,
+    ))
+}
+
 /// The `--guest` files, checked and read before anything talks to the
 /// cluster.
 fn file_guests(args: &RunArgs) -> anyhow::Result<Vec<GuestSpec>> {
@@ -346,6 +366,18 @@ fn file_guests(args: &RunArgs) -> anyhow::Result<Vec<GuestSpec>> {
         }
         settings.insert(name.to_owned(), read_settings(std::path::Path::new(path))?);
     }
+    let mut outbound: std::collections::HashMap<&str, Vec<&str>> = Default::default();
+    for a in &args.allow_outbound {
+        let (name, url) = name_and_value("--allow-outbound", a)?;
+        if !args
+            .guests
+            .iter()
+            .any(|g| g.split_once('=').map(|(n, _)| n) == Some(name))
+        {
+            bail!("--allow-outbound {name}=…: no --guest is named {name:?}");
+        }
+        outbound.entry(name).or_default().push(url);
+    }
     let mut specs = Vec::new();
     for g in &args.guests {
         let (name, path) = name_and_value("--guest", g)?;
@@ -357,7 +389,10 @@ fn file_guests(args: &RunArgs) -> anyhow::Result<Vec<GuestSpec>> {
         specs.push(GuestSpec {
             name: name.to_string(),
             module: ModuleBytes::new(module),
-            limits: args.limits.limits(),
+            limits: Limits {
+                outbound: outbound_hosts(outbound.get(name).map_or(&[][..], Vec::as_slice))?,
+                ..args.limits.limits()
+            },
             controller: controller.clone(),
             settings: settings.remove(name),
             origin: Origin::Flag,
@@ -561,7 +596,11 @@ fn read_objects(path: &PathBuf) -> anyhow::Result<Vec<Value>> {
 
 fn render(args: &RenderArgs) -> anyhow::Result<()> {
     let settings = args.settings.as_deref().map(read_settings).transpose()?;
-    let guest = load_one(&args.guest, args.limits.limits(), settings)?;
+    let limits = Limits {
+        outbound: outbound_hosts(&args.allow_outbound)?,
+        ..args.limits.limits()
+    };
+    let guest = load_one(&args.guest, limits, settings)?;
     let mut parents = read_objects(&args.parent)?;
     if parents.len() != 1 {
         bail!(
@@ -582,6 +621,11 @@ fn render(args: &RenderArgs) -> anyhow::Result<()> {
         inputs.related.extend(read_objects(path)?);
     }
     let rendered = crate::render::render(&guest, parents.remove(0), inputs)?;
+    for refused in &rendered.refused {
+        eprintln!(
+            "wasmop render: the host refused {refused} (allow a host with --allow-outbound <scheme://host[:port]>)"
+        );
+    }
     match args.output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&rendered)?),
         Output::Yaml => print!("{}", serde_saphyr::to_string(&rendered)?),

@@ -20,8 +20,14 @@ use crate::validate::{self, ParentScope, Rules, Violation};
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The guest call failed.
-    #[error("reconcile failed")]
-    Call(#[from] CallError),
+    #[error("reconcile failed{}", refusals(refused))]
+    Call {
+        /// Why.
+        #[source]
+        source: CallError,
+        /// Outbound requests the host refused during the call.
+        refused: Vec<String>,
+    },
     /// The answer broke a rule.
     #[error("invalid guest response")]
     Invalid(#[from] Violation),
@@ -56,6 +62,21 @@ pub struct Rendered {
     pub events: Vec<Event>,
     /// Observed children left as they are.
     pub keep: Vec<ObjectRef>,
+    /// Outbound requests the host refused (`METHOD url: why`); only shown
+    /// when there are some.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<String>,
+}
+
+/// How a failed render lists the outbound requests refused during it.
+fn refusals(refused: &[String]) -> String {
+    if refused.is_empty() {
+        return String::new();
+    }
+    format!(
+        "; the host refused outbound requests (allow a host with --allow-outbound <scheme://host[:port]>): {}",
+        refused.join("; ")
+    )
 }
 
 /// What `wasmop render` hands the guest besides the parent.
@@ -116,12 +137,17 @@ pub fn render(guest: &Guest, parent: Value, inputs: Inputs) -> Result<Rendered, 
             .chain(related.iter_mut())
             .for_each(crate::secrets::conceal);
     }
-    let raw = guest.reconcile(&Request {
+    let reply = guest.call_reconcile(&Request {
         parent,
         observed,
         deleting,
         related,
-    })?;
+    });
+    let refused = reply.refused;
+    let raw = match reply.result {
+        Ok(raw) => raw,
+        Err(source) => return Err(Error::Call { source, refused }),
+    };
     let v = validate::validate(
         Rules {
             description: guest.description(),
@@ -152,6 +178,7 @@ pub fn render(guest: &Guest, parent: Value, inputs: Inputs) -> Result<Rendered, 
         finalized: v.finalized,
         events: v.events,
         keep: v.keep,
+        refused,
     })
 }
 

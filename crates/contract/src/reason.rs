@@ -63,6 +63,9 @@ reasons! {
     WatchFailed,
     /// The guest call task failed.
     GuestTaskFailed,
+    /// The host refused an outbound HTTP request of the guest (a host not
+    /// in its `allowedOutboundHosts`, or a non-public address).
+    OutboundRefused,
     /// The controller is stopping.
     ControllerStopping,
     /// The reconcile succeeded again after a failure.

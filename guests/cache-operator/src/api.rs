@@ -109,6 +109,12 @@ pub struct CacheSettings {
     /// groups, one guest name each.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_group: Option<String>,
+    /// An external registry every Ready Cache is registered with, and
+    /// removed from before its finalizer goes (`crate::registry`): an
+    /// `http://` or `https://` base URL, which the guest-list entry must
+    /// also grant in `allowedOutboundHosts`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registry_url: Option<String>,
 }
 
 impl CacheSettings {
@@ -132,6 +138,17 @@ impl CacheSettings {
         {
             return Err(format!(
                 "settings.apiGroup {group:?} is not an API group (a lowercase DNS name with a dot)"
+            ));
+        }
+        if let Some(url) = parsed.registry_url.as_deref()
+            && !((url.starts_with("http://") || url.starts_with("https://"))
+                && url
+                    .split_once("://")
+                    .is_some_and(|(_, rest)| !rest.is_empty())
+                && !url.contains(['?', '#']))
+        {
+            return Err(format!(
+                "settings.registryUrl {url:?} must be an http:// or https:// URL without query"
             ));
         }
         Ok(parsed)

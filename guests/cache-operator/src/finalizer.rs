@@ -7,12 +7,14 @@
 //! Terminating until the last pod has stopped.
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use wasmop_guest::{Event, ObjectRef, Request, Response, Result};
 
-use crate::api::Cache;
+use crate::api::{Cache, CacheSettings};
 use crate::children::Children;
 use crate::flavor::Flavor;
 use crate::observed::ObservedDeployment;
+use crate::registry::{Deregistration, Registry};
 
 /// The finalizer the operator declares; the host adds it to every Cache.
 pub const FINALIZER: &str = "apps.example.com/cache-cleanup";
@@ -24,8 +26,47 @@ pub const POLL_SECONDS: u32 = 2;
 
 /// The answer for a Cache with a deletionTimestamp: every observed child
 /// kept as it is, except the Deployment, desired with zero replicas;
-/// `finalized` once the Deployment reports no pods (or there is none).
-pub fn reconcile_deletion(request: &Request, cache: &Cache, flavor: Flavor) -> Result<Response> {
+/// `finalized` once the Deployment reports no pods (or there is none) and
+/// the Cache is out of its registry (`registryUrl`), if it was in one.
+pub fn reconcile_deletion(
+    request: &Request,
+    cache: &Cache,
+    flavor: Flavor,
+    settings: &CacheSettings,
+    now: &Time,
+) -> Result<Response> {
+    let answer = stop(request, cache, flavor)?;
+    if !answer.finalized {
+        return Ok(answer);
+    }
+    let Some(registry) = Registry::of(settings.registry_url.as_deref(), cache) else {
+        return Ok(answer);
+    };
+    match registry.deregister(cache.status.as_ref(), now) {
+        Deregistration::NotRegistered => Ok(answer),
+        Deregistration::Removed(status) => answer
+            .event(Event::normal(
+                "Deregistered",
+                format!("removed Cache {} from its registry", cache.name()),
+            ))
+            .status(&status),
+        Deregistration::Blocked {
+            status,
+            event,
+            retry_after,
+        } => {
+            let mut blocked = Response::new();
+            blocked.keep_observed(request, |_| false);
+            if let Some(event) = event {
+                blocked = blocked.event(event);
+            }
+            blocked.requeue_after(retry_after).status(&status)
+        }
+    }
+}
+
+/// Scales the Deployment down and answers `finalized` once no pod is left.
+fn stop(request: &Request, cache: &Cache, flavor: Flavor) -> Result<Response> {
     let name = cache.name();
     let is_deployment = |child: &ObjectRef| {
         child.api_version == "apps/v1" && child.kind == "Deployment" && child.name == name

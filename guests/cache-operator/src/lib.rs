@@ -40,6 +40,7 @@ mod flavor;
 mod observed;
 mod pause;
 mod reconcile;
+pub mod registry;
 mod status;
 
 pub use api::{Cache, CacheAuth, CacheSettings, CacheSpec, CacheStatus, Phase, SecretKeyRef};

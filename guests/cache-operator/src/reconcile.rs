@@ -17,6 +17,7 @@ use crate::finalizer::reconcile_deletion;
 use crate::flavor::Flavor;
 use crate::observed::{Fingerprint, ObservedDeployment};
 use crate::pause::reconcile_paused;
+use crate::registry::Registry;
 use crate::status;
 
 /// Reconciles one Cache as the build `flavor`, at time `now`.
@@ -30,7 +31,7 @@ pub fn reconcile(request: &Request, now: &Time, flavor: Flavor) -> Result<Respon
     }
     // Deletion first: a paused or invalid Cache must still be deletable.
     if request.deleting {
-        return reconcile_deletion(request, &cache, flavor);
+        return reconcile_deletion(request, &cache, flavor, &settings, now);
     }
     if cache.spec.paused {
         return reconcile_paused(request, &cache, now);
@@ -48,7 +49,7 @@ pub fn reconcile(request: &Request, now: &Time, flavor: Flavor) -> Result<Respon
     let phase = status::phase(observed, &wanted);
     let ready = observed.map_or(0, ObservedDeployment::ready_replicas);
     let previous = cache.status.as_ref();
-    let new_status = status::status(
+    let mut new_status = status::status(
         previous,
         phase,
         ready,
@@ -58,6 +59,17 @@ pub fn reconcile(request: &Request, now: &Time, flavor: Flavor) -> Result<Respon
     );
 
     let mut response = Response::new();
+    if phase == Phase::Ready
+        && let Some(registry) = Registry::of(settings.registry_url.as_deref(), &cache)
+    {
+        let (event, retry) = registry.register(&mut new_status, now);
+        if let Some(event) = event {
+            response = response.event(event);
+        }
+        if let Some(seconds) = retry {
+            response = response.requeue_after(seconds);
+        }
+    }
     for event in change_events(name, observed, &wanted)
         .into_iter()
         .chain(phase_event(previous, phase))

@@ -196,6 +196,29 @@ pub fn open_socket(name: &str, target: &str) -> Result<Response> {
     none_with_status(name, json!({"socket": outcome}))
 }
 
+/// GETs `url` (and, with `follow`, the `location` of a redirect) and reports
+/// the outcome in `status.http`: `ok: <status> <body>` or `error: …`.
+pub fn http_get(name: &str, url: &str, follow: bool) -> Result<Response> {
+    use wasmop_guest::http::{self, Method};
+    let mut outcome = http::send(Method::Get, url, None);
+    if follow
+        && let Ok(answer) = &outcome
+        && (300..400).contains(&answer.status)
+        && let Some(location) = answer.header("location").map(str::to_owned)
+    {
+        outcome = http::send(Method::Get, &location, None);
+    }
+    let text = match outcome {
+        Ok(answer) => format!(
+            "ok: {} {}",
+            answer.status,
+            String::from_utf8_lossy(&answer.body)
+        ),
+        Err(e) => format!("error: {e}"),
+    };
+    none_with_status(name, json!({"http": text}))
+}
+
 /// Reports how many environment variables and arguments the guest sees in
 /// `status.envVars` and `status.args`.
 pub fn env(name: &str) -> Result<Response> {

@@ -36,6 +36,9 @@
 //! | `keep-and-desire` | keeps and desires the same child | refuse the answer |
 //! | `claim-host-condition` | a status carrying `GuestReconciled` | strip it |
 //! | `slow` | busy for 300 ms (the WASI clock), then as `none` | bound how many run at once |
+//! | `http-get` | GET `spec.target` (a URL), status `{"http": "ok: <status> <body>" \| "error: …"}` | let out only what `allowedOutboundHosts` grants |
+//! | `http-follow` | as `http-get`, then GET the `location` of a 3xx answer | check the redirect's target like any request |
+//! | `sleep` | sleeps an hour (the WASI clock) | stop it at the deadline, though it waits in the host |
 //! | `echo-related` | status `{"related": [...], "observedSecrets": [...]}`: every related object and observed child Secret it got, as it got them | hand it Secret values only with `secretValues: true` |
 //!
 //! An unknown attack is a permanent error.
@@ -113,6 +116,12 @@ impl Operator for HostileGuest {
             "keep-and-desire" => authority::keep_and_desire(&name),
             "claim-host-condition" => authority::claim_host_condition(&name),
             "echo-related" => attack::echo_related(&request),
+            "http-get" => attack::http_get(&name, target(), false),
+            "http-follow" => attack::http_get(&name, target(), true),
+            "sleep" => {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+                attack::none(&name)
+            }
             "slow" => {
                 attack::busy(std::time::Duration::from_millis(300));
                 attack::none(&name)

@@ -357,8 +357,17 @@ async fn reconcile_inner(parent: &DynamicObject, ctx: &Context) -> Result<Outcom
     };
     let call_guest = guest.clone();
     let span = tracing::Span::current();
-    let raw = tokio::task::spawn_blocking(move || span.in_scope(|| call_guest.reconcile(&request)))
-        .await??;
+    let reply =
+        tokio::task::spawn_blocking(move || span.in_scope(|| call_guest.call_reconcile(&request)))
+            .await?;
+    if !reply.refused.is_empty() {
+        let reference = status::reference(parent, ctx);
+        let message = format!("the host refused: {}", reply.refused.join("; "));
+        ctx.events
+            .warn(&reference, Reason::OutboundRefused, message)
+            .await;
+    }
+    let raw = reply.result?;
     let answer = validate::validate(
         Rules {
             description,

@@ -8,10 +8,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use wasmtime::component::{Component, ComponentExportIndex, InstancePre};
+use wasmtime::component::{
+    Component, ComponentExportIndex, ComponentNamedList, InstancePre, Lift, Lower,
+};
 use wasmtime::{Store, Trap};
 
 use super::abi::{self, DescribeParams, DescribeResults, ReconcileParams, ReconcileResults};
+use super::http::Outbound;
 use super::sandbox::GuestState;
 use super::{EPOCH_TICK, Error, Limits, Result, Runtime};
 use crate::model::{Description, ErrorKind, GuestError, ReconcileResponse, Request, response_size};
@@ -116,6 +119,40 @@ struct GuestInner {
     reconcile: ComponentExportIndex,
     description: Description,
     limits: Limits,
+    imports: Imports,
+}
+
+/// What a component imports beyond the WIT's `log`, which decides how it is
+/// called.
+#[derive(Clone, Copy, Debug, Default)]
+struct Imports {
+    /// Any WASI interface: the call may wait in the host, so it runs
+    /// asynchronously under a timeout.
+    wasi: bool,
+    /// `wasi:http`: the call gets its outbound grant.
+    http: bool,
+}
+
+impl Imports {
+    fn of(component: &Component, engine: &wasmtime::Engine) -> Self {
+        let mut imports = Self::default();
+        for (name, _) in component.component_type().imports(engine) {
+            imports.wasi |= name.starts_with("wasi:");
+            imports.http |= name.starts_with("wasi:http/");
+        }
+        imports
+    }
+}
+
+/// One call's result, with the outbound requests the host refused during
+/// it (each `METHOD url: why`).
+#[derive(Debug)]
+pub struct Reply<T> {
+    /// What the call returned.
+    pub result: Result<T, CallError>,
+    /// Requests refused by the guest's `allowedOutboundHosts` or address
+    /// rules.
+    pub refused: Vec<String>,
 }
 
 impl Guest {
@@ -145,7 +182,9 @@ impl Guest {
         };
         let reconcile = export("reconcile")?;
         let describe = export("describe")?;
-        let description = Self::call_describe(&runtime, &pre, describe, &identity, &limits)?;
+        let imports = Imports::of(&component, runtime.engine());
+        let description =
+            Self::call_describe(&runtime, &pre, describe, &identity, &limits, imports)?;
         crate::validate::description::check(&description)?;
         Ok(Self {
             inner: Arc::new(GuestInner {
@@ -155,6 +194,7 @@ impl Guest {
                 reconcile,
                 description,
                 limits,
+                imports,
             }),
         })
     }
@@ -165,15 +205,19 @@ impl Guest {
         describe: ComponentExportIndex,
         identity: &Identity,
         limits: &Limits,
+        imports: Imports,
     ) -> Result<Description> {
-        let mut store = new_store(runtime, &identity.name, limits);
+        let mut store = new_store(runtime, &identity.name, limits, imports);
         let started = Instant::now();
-        let result = pre.instantiate(&mut store).and_then(|instance| {
-            let describe = instance
-                .get_typed_func::<DescribeParams<'_>, DescribeResults>(&mut store, describe)?;
-            let (result,) = describe.call(&mut store, (identity.settings.as_deref(),))?;
-            Ok(result)
-        });
+        let result = invoke::<DescribeParams<'_>, DescribeResults>(
+            pre,
+            &mut store,
+            describe,
+            (identity.settings.as_deref(),),
+            imports,
+            limits,
+        )
+        .map(|(result,)| result);
         store.data().flush_output();
         observe_call(runtime, &identity.name, "describe", started);
         let mut description = result
@@ -210,35 +254,96 @@ impl Guest {
         self.inner.identity.settings.as_deref()
     }
 
+    /// Whether the module imports `wasi:http` (and so runs with its
+    /// `allowedOutboundHosts`).
+    pub fn imports_http(&self) -> bool {
+        self.inner.imports.http
+    }
+
     /// Runs one reconcile in a fresh store. Blocking: call it from a thread
     /// that may block (`spawn_blocking`).
     pub fn reconcile(&self, request: &Request) -> Result<ReconcileResponse, CallError> {
+        self.call_reconcile(request).result
+    }
+
+    /// [`Self::reconcile`], with the outbound requests refused during it.
+    pub fn call_reconcile(&self, request: &Request) -> Reply<ReconcileResponse> {
         let inner = &*self.inner;
         let wire = request.to_wire(unix_seconds(SystemTime::now()), self.settings());
-        let mut store = new_store(&inner.runtime, &inner.identity.name, &inner.limits);
+        let mut store = new_store(
+            &inner.runtime,
+            &inner.identity.name,
+            &inner.limits,
+            inner.imports,
+        );
         let started = Instant::now();
-        let result = inner.pre.instantiate(&mut store).and_then(|instance| {
-            let reconcile = instance.get_typed_func::<ReconcileParams<'_>, ReconcileResults>(
-                &mut store,
-                inner.reconcile,
-            )?;
-            let (result,) = reconcile.call(&mut store, (&wire,))?;
-            Ok(result)
-        });
+        let result = invoke::<ReconcileParams<'_>, ReconcileResults>(
+            &inner.pre,
+            &mut store,
+            inner.reconcile,
+            (&wire,),
+            inner.imports,
+            &inner.limits,
+        )
+        .map(|(result,)| result);
         store.data().flush_output();
         observe_call(&inner.runtime, &inner.identity.name, "reconcile", started);
-        let response = result
-            .map_err(|e| classify(e, &store, &inner.limits, started))?
-            .map_err(GuestError::from)?;
-        let size = response_size(&response);
-        if size > inner.limits.max_response_bytes {
-            return Err(CallError::ResponseTooLarge {
-                size,
-                limit: inner.limits.max_response_bytes,
+        let refused = store
+            .data()
+            .outbound
+            .as_ref()
+            .map(Outbound::refused)
+            .unwrap_or_default();
+        let result = result
+            .map_err(|e| classify(e, &store, &inner.limits, started))
+            .and_then(|r| r.map_err(|e| CallError::Guest(GuestError::from(e))))
+            .and_then(|response| {
+                let size = response_size(&response);
+                if size > inner.limits.max_response_bytes {
+                    return Err(CallError::ResponseTooLarge {
+                        size,
+                        limit: inner.limits.max_response_bytes,
+                    });
+                }
+                Ok(response)
             });
-        }
-        Ok(response)
+        Reply { result, refused }
     }
+}
+
+/// Instantiates the guest in `store` and calls `export` once: directly for
+/// a guest that imports no WASI, else asynchronously under a timeout at the
+/// call's deadline (see the module docs of [`super`]).
+fn invoke<P, R>(
+    pre: &InstancePre<GuestState>,
+    store: &mut Store<GuestState>,
+    export: ComponentExportIndex,
+    params: P,
+    imports: Imports,
+    limits: &Limits,
+) -> wasmtime::Result<R>
+where
+    P: ComponentNamedList + Lower + Send + Sync,
+    R: ComponentNamedList + Lift + Send + Sync + 'static,
+{
+    if !imports.wasi {
+        let instance = pre.instantiate(&mut *store)?;
+        let func = instance.get_typed_func::<P, R>(&mut *store, export)?;
+        return func.call(&mut *store, params);
+    }
+    let run = async {
+        let instance = pre.instantiate_async(&mut *store).await?;
+        let func = instance.get_typed_func::<P, R>(&mut *store, export)?;
+        func.call_async(&mut *store, params).await
+    };
+    // The epoch deadline traps a guest that computes; this one stops a guest
+    // that waits, a tick later.
+    let wait = limits.timeout + EPOCH_TICK;
+    wasmtime_wasi::runtime::in_tokio(async {
+        tokio::time::timeout(wait, run)
+            .await
+            .unwrap_or_else(|_| Err(wasmtime::Error::new(Trap::Interrupt)))
+    })
 }
 
 impl std::fmt::Debug for Guest {
@@ -268,10 +373,23 @@ fn copy_limit(limits: &Limits) -> usize {
     limits.max_response_bytes.saturating_add(COPY_ALLOWANCE)
 }
 
-fn new_store(runtime: &Runtime, name: &Arc<str>, limits: &Limits) -> Store<GuestState> {
+fn new_store(
+    runtime: &Runtime,
+    name: &Arc<str>,
+    limits: &Limits,
+    imports: Imports,
+) -> Store<GuestState> {
+    let outbound = imports.http.then(|| {
+        Outbound::new(
+            limits.outbound.clone(),
+            name.clone(),
+            Instant::now() + limits.timeout,
+            runtime.metrics().clone(),
+        )
+    });
     let mut store = Store::new(
         runtime.engine(),
-        GuestState::new(name.clone(), limits.memory_bytes),
+        GuestState::new(name.clone(), limits.memory_bytes, outbound),
     );
     store.limiter(|s| &mut s.memory);
     store.set_hostcall_fuel(copy_limit(limits));

@@ -1,8 +1,11 @@
 //! Per-guest resource limits and their defaults.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
+
+use super::http::OutboundHosts;
 
 /// The limits one guest runs under. Every field has a default that works
 /// without any configuration; the guest list ConfigMap can override each one
@@ -27,6 +30,10 @@ pub struct Limits {
     /// Maximum number of Events in one response. Default 16: an answer
     /// reports a few transitions; hundreds are a flood.
     pub max_events: usize,
+    /// What a guest that imports `wasi:http` may call
+    /// (`allowedOutboundHosts`). Default: nothing.
+    #[serde(skip)]
+    pub outbound: Arc<OutboundHosts>,
 }
 
 impl Default for Limits {
@@ -37,6 +44,7 @@ impl Default for Limits {
             max_response_bytes: 4 << 20,
             max_children: 100,
             max_events: 16,
+            outbound: Arc::default(),
         }
     }
 }

@@ -5,11 +5,23 @@
 //! [`cache`] keeps compiled components by digest; [`guest`] turns a
 //! component into a loaded [`Guest`] (an `InstancePre` plus its description)
 //! and runs one reconcile in a fresh store; [`abi`] types the calls of each
-//! WIT version served; [`limits`] holds the knobs.
+//! WIT version served; [`limits`] holds the knobs; [`http`] is the outbound
+//! HTTP capability.
+//!
+//! A guest that imports nothing but the WIT's `log` (what the SDK builds
+//! for `wasm32-unknown-unknown`) is called synchronously: nothing it can do
+//! waits, and epoch interruption stops it at its deadline. A guest that
+//! imports WASI (clocks, streams, `wasi:http`) can wait in a host call, where
+//! epochs do not reach; it is called asynchronously, on the blocking thread
+//! that runs the call, under a Tokio timeout at the same deadline, which
+//! drops the call (and any request in flight) when it passes. A waiting
+//! guest thus holds one blocking thread for at most its deadline, and no
+//! guest holds more threads than its `concurrency`.
 
 mod abi;
 pub mod cache;
 pub mod guest;
+pub mod http;
 pub mod limits;
 mod sandbox;
 
@@ -117,6 +129,8 @@ fn pooling(slots: u32) -> PoolingAllocationConfig {
         .total_core_instances(slots * CORE_INSTANCES_PER_CALL)
         .total_memories(slots * MEMORIES_PER_CALL)
         .total_tables(slots * TABLES_PER_CALL)
+        // Fiber stacks of asynchronous calls (guests that import WASI).
+        .total_stacks(slots)
         .max_memories_per_component(MEMORIES_PER_CALL)
         .max_tables_per_component(TABLES_PER_CALL)
         .linear_memory_keep_resident(KEEP_RESIDENT)
@@ -184,7 +198,9 @@ impl Runtime {
         };
 
         let mut linker = Linker::<GuestState>::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(Error::Engine)?;
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(Error::Engine)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
+            .map_err(Error::Engine)?;
         abi::v0_1::OperatorGuest::add_to_linker::<_, HasSelf<GuestState>>(&mut linker, |s| s)
             .map_err(Error::Engine)?;
 

@@ -4,7 +4,8 @@
 //! nothing (no preopened directories, environment, arguments, sockets or name
 //! lookups; only clocks and randomness), a memory limiter, and buffers that
 //! collect what the guest prints so it reaches the host log under the guest's
-//! name. Nothing survives the call.
+//! name; and, for a guest that imports `wasi:http`, its outbound grant
+//! ([`super::http`]). Nothing survives the call.
 
 use std::sync::Arc;
 
@@ -12,6 +13,9 @@ use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+
+use super::http::Outbound;
 
 use super::abi::v0_1::{Level, wasmop::operator::log};
 
@@ -31,6 +35,8 @@ pub(crate) struct GuestState {
     /// Built on the guest's first WASI call: a guest that imports nothing
     /// but `log` (what the SDK builds) never pays for it.
     wasi: Option<Wasi>,
+    /// Set for a guest that imports `wasi:http`.
+    pub(crate) outbound: Option<Outbound>,
     pub(crate) memory: MemoryCap,
     guest: Arc<str>,
     log_lines: usize,
@@ -44,6 +50,7 @@ pub(crate) struct GuestState {
 struct Wasi {
     ctx: WasiCtx,
     table: ResourceTable,
+    http: WasiHttpCtx,
     stdout: MemoryOutputPipe,
     stderr: MemoryOutputPipe,
 }
@@ -66,6 +73,7 @@ impl Wasi {
         Self {
             ctx: builder.build(),
             table: ResourceTable::new(),
+            http: WasiHttpCtx::new(),
             stdout,
             stderr,
         }
@@ -74,9 +82,10 @@ impl Wasi {
 
 impl GuestState {
     /// A fresh, locked-down state for one call of `guest`.
-    pub(crate) fn new(guest: Arc<str>, memory_bytes: usize) -> Self {
+    pub(crate) fn new(guest: Arc<str>, memory_bytes: usize, outbound: Option<Outbound>) -> Self {
         Self {
             wasi: None,
+            outbound,
             memory: MemoryCap {
                 limit: memory_bytes,
                 exceeded: false,
@@ -128,6 +137,20 @@ impl WasiView for GuestState {
         WasiCtxView {
             ctx: &mut wasi.ctx,
             table: &mut wasi.table,
+        }
+    }
+}
+
+impl WasiHttpView for GuestState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        let wasi = self.wasi.get_or_insert_with(Wasi::locked_down);
+        let hooks = self
+            .outbound
+            .get_or_insert_with(|| Outbound::deny_all(self.guest.clone()));
+        WasiHttpCtxView {
+            ctx: &mut wasi.http,
+            table: &mut wasi.table,
+            hooks,
         }
     }
 }

@@ -18,6 +18,9 @@
 //!     adoptOrphans: false      # adopt existing objects no controller owns (never Secrets)
 //!     secretValues: false      # hand the guest Secret values, not their SHA-256
 //!     settings: {}             # any YAML value, handed to the guest
+//!     allowedOutboundHosts: []  # what a guest importing wasi:http may call:
+//!                              # "https://registry.example.com", "http://10.0.0.7:8089",
+//!                              # "https://*.example.com"; empty: nothing
 //!   - name: from-registry
 //!     module:
 //!       oci: registry.example.com/ops/cache:v1   # or …@sha256:<digest>
@@ -33,6 +36,7 @@ use serde::Deserialize;
 
 use crate::controller::ControllerSettings;
 use crate::runtime::Limits;
+use crate::runtime::http::OutboundHosts;
 use crate::runtime::limits::parse_duration;
 use crate::validate::names;
 
@@ -147,6 +151,10 @@ pub struct GuestEntry {
     /// For `oci`: reach the registry over plain HTTP. Default false.
     #[serde(default)]
     pub insecure: Option<bool>,
+    /// What a guest that imports `wasi:http` may call: `scheme://host[:port]`
+    /// entries (see [`crate::runtime::http::allow`]). Default: nothing.
+    #[serde(default)]
+    pub allowed_outbound_hosts: Vec<String>,
 }
 
 /// An `oci` entry's reference and how to reach its registry.
@@ -260,6 +268,9 @@ impl GuestEntry {
                 .unwrap_or(d.max_response_bytes),
             max_children: self.max_children.unwrap_or(d.max_children),
             max_events: self.max_events.unwrap_or(d.max_events),
+            outbound: std::sync::Arc::new(
+                OutboundHosts::parse(&self.allowed_outbound_hosts).map_err(|e| e.to_string())?,
+            ),
         })
     }
 
@@ -404,6 +415,25 @@ guests:
         );
         let err = GuestList::parse(&huge).unwrap_err();
         assert!(err.to_string().contains("settings are"), "{err}");
+    }
+
+    #[test]
+    fn outbound_hosts_parse_and_bad_entries_name_themselves() {
+        let list = GuestList::parse(
+            "guests:\n  - name: x\n    module: {file: a}\n    allowedOutboundHosts: [\"https://registry.example.com\", \"http://127.0.0.1:8089\"]\n",
+        )
+        .unwrap();
+        let outbound = list.guests[0].limits().unwrap().outbound;
+        let shown: Vec<String> = outbound.entries().iter().map(ToString::to_string).collect();
+        assert_eq!(
+            shown,
+            ["https://registry.example.com:443", "http://127.0.0.1:8089"]
+        );
+        let err = GuestList::parse(
+            "guests:\n  - name: x\n    module: {file: a}\n    allowedOutboundHosts: [\"https://*\"]\n",
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("\"https://*\""), "{err}");
     }
 
     #[test]

@@ -107,6 +107,20 @@ pub struct SwapLabels {
     pub result: &'static str,
 }
 
+/// `guest`, `method`, `host`, `code` of a guest's outbound HTTP request.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutboundLabels {
+    /// The guest's name.
+    pub guest: String,
+    /// The HTTP method.
+    pub method: String,
+    /// `scheme://host:port` the guest asked for.
+    pub host: String,
+    /// The HTTP status, `refused` when the host refused the request, or
+    /// `error` when no response came.
+    pub code: String,
+}
+
 /// controller-runtime's buckets for `controller_runtime_reconcile_time_seconds`.
 const RECONCILE_BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
@@ -175,6 +189,8 @@ pub struct Metrics {
     /// `wasmop_writes_skipped_total{guest}`: applies the zero-write check
     /// avoided.
     pub writes_skipped: Family<GuestLabels, Counter>,
+    /// `wasmop_guest_http_requests_total{guest,method,host,code}`.
+    pub outbound_requests: Family<OutboundLabels, Counter>,
     queues: Arc<Mutex<BTreeMap<String, Arc<QueueTracker>>>>,
 }
 
@@ -199,6 +215,7 @@ impl Default for Metrics {
             guest_swaps: Family::default(),
             module_compile: compile_histogram(),
             writes_skipped: Family::default(),
+            outbound_requests: Family::default(),
             queues: Arc::default(),
         }
     }
@@ -298,6 +315,11 @@ impl Metrics {
             "wasmop_writes_skipped",
             "Child applies the zero-write check avoided.",
             self.writes_skipped.clone(),
+        );
+        r.register(
+            "wasmop_guest_http_requests",
+            "Outbound HTTP requests of guests, by method, host and status (`refused`: denied by the host).",
+            self.outbound_requests.clone(),
         );
         r.register_collector(Box::new(QueueGauges(self.queues.clone())));
         r.register_collector(Box::new(ProcessCollector));

@@ -1,0 +1,308 @@
+//! Registering each Cache with an external registry, and removing it there
+//! before the finalizer goes: the seeds' rule that an operator cleans up
+//! what it created outside the cluster before it lets an object go.
+//!
+//! With the setting `registryUrl` (and the host granting that origin in the
+//! guest's `allowedOutboundHosts`), a Ready Cache is registered once with
+//! `PUT {registryUrl}/caches/{namespace}/{name}` and body
+//! `{"namespace", "name", "address"}` (the Service's `name.namespace.svc:port`);
+//! the condition `Registered` records it. A registry that fails leaves
+//! `Registered=False` (reason `RegistryUnavailable`) and a retry after as
+//! long as it has been failing (2 s, 4 s, 8 s … at most 5 min): a backoff
+//! kept in the condition's transition time, so the guest stays stateless.
+//!
+//! On deletion a registered Cache is removed with `DELETE` on the same URL
+//! before the answer is `finalized`; while that fails the Cache stays, with
+//! `Registered=True`, reason `CleanupBlocked` and the registry's error.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use wasmop_guest::Event;
+use wasmop_guest::condition::{ConditionStatus, find_condition, set_condition};
+use wasmop_guest::http::{self, Method};
+
+use crate::api::{Cache, CacheStatus};
+
+/// Condition type: the Cache is in the registry.
+pub const REGISTERED: &str = "Registered";
+/// Reason of `Registered=False`: the registry could not be reached or
+/// refused the registration.
+pub const REGISTRY_UNAVAILABLE: &str = "RegistryUnavailable";
+/// Reason of `Registered=True` while deleting fails: the finalizer waits.
+pub const CLEANUP_BLOCKED: &str = "CleanupBlocked";
+
+/// Shortest and longest wait before trying the registry again.
+const MIN_RETRY_SECONDS: u32 = 2;
+const MAX_RETRY_SECONDS: u32 = 300;
+
+/// The registry of one Cache.
+pub struct Registry<'a> {
+    url: String,
+    cache: &'a Cache,
+}
+
+impl<'a> Registry<'a> {
+    /// The registry `registry_url` names for `cache`; none without the
+    /// setting.
+    pub fn of(registry_url: Option<&str>, cache: &'a Cache) -> Option<Self> {
+        let base = registry_url?.trim_end_matches('/');
+        let namespace = cache.metadata.namespace.as_deref().unwrap_or("default");
+        Some(Self {
+            url: format!("{base}/caches/{namespace}/{}", cache.name()),
+            cache,
+        })
+    }
+
+    /// Where clients reach the Cache: its Service.
+    fn address(&self) -> String {
+        let namespace = self
+            .cache
+            .metadata
+            .namespace
+            .as_deref()
+            .unwrap_or("default");
+        format!(
+            "{}.{namespace}.svc:{}",
+            self.cache.name(),
+            self.cache.spec.port()
+        )
+    }
+
+    /// Registers a Ready Cache unless `status` shows it registered at its
+    /// current address. Returns an Event for a change and, after a failure,
+    /// the seconds to wait before the next try.
+    pub fn register(&self, status: &mut CacheStatus, now: &Time) -> (Option<Event>, Option<u32>) {
+        let address = self.address();
+        let message = format!("registered as {address}");
+        if find_condition(&status.conditions, REGISTERED)
+            .is_some_and(|c| c.status == ConditionStatus::True.as_str() && c.message == message)
+        {
+            return (None, None);
+        }
+        let body = serde_json::json!({
+            "namespace": self.cache.metadata.namespace.as_deref().unwrap_or("default"),
+            "name": self.cache.name(),
+            "address": address,
+        })
+        .to_string();
+        match http::send(Method::Put, &self.url, Some(body.as_bytes())) {
+            Ok(r) if r.is_success() => {
+                let generation = self.cache.metadata.generation;
+                set_condition(
+                    &mut status.conditions,
+                    REGISTERED,
+                    ConditionStatus::True,
+                    "Registered",
+                    &message,
+                    generation,
+                    now,
+                );
+                (
+                    Some(Event::normal(
+                        "Registered",
+                        format!("{message} at {}", self.url),
+                    )),
+                    None,
+                )
+            }
+            Ok(r) => self.unavailable(status, &format!("the registry answered {}", r.status), now),
+            Err(e) => self.unavailable(status, &e.to_string(), now),
+        }
+    }
+
+    fn unavailable(
+        &self,
+        status: &mut CacheStatus,
+        error: &str,
+        now: &Time,
+    ) -> (Option<Event>, Option<u32>) {
+        let message = format!("registering at {} failed: {error}", self.url);
+        let changed = set_condition(
+            &mut status.conditions,
+            REGISTERED,
+            ConditionStatus::False,
+            REGISTRY_UNAVAILABLE,
+            &message,
+            self.cache.metadata.generation,
+            now,
+        );
+        let event = changed.then(|| Event::warning(REGISTRY_UNAVAILABLE, message));
+        (event, Some(retry_after(status, now)))
+    }
+
+    /// Removes a registered Cache from the registry.
+    pub fn deregister(&self, previous: Option<&CacheStatus>, now: &Time) -> Deregistration {
+        let Some(mut status) = previous.cloned() else {
+            return Deregistration::NotRegistered;
+        };
+        if find_condition(&status.conditions, REGISTERED)
+            .is_none_or(|c| c.status != ConditionStatus::True.as_str())
+        {
+            return Deregistration::NotRegistered;
+        }
+        let error = match http::send(Method::Delete, &self.url, None) {
+            Ok(r) if r.is_success() || r.status == 404 => {
+                set_condition(
+                    &mut status.conditions,
+                    REGISTERED,
+                    ConditionStatus::False,
+                    "Deregistered",
+                    &format!("removed from {}", self.url),
+                    self.cache.metadata.generation,
+                    now,
+                );
+                return Deregistration::Removed(status);
+            }
+            Ok(r) => format!("the registry answered {}", r.status),
+            Err(e) => e.to_string(),
+        };
+        let message = format!(
+            "deleting {} failed: {error}; the Cache stays until it succeeds",
+            self.url
+        );
+        let changed = set_condition(
+            &mut status.conditions,
+            REGISTERED,
+            ConditionStatus::True,
+            CLEANUP_BLOCKED,
+            &message,
+            self.cache.metadata.generation,
+            now,
+        );
+        let event = changed.then(|| Event::warning(CLEANUP_BLOCKED, message));
+        let retry_after = retry_after(&status, now);
+        Deregistration::Blocked {
+            status,
+            event,
+            retry_after,
+        }
+    }
+}
+
+/// What [`Registry::deregister`] did.
+#[derive(Debug, PartialEq)]
+pub enum Deregistration {
+    /// The Cache was not registered: nothing to remove.
+    NotRegistered,
+    /// Removed; the status to report.
+    Removed(CacheStatus),
+    /// The registry failed: the finalizer waits.
+    Blocked {
+        /// The status saying `CleanupBlocked` and the registry's error.
+        status: CacheStatus,
+        /// A Warning when the Cache did not report it already.
+        event: Option<Event>,
+        /// Seconds before the next try.
+        retry_after: u32,
+    },
+}
+
+/// As long as the `Registered` condition has been in its state, within
+/// [`MIN_RETRY_SECONDS`] and [`MAX_RETRY_SECONDS`]: retries double.
+fn retry_after(status: &CacheStatus, now: &Time) -> u32 {
+    let since = find_condition(&status.conditions, REGISTERED).map_or(0, |c| {
+        now.0.duration_since(c.last_transition_time.0).as_secs()
+    });
+    u32::try_from(since.clamp(0, i64::from(MAX_RETRY_SECONDS)))
+        .unwrap_or(MAX_RETRY_SECONDS)
+        .max(MIN_RETRY_SECONDS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+    use wasmop_guest::time::time_at;
+
+    fn at(seconds: u64) -> Time {
+        time_at(UNIX_EPOCH + Duration::from_secs(seconds))
+    }
+
+    fn cache() -> Cache {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "apps.example.com/v1alpha1", "kind": "Cache",
+            "metadata": {"name": "c1", "namespace": "team", "generation": 2},
+            "spec": {"port": 6380},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_failed_registration_reports_unavailable_and_backs_off() {
+        let cache = cache();
+        let registry = Registry::of(Some("http://r.example.com:8089/"), &cache).unwrap();
+        assert_eq!(registry.url, "http://r.example.com:8089/caches/team/c1");
+        assert_eq!(registry.address(), "c1.team.svc:6380");
+        let mut status = CacheStatus::default();
+        // Natively every request fails: the failure path.
+        let (event, wait) = registry.register(&mut status, &at(100));
+        assert_eq!(event.unwrap().reason, REGISTRY_UNAVAILABLE);
+        assert_eq!(wait, Some(MIN_RETRY_SECONDS));
+        let condition = find_condition(&status.conditions, REGISTERED).unwrap();
+        assert_eq!(
+            (condition.status.as_str(), condition.reason.as_str()),
+            ("False", REGISTRY_UNAVAILABLE)
+        );
+        // Still failing 40 s later: no new Event, the wait has grown.
+        let (event, wait) = registry.register(&mut status, &at(140));
+        assert!(event.is_none());
+        assert_eq!(wait, Some(40));
+        let (_, wait) = registry.register(&mut status, &at(100_000));
+        assert_eq!(wait, Some(MAX_RETRY_SECONDS));
+        assert!(Registry::of(None, &cache).is_none());
+    }
+
+    #[test]
+    fn deletion_waits_for_the_registry_only_when_registered() {
+        let cache = cache();
+        let registry = Registry::of(Some("http://r.example.com"), &cache).unwrap();
+        assert_eq!(
+            registry.deregister(None, &at(1)),
+            Deregistration::NotRegistered
+        );
+        let mut status = CacheStatus::default();
+        set_condition(
+            &mut status.conditions,
+            REGISTERED,
+            ConditionStatus::False,
+            REGISTRY_UNAVAILABLE,
+            "x",
+            None,
+            &at(1),
+        );
+        assert_eq!(
+            registry.deregister(Some(&status), &at(2)),
+            Deregistration::NotRegistered
+        );
+        set_condition(
+            &mut status.conditions,
+            REGISTERED,
+            ConditionStatus::True,
+            "Registered",
+            "registered as c1.team.svc:6380",
+            None,
+            &at(3),
+        );
+        let Deregistration::Blocked {
+            status: blocked,
+            event,
+            retry_after,
+        } = registry.deregister(Some(&status), &at(4))
+        else {
+            panic!("a failing registry must block the finalizer");
+        };
+        assert_eq!(event.unwrap().reason, CLEANUP_BLOCKED);
+        assert_eq!(retry_after, MIN_RETRY_SECONDS);
+        let condition = find_condition(&blocked.conditions, REGISTERED).unwrap();
+        assert_eq!(
+            (condition.status.as_str(), condition.reason.as_str()),
+            ("True", CLEANUP_BLOCKED)
+        );
+        assert!(
+            condition
+                .message
+                .contains("http://r.example.com/caches/team/c1"),
+            "{}",
+            condition.message
+        );
+    }
+}

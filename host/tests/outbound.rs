@@ -1,0 +1,552 @@
+//! End to end on the real control plane: guests' outbound HTTP (issue:
+//! capabilities, outbound HTTP by allowlist, finalizers that clean up
+//! outside the cluster). A real HTTP server in this test binary stands for
+//! the external registry and records every request that reaches it.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context as _, bail, ensure};
+use axum::extract::State;
+use axum::http::{Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::Client;
+use kube::api::{Api, DeleteParams, PostParams};
+use serde_json::json;
+use support::{
+    HostProcess, at, caches, guest_module, install_yaml, wait_for, wait_for_event, workspace,
+};
+use wasmop_testenv::TestEnv;
+use wasmop_testenv::harness::{Test, run};
+
+const LONG: Duration = Duration::from_secs(120);
+
+/// The external registry: answers every request with 200 (`/hang` never
+/// answers; `/redirect?to=URL` answers 302 to URL) and records each as
+/// `METHOD path`. It can be stopped and started again on its port.
+struct Recorder {
+    addr: SocketAddr,
+    seen: Arc<Mutex<Vec<String>>>,
+    server: Option<tokio::task::JoinHandle<()>>,
+}
+
+async fn record(State(seen): State<Arc<Mutex<Vec<String>>>>, method: Method, uri: Uri) -> Response {
+    seen.lock()
+        .unwrap()
+        .push(format!("{method} {}", uri.path()));
+    match uri.path() {
+        "/hang" => std::future::pending().await,
+        "/redirect" => match uri.query().and_then(|q| q.strip_prefix("to=")) {
+            Some(to) => (StatusCode::FOUND, [(header::LOCATION, to.to_owned())]).into_response(),
+            None => StatusCode::BAD_REQUEST.into_response(),
+        },
+        _ => (StatusCode::OK, "recorded").into_response(),
+    }
+}
+
+impl Recorder {
+    async fn start() -> anyhow::Result<Self> {
+        let mut recorder = Self {
+            addr: "127.0.0.1:0".parse()?,
+            seen: Arc::default(),
+            server: None,
+        };
+        recorder.start_again().await?;
+        Ok(recorder)
+    }
+
+    /// Serves on the recorder's port (a free one the first time).
+    async fn start_again(&mut self) -> anyhow::Result<()> {
+        let listener = tokio::net::TcpListener::bind(self.addr)
+            .await
+            .with_context(|| format!("binding {}", self.addr))?;
+        self.addr = listener.local_addr()?;
+        let app = axum::Router::new()
+            .fallback(record)
+            .with_state(self.seen.clone());
+        self.server = Some(tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        }));
+        Ok(())
+    }
+
+    /// Stops serving: connections to the port are refused.
+    async fn stop(&mut self) {
+        if let Some(server) = self.server.take() {
+            server.abort();
+            let _ = server.await;
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    fn requests(&self) -> Vec<String> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    fn count(&self, request: &str) -> usize {
+        self.requests().iter().filter(|r| *r == request).count()
+    }
+}
+
+/// A file under the env's temp dir holding `text`.
+fn temp_file(env: &TestEnv, name: &str, text: &str) -> anyhow::Result<PathBuf> {
+    let path = env
+        .temp_dir()
+        .join(format!("{name}-{}.yaml", std::process::id()));
+    std::fs::write(&path, text)?;
+    Ok(path)
+}
+
+/// A host running the cache-operator with `registryUrl` set to the
+/// recorder and that origin granted, under the least-privilege roles.
+async fn registry_host(
+    env: &TestEnv,
+    prefix: &str,
+    recorder: &Recorder,
+) -> anyhow::Result<(Client, String, HostProcess)> {
+    let client = env.client();
+    install_yaml(&client, &workspace().join("deploy/crds/cache.yaml")).await?;
+    let ns = env.create_namespace(prefix).await?;
+    let (_, kubeconfig) = support::least_privilege(env, &ns, &ns, &["cache-operator"]).await?;
+    let settings = temp_file(env, prefix, &format!("registryUrl: {}\n", recorder.url()))?;
+    let host = HostProcess::start(
+        env,
+        &kubeconfig,
+        &ns,
+        &[
+            "--guest",
+            &format!(
+                "cache-operator={}",
+                guest_module("cache-operator")?.display()
+            ),
+            "--settings",
+            &format!("cache-operator={}", settings.display()),
+            "--allow-outbound",
+            &format!("cache-operator={}", recorder.url()),
+            "--namespace",
+            &ns,
+        ],
+    )?;
+    Ok((client, ns, host))
+}
+
+/// The `Registered` condition of a Cache: (status, reason, message).
+fn registered(cache: &kube::api::DynamicObject) -> Option<(String, String, String)> {
+    at(cache, "/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Registered")
+        .map(|c| {
+            let text = |k: &str| c[k].as_str().unwrap_or_default().to_owned();
+            (text("status"), text("reason"), text("message"))
+        })
+}
+
+async fn wait_registered(client: &Client, ns: &str, name: &str) -> anyhow::Result<()> {
+    let api = caches(client, ns);
+    wait_for(LONG, || async {
+        let cache = api.get(name).await?;
+        match registered(&cache) {
+            Some((status, _, _)) if status == "True" => Ok(Some(())),
+            other => bail!("Cache {name}: Registered is {other:?}"),
+        }
+    })
+    .await
+}
+
+async fn wait_gone(client: &Client, ns: &str, name: &str) -> anyhow::Result<()> {
+    let api = caches(client, ns);
+    wait_for(LONG, || async {
+        Ok(api.get_opt(name).await?.is_none().then_some(()))
+    })
+    .await
+    .with_context(|| format!("Cache {name} was never deleted"))
+}
+
+async fn twenty_caches_register_once_when_ready_and_deregister_once_on_delete(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    let recorder = Recorder::start().await?;
+    let (client, ns, mut host) = registry_host(&env, "registry", &recorder).await?;
+    let names: Vec<String> = (0..20).map(|i| format!("reg-{i}")).collect();
+    for name in &names {
+        support::create_cache(&client, &ns, name, json!({"image": "redis:7.2"})).await?;
+    }
+    for name in &names {
+        wait_registered(&client, &ns, name)
+            .await
+            .with_context(|| host.log())?;
+    }
+    // Resyncs and status changes after registration send nothing more.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for name in &names {
+        let put = format!("PUT /caches/{ns}/{name}");
+        if recorder.count(&put) != 1 {
+            let cache = caches(&client, &ns).get(name).await?;
+            eprintln!("status: {}", serde_json::to_string(&cache.data["status"])?);
+            eprintln!(
+                "events: {:?}",
+                support::events_about(&client, &ns, name).await?
+            );
+        }
+        ensure!(
+            recorder.count(&put) == 1,
+            "{put} reached the registry {} times; the host's lines about it:\n{}",
+            recorder.count(&put),
+            host.log()
+                .lines()
+                .filter(|l| l.contains(&format!("{ns}/{name} "))
+                    || l.contains(&format!("cache {name}:"))
+                    || l.contains("outbound"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
+    let api = caches(&client, &ns);
+    for name in &names {
+        api.delete(name, &DeleteParams::default()).await?;
+    }
+    for name in &names {
+        wait_gone(&client, &ns, name).await?;
+        let delete = format!("DELETE /caches/{ns}/{name}");
+        ensure!(
+            recorder.count(&delete) == 1,
+            "{delete} reached the registry {} times",
+            recorder.count(&delete)
+        );
+    }
+    ensure!(
+        recorder.requests().len() == 40,
+        "the registry saw more than one PUT and one DELETE per Cache: {:?}",
+        recorder.requests()
+    );
+    ensure!(host.is_running(), "the host died");
+    Ok(())
+}
+
+async fn a_registry_that_is_down_blocks_registration_and_deletion_until_it_returns(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    let mut recorder = Recorder::start().await?;
+    let (client, ns, host) = registry_host(&env, "regdown", &recorder).await?;
+    let api = caches(&client, &ns);
+
+    // Down while the Cache becomes Ready: Registered=False, retried.
+    recorder.stop().await;
+    support::create_cache(&client, &ns, "late", json!({"image": "redis:7.2"})).await?;
+    wait_for(LONG, || async {
+        let cache = api.get("late").await?;
+        match registered(&cache) {
+            Some((s, r, _)) if s == "False" && r == "RegistryUnavailable" => Ok(Some(())),
+            other => bail!("Registered is {other:?}"),
+        }
+    })
+    .await
+    .with_context(|| host.log())?;
+    recorder.start_again().await?;
+    wait_registered(&client, &ns, "late").await?;
+    ensure!(recorder.count(&format!("PUT /caches/{ns}/late")) == 1);
+
+    // Down during deletion: the Cache stays Terminating with CleanupBlocked.
+    recorder.stop().await;
+    api.delete("late", &DeleteParams::default()).await?;
+    let message = wait_for(LONG, || async {
+        let cache = api.get("late").await?;
+        match registered(&cache) {
+            Some((_, r, m)) if r == "CleanupBlocked" => Ok(Some(m)),
+            other => bail!("Registered is {other:?}"),
+        }
+    })
+    .await?;
+    ensure!(
+        message.contains(&format!("/caches/{ns}/late")),
+        "the CleanupBlocked message names no URL: {message}"
+    );
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let cache = api
+        .get_opt("late")
+        .await?
+        .context("the Cache went while its registry was down")?;
+    ensure!(
+        cache.metadata.deletion_timestamp.is_some(),
+        "the Cache is not Terminating"
+    );
+    wait_for_event(&client, &ns, "late", "CleanupBlocked", LONG).await?;
+
+    // Back: the finalizer completes and the children are collected.
+    recorder.start_again().await?;
+    wait_gone(&client, &ns, "late").await?;
+    ensure!(recorder.count(&format!("DELETE /caches/{ns}/late")) == 1);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    wait_for(LONG, || async {
+        Ok(deployments.get_opt("late").await?.is_none().then_some(()))
+    })
+    .await
+    .context("the Deployment was not garbage-collected")?;
+    Ok(())
+}
+
+/// One Hostile attacking `target` with `attack`; returns its `status.http`.
+async fn http_attack(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    attack: &str,
+    target: &str,
+) -> anyhow::Result<String> {
+    let obj = serde_json::from_value(json!({
+        "apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
+        "metadata": {"name": name}, "spec": {"attack": attack, "target": target},
+    }))?;
+    let api = support::hostiles(client, ns);
+    api.create(&PostParams::default(), &obj).await?;
+    wait_for(LONG, || async {
+        let h = api.get(name).await?;
+        Ok(at(&h, "/status/http")
+            .and_then(|v| v.as_str())
+            .map(str::to_owned))
+    })
+    .await
+    .with_context(|| format!("Hostile {name} reported no status.http"))
+}
+
+async fn refused_hosts_redirects_metadata_and_rebinding_reach_nothing(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    let recorder = Recorder::start().await?;
+    let client = env.client();
+    install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
+    let ns = env.create_namespace("outbound").await?;
+    let (_, kubeconfig) = support::least_privilege(&env, &ns, &ns, &["hostile"]).await?;
+    let port = recorder.addr.port();
+    let mut host = HostProcess::start(
+        &env,
+        &kubeconfig,
+        &ns,
+        &[
+            "--guest",
+            &format!("hostile={}", guest_module("hostile")?.display()),
+            // The exact address, and a name that resolves to it.
+            "--allow-outbound",
+            &format!("hostile=http://127.0.0.1:{port}"),
+            "--allow-outbound",
+            &format!("hostile=http://localhost:{port}"),
+            "--namespace",
+            &ns,
+        ],
+    )?;
+
+    // A granted origin is reached: the positive control.
+    let ok = http_attack(
+        &client,
+        &ns,
+        "granted",
+        "http-get",
+        &format!("{}/hello", recorder.url()),
+    )
+    .await?;
+    ensure!(ok == "ok: 200 recorded", "granted request: {ok}");
+    // The guest calls on every reconcile: only which requests arrive counts.
+    let only = |allowed: &[&str]| {
+        let seen = recorder.requests();
+        ensure!(
+            seen.iter().all(|r| allowed.contains(&r.as_str())),
+            "a refused request reached the server: {seen:?}"
+        );
+        Ok(())
+    };
+    only(&["GET /hello"])?;
+
+    // Each refused one fails in the guest, reaches nothing, and a Warning
+    // Event names what was refused.
+    let cases = [
+        (
+            "unlisted",
+            "http-get",
+            "http://example.com/x".to_owned(),
+            "http://example.com:80",
+        ),
+        (
+            "other-port",
+            "http-get",
+            format!("http://127.0.0.1:{}/x", port + 1),
+            "127.0.0.1",
+        ),
+        (
+            "metadata",
+            "http-get",
+            "http://169.254.169.254/latest/meta-data/".to_owned(),
+            "169.254.169.254",
+        ),
+        (
+            "rebind",
+            "http-get",
+            format!("http://localhost:{port}/x"),
+            "127.0.0.1",
+        ),
+        (
+            "redirect",
+            "http-follow",
+            format!(
+                "{}/redirect?to=http://169.254.169.254/latest/meta-data/",
+                recorder.url()
+            ),
+            "169.254.169.254",
+        ),
+    ];
+    for (name, attack, target, _) in &cases {
+        let status = http_attack(&client, &ns, name, attack, target).await?;
+        ensure!(
+            status.starts_with("error: refused by the host"),
+            "{name}: the guest was not refused: {status}"
+        );
+    }
+    for (name, _, _, needle) in &cases {
+        let note = wait_for_event(&client, &ns, name, "OutboundRefused", LONG).await?;
+        ensure!(
+            note.contains(needle),
+            "{name}: the Event does not name {needle:?}: {note}"
+        );
+    }
+    only(&["GET /hello", "GET /redirect"])?;
+
+    // A request that never answers ends at the guest's deadline (its
+    // reconcile's 1 s): the guest gets a timeout, and the host keeps serving.
+    let started = std::time::Instant::now();
+    let hang = http_attack(
+        &client,
+        &ns,
+        "hang",
+        "http-get",
+        &format!("{}/hang", recorder.url()),
+    )
+    .await?;
+    ensure!(
+        hang.starts_with("error: request failed") && hang.contains("Timeout"),
+        "the hanging request did not end in a timeout: {hang}"
+    );
+    ensure!(
+        started.elapsed() < Duration::from_secs(30),
+        "the hanging request held its reconcile for {:?}",
+        started.elapsed()
+    );
+    let ok = http_attack(
+        &client,
+        &ns,
+        "after",
+        "http-get",
+        &format!("{}/after", recorder.url()),
+    )
+    .await?;
+    ensure!(ok == "ok: 200 recorded", "after the hang: {ok}");
+    only(&["GET /hello", "GET /redirect", "GET /hang", "GET /after"])?;
+    let metrics = support::http_get(host.endpoint("metrics").await?, "/metrics")
+        .await?
+        .1;
+    ensure!(
+        metrics.contains("wasmop_guest_http_requests_total{guest=\"hostile\",method=\"GET\",host=\"http://169.254.169.254:80\",code=\"refused\"}"),
+        "no refused request in the metrics:\n{}",
+        metrics.lines().filter(|l| l.contains("http_requests")).collect::<Vec<_>>().join("\n")
+    );
+    ensure!(host.is_running(), "the host died");
+    Ok(())
+}
+
+async fn render_makes_granted_calls_and_names_refused_ones(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    let recorder = Recorder::start().await?;
+    let parent = temp_file(
+        &env,
+        "render-hostile",
+        &format!(
+            "apiVersion: test.wasmop.dev/v1alpha1\nkind: Hostile\nmetadata: {{name: r, namespace: default}}\nspec: {{attack: http-get, target: \"{}/render\"}}\n",
+            recorder.url()
+        ),
+    )?;
+    let module = guest_module("hostile")?;
+    let render = |extra: &[&str]| {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_wasmop"))
+            .arg("render")
+            .arg("--guest")
+            .arg(&module)
+            .arg("--parent")
+            .arg(&parent)
+            .args(["-o", "json"])
+            .args(extra)
+            .output()
+    };
+    let denied = render(&[]).await?;
+    let stdout: serde_json::Value = serde_json::from_slice(&denied.stdout)
+        .with_context(|| String::from_utf8_lossy(&denied.stderr).into_owned())?;
+    let stderr = String::from_utf8_lossy(&denied.stderr);
+    let url = format!("{}/render", recorder.url());
+    ensure!(
+        stderr.contains(&format!("refused GET {url}")) && stderr.contains("--allow-outbound"),
+        "render did not say which URL it refused: {stderr}"
+    );
+    ensure!(
+        stdout["refused"][0]
+            .as_str()
+            .is_some_and(|r| r.contains(&url)),
+        "{stdout}"
+    );
+    ensure!(recorder.requests().is_empty(), "{:?}", recorder.requests());
+
+    let granted = render(&["--allow-outbound", &recorder.url()]).await?;
+    ensure!(
+        granted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&granted.stderr)
+    );
+    let stdout: serde_json::Value = serde_json::from_slice(&granted.stdout)?;
+    ensure!(stdout["status"]["http"] == "ok: 200 recorded", "{stdout}");
+    ensure!(stdout.get("refused").is_none(), "{stdout}");
+    ensure!(
+        recorder.requests() == ["GET /render"],
+        "{:?}",
+        recorder.requests()
+    );
+
+    let bad = render(&["--allow-outbound", "http://*"]).await?;
+    ensure!(!bad.status.success(), "an invalid entry was accepted");
+    ensure!(
+        String::from_utf8_lossy(&bad.stderr)
+            .contains("invalid allowedOutboundHosts entry \"http://*\""),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+    Ok(())
+}
+
+fn main() -> std::process::ExitCode {
+    run(vec![
+        Test::new(
+            "twenty_caches_register_once_when_ready_and_deregister_once_on_delete",
+            twenty_caches_register_once_when_ready_and_deregister_once_on_delete,
+        )
+        .with_timeout(Duration::from_secs(300)),
+        Test::new(
+            "a_registry_that_is_down_blocks_registration_and_deletion_until_it_returns",
+            a_registry_that_is_down_blocks_registration_and_deletion_until_it_returns,
+        )
+        .with_timeout(Duration::from_secs(300)),
+        Test::new(
+            "refused_hosts_redirects_metadata_and_rebinding_reach_nothing",
+            refused_hosts_redirects_metadata_and_rebinding_reach_nothing,
+        )
+        .with_timeout(Duration::from_secs(300)),
+        Test::new(
+            "render_makes_granted_calls_and_names_refused_ones",
+            render_makes_granted_calls_and_names_refused_ones,
+        ),
+    ])
+}
