@@ -105,8 +105,9 @@ fn temp_file(env: &TestEnv, name: &str, text: &str) -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
-/// A host running the cache-operator with `registryUrl` set to the
-/// recorder and that origin granted, under the least-privilege roles.
+/// A host running the cache-operator's registry build with `registryUrl`
+/// set to the recorder and that origin granted, under the least-privilege
+/// roles.
 async fn registry_host(
     env: &TestEnv,
     prefix: &str,
@@ -125,7 +126,7 @@ async fn registry_host(
             "--guest",
             &format!(
                 "cache-operator={}",
-                guest_module("cache-operator")?.display()
+                guest_module("cache-operator-registry")?.display()
             ),
             "--settings",
             &format!("cache-operator={}", settings.display()),
@@ -514,6 +515,28 @@ async fn render_makes_granted_calls_and_names_refused_ones(
         recorder.requests() == ["GET /render"],
         "{:?}",
         recorder.requests()
+    );
+
+    // The log-only build refuses a registry it could not call.
+    let log_only = tokio::process::Command::new(env!("CARGO_BIN_EXE_wasmop"))
+        .arg("render")
+        .arg("--guest")
+        .arg(guest_module("cache-operator")?)
+        .arg("--parent")
+        .arg(workspace().join("deploy/samples/cache.yaml"))
+        .arg("--settings")
+        .arg(temp_file(
+            &env,
+            "render-registry",
+            &format!("registryUrl: {}\n", recorder.url()),
+        )?)
+        .output()
+        .await?;
+    ensure!(
+        !log_only.status.success()
+            && String::from_utf8_lossy(&log_only.stderr).contains("cache-operator-registry"),
+        "{}",
+        String::from_utf8_lossy(&log_only.stderr)
     );
 
     let bad = render(&["--allow-outbound", "http://*"]).await?;

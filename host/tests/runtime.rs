@@ -127,6 +127,34 @@ fn the_cache_operator_component_imports_nothing_but_the_log() {
 }
 
 #[test]
+fn the_registry_build_adds_outbound_http_and_nothing_else() {
+    let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
+    let bytes = std::fs::read(support::guest_module("cache-operator-registry").unwrap()).unwrap();
+    let component = wasmtime::component::Component::new(runtime.engine(), &bytes).unwrap();
+    let mut imports: Vec<String> = component
+        .component_type()
+        .imports(runtime.engine())
+        .map(|(name, _)| name.split('@').next().unwrap_or(name).to_owned())
+        .collect();
+    imports.sort();
+    // `wasi:http` and the streams its bodies are: no clock, filesystem,
+    // environment or sockets, and HTTP only as far as allowedOutboundHosts
+    // grants.
+    assert_eq!(
+        imports,
+        [
+            "wasi:http/outgoing-handler",
+            "wasi:http/types",
+            "wasi:io/error",
+            "wasi:io/poll",
+            "wasi:io/streams",
+            "wasmop:operator/log",
+            "wasmop:operator/types"
+        ],
+    );
+}
+
+#[test]
 fn a_reconcile_runs_at_the_hosts_time() {
     let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
     let guest = load(&runtime, "cache-operator", Limits::default());

@@ -10,7 +10,8 @@
 //! because its attacks call WASI (files, sockets, environment) to prove the
 //! host grants none of it. The names are an
 //! interface contract: `cache-operator.wasm`, `cache-operator-v2.wasm`,
-//! `hostile.wasm`.
+//! `cache-operator-registry.wasm` (the build that imports `wasi:http` for
+//! its `registryUrl`), `hostile.wasm`.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -39,7 +40,7 @@ struct Guest {
     target: &'static str,
 }
 
-/// Every guest, in build order. The two cache-operator flavors share one
+/// Every guest, in build order. The cache-operator flavors share one
 /// package and so one output file: each is copied away right after its build.
 const GUESTS: &[Guest] = &[
     Guest {
@@ -52,6 +53,12 @@ const GUESTS: &[Guest] = &[
         name: "cache-operator-v2",
         package: "cache-operator",
         features: &["v2"],
+        target: PURE,
+    },
+    Guest {
+        name: "cache-operator-registry",
+        package: "cache-operator",
+        features: &["registry"],
         target: PURE,
     },
     Guest {

@@ -140,6 +140,15 @@ impl CacheSettings {
                 "settings.apiGroup {group:?} is not an API group (a lowercase DNS name with a dot)"
             ));
         }
+        if parsed.registry_url.is_some()
+            && cfg!(target_arch = "wasm32")
+            && !cfg!(feature = "registry")
+        {
+            return Err(
+                "settings.registryUrl needs the cache-operator-registry build, which imports outbound HTTP"
+                    .into(),
+            );
+        }
         if let Some(url) = parsed.registry_url.as_deref()
             && !((url.starts_with("http://") || url.starts_with("https://"))
                 && url

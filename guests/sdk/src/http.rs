@@ -1,15 +1,16 @@
-//! Outbound HTTP through the standard `wasi:http/outgoing-handler` import
-//! (feature `http`).
+//! Outbound HTTP through the standard `wasi:http/outgoing-handler` import.
 //!
-//! A guest built with this feature imports `wasi:http`, and the host lets a
+//! Only a guest built with the feature `http` imports `wasi:http`; without
+//! it every request fails with [`HttpError::Unavailable`] and the component
+//! keeps its log-only imports. The host lets a
 //! request out only to what the guest-list entry's `allowedOutboundHosts`
 //! names (default: nothing), within the reconcile's deadline, with at most
 //! 1 MiB of response body. A refused request is an [`HttpError`] here and a
 //! Warning Event on the parent. Redirects are returned, not followed.
 //!
 //! Natively (unit tests, benchmarks) every request fails with
-//! [`HttpError::Unavailable`], so logic that depends on a remote answer is
-//! tested on its failure path without a network.
+//! [`HttpError::Unavailable`] too, so logic that depends on a remote answer
+//! is tested on its failure path without a network.
 
 /// An HTTP method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,7 +94,7 @@ fn split(url: &str) -> Result<(&str, &str, &str), HttpError> {
     Ok((scheme, authority, path))
 }
 
-#[cfg(target_arch = "wasm32")]
+#[cfg(all(target_arch = "wasm32", feature = "http"))]
 mod imp {
     use wasip2::http::outgoing_handler;
     use wasip2::http::types::{
@@ -210,7 +211,7 @@ mod imp {
     }
 }
 
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(not(all(target_arch = "wasm32", feature = "http")))]
 mod imp {
     use super::{HttpError, Method, Response};
 

@@ -84,7 +84,6 @@ mod error;
 #[cfg(target_arch = "wasm32")]
 #[doc(hidden)]
 pub mod export;
-#[cfg(feature = "http")]
 pub mod http;
 pub mod log;
 pub mod meta;
