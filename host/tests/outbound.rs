@@ -27,8 +27,8 @@ use wasmop_testenv::harness::{Test, run};
 const LONG: Duration = Duration::from_secs(120);
 
 /// The external registry: answers every request with 200 (`/hang` never
-/// answers; `/redirect?to=URL` answers 302 to URL) and records each as
-/// `METHOD path`. It can be stopped and started again on its port.
+/// answers; `/redirect?to=URL` answers 302 to URL; `/big` sends 2 MiB) and
+/// records each as `METHOD path`. It can be stopped and started again on its port.
 struct Recorder {
     addr: SocketAddr,
     seen: Arc<Mutex<Vec<String>>>,
@@ -41,6 +41,8 @@ async fn record(State(seen): State<Arc<Mutex<Vec<String>>>>, method: Method, uri
         .push(format!("{method} {}", uri.path()));
     match uri.path() {
         "/hang" => std::future::pending().await,
+        // Past the host's 1 MiB cap on a response body.
+        "/big" => (StatusCode::OK, "x".repeat(2 << 20)).into_response(),
         "/redirect" => match uri.query().and_then(|q| q.strip_prefix("to=")) {
             Some(to) => (StatusCode::FOUND, [(header::LOCATION, to.to_owned())]).into_response(),
             None => StatusCode::BAD_REQUEST.into_response(),
@@ -132,6 +134,11 @@ async fn registry_host(
             &format!("cache-operator={}", settings.display()),
             "--allow-outbound",
             &format!("cache-operator={}", recorder.url()),
+            // A registration that timed out after it arrived is sent again
+            // (PUT is idempotent); on a loaded machine a 1 s reconcile can
+            // run out during the request, which this test counts.
+            "--timeout",
+            "10s",
             "--namespace",
             &ns,
         ],
@@ -439,6 +446,20 @@ async fn refused_hosts_redirects_metadata_and_rebinding_reach_nothing(
         "the hanging request held its reconcile for {:?}",
         started.elapsed()
     );
+    // A body past the cap ends in an error, not in host memory.
+    let big = http_attack(
+        &client,
+        &ns,
+        "big",
+        "http-get",
+        &format!("{}/big", recorder.url()),
+    )
+    .await?;
+    ensure!(
+        big.starts_with("error: request failed") && big.contains("body size exceeds limit"),
+        "a 2 MiB body was not cut: {}",
+        &big[..big.len().min(200)]
+    );
     let ok = http_attack(
         &client,
         &ns,
@@ -448,7 +469,13 @@ async fn refused_hosts_redirects_metadata_and_rebinding_reach_nothing(
     )
     .await?;
     ensure!(ok == "ok: 200 recorded", "after the hang: {ok}");
-    only(&["GET /hello", "GET /redirect", "GET /hang", "GET /after"])?;
+    only(&[
+        "GET /hello",
+        "GET /redirect",
+        "GET /hang",
+        "GET /big",
+        "GET /after",
+    ])?;
     let metrics = support::http_get(host.endpoint("metrics").await?, "/metrics")
         .await?
         .1;
