@@ -544,6 +544,49 @@ async fn render_makes_granted_calls_and_names_refused_ones(
         recorder.requests()
     );
 
+    // HTTPS, verified against the trust store: the control plane's API
+    // server is a real TLS server, its CA known only through SSL_CERT_FILE.
+    let api = env.api_server_url().trim_end_matches('/').to_owned();
+    let https_parent = temp_file(
+        &env,
+        "render-https",
+        &format!(
+            "apiVersion: test.wasmop.dev/v1alpha1\nkind: Hostile\nmetadata: {{name: r, namespace: default}}\nspec: {{attack: http-get, target: \"{api}/version\"}}\n"
+        ),
+    )?;
+    let ca = env
+        .temp_dir()
+        .join(format!("api-ca-{}.pem", std::process::id()));
+    std::fs::write(&ca, api_server_ca(&env)?)?;
+    let https = |trust: &std::path::Path| {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_wasmop"))
+            .arg("render")
+            .arg("--guest")
+            .arg(&module)
+            .arg("--parent")
+            .arg(&https_parent)
+            .args(["-o", "json", "--allow-outbound", &api])
+            .env("SSL_CERT_FILE", trust)
+            .env_remove("SSL_CERT_DIR")
+            .output()
+    };
+    let trusted = https(&ca).await?;
+    let out: serde_json::Value = serde_json::from_slice(&trusted.stdout)
+        .with_context(|| String::from_utf8_lossy(&trusted.stderr).into_owned())?;
+    let answer = out["status"]["http"].as_str().unwrap_or_default();
+    ensure!(
+        answer.starts_with("ok: "),
+        "HTTPS with the CA trusted: {answer}"
+    );
+    let untrusted = https(&env.temp_dir().join("no-such-ca.pem")).await?;
+    let out: serde_json::Value = serde_json::from_slice(&untrusted.stdout)
+        .with_context(|| String::from_utf8_lossy(&untrusted.stderr).into_owned())?;
+    let answer = out["status"]["http"].as_str().unwrap_or_default();
+    ensure!(
+        answer.starts_with("error: request failed") && answer.to_lowercase().contains("tls"),
+        "HTTPS to a server the trust store does not know: {answer}"
+    );
+
     // The log-only build refuses a registry it could not call.
     let log_only = tokio::process::Command::new(env!("CARGO_BIN_EXE_wasmop"))
         .arg("render")
@@ -575,6 +618,25 @@ async fn render_makes_granted_calls_and_names_refused_ones(
         String::from_utf8_lossy(&bad.stderr)
     );
     Ok(())
+}
+
+/// The API server's CA certificate (PEM), from the env's kubeconfig.
+fn api_server_ca(env: &TestEnv) -> anyhow::Result<Vec<u8>> {
+    let config = kube::config::Kubeconfig::read_from(env.kubeconfig_path())?;
+    let cluster = config
+        .clusters
+        .first()
+        .and_then(|c| c.cluster.as_ref())
+        .context("the kubeconfig has no cluster")?;
+    if let Some(data) = &cluster.certificate_authority_data {
+        use base64::Engine as _;
+        return Ok(base64::engine::general_purpose::STANDARD.decode(data)?);
+    }
+    let path = cluster
+        .certificate_authority
+        .as_ref()
+        .context("the kubeconfig names no CA")?;
+    Ok(std::fs::read(path)?)
 }
 
 fn main() -> std::process::ExitCode {
