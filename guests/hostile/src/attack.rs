@@ -219,6 +219,24 @@ pub fn http_get(name: &str, url: &str, follow: bool) -> Result<Response> {
     none_with_status(name, json!({"http": text}))
 }
 
+/// GETs `url` `times` times and reports in `status.http` how many were
+/// answered and how many refused.
+pub fn http_flood(name: &str, url: &str, times: usize) -> Result<Response> {
+    use wasmop_guest::http::{self, HttpError, Method};
+    let (mut answered, mut refused) = (0, 0);
+    for _ in 0..times {
+        match http::send(Method::Get, url, None) {
+            Ok(_) => answered += 1,
+            Err(HttpError::Refused(_)) => refused += 1,
+            Err(_) => {}
+        }
+    }
+    none_with_status(
+        name,
+        json!({"http": format!("ok: {answered} refused: {refused}")}),
+    )
+}
+
 /// Reports how many environment variables and arguments the guest sees in
 /// `status.envVars` and `status.args`.
 pub fn env(name: &str) -> Result<Response> {

@@ -13,10 +13,13 @@
 //!   deadline, and the body is capped at [`MAX_RESPONSE_BODY`].
 //!
 //! Redirects are answers like any other: nothing follows them but the
-//! guest, whose next request is checked again. Every request is counted in
-//! `wasmop_guest_http_requests_total{guest,method,host,code}` and logged
-//! with the same fields, never with a body; refused ones are also kept for
-//! the caller, which reports them as a Warning Event.
+//! guest, whose next request is checked again. A call makes at most
+//! [`MAX_REQUESTS_PER_CALL`] requests. Every request is counted in
+//! `wasmop_guest_http_requests_total{guest,method,host,code}`, where `host`
+//! is the entry that allowed it (or `(not allowed)`: a guest cannot grow the
+//! label set), and logged with the URL's host, never with a body; the first
+//! few refused ones of a call are logged and kept for the caller, which
+//! reports them as a Warning Event.
 
 pub mod allow;
 
@@ -65,6 +68,8 @@ pub(crate) struct Outbound {
     deadline: Instant,
     metrics: Arc<Metrics>,
     refused: Arc<Mutex<Vec<String>>>,
+    /// Requests this call made so far.
+    requests: usize,
 }
 
 impl Outbound {
@@ -81,6 +86,7 @@ impl Outbound {
             deadline: Instant::from_std(deadline),
             metrics,
             refused: Arc::default(),
+            requests: 0,
         }
     }
 
@@ -107,17 +113,25 @@ impl WasiHttpHooks for Outbound {
         _options: Option<RequestOptions>,
         _fut: Box<dyn Future<Output = Result<(), Error>> + Send>,
     ) -> Sent {
-        let call = Call {
+        let mut call = Call {
             guest: self.guest.clone(),
-            method: request.method().to_string(),
+            method: method_label(request.method()),
             metrics: self.metrics.clone(),
             refused: self.refused.clone(),
             target: Target::of(request.uri()),
+            entry: None,
             uri: redacted(request.uri()),
         };
         let hosts = self.hosts.clone();
         let deadline = self.deadline;
+        self.requests += 1;
+        let over_limit = self.requests > MAX_REQUESTS_PER_CALL;
         Box::new(async move {
+            if over_limit {
+                return Err(call.refuse(&format!(
+                    "more than {MAX_REQUESTS_PER_CALL} requests in one call"
+                )));
+            }
             let Some(target) = call.target.clone() else {
                 return Err(call.refuse("the URL has no http or https scheme and host"));
             };
@@ -126,6 +140,7 @@ impl WasiHttpHooks for Outbound {
                     "{target} is not in the guest's allowedOutboundHosts"
                 )));
             };
+            call.entry = Some(entry.to_string());
             let sent =
                 tokio::time::timeout_at(deadline, send(request, &target, &entry, deadline, &call))
                     .await;
@@ -149,12 +164,19 @@ impl WasiHttpHooks for Outbound {
 /// What one request is logged and counted as.
 struct Call {
     guest: Arc<str>,
-    method: String,
+    /// One of the standard methods, or `OTHER`.
+    method: &'static str,
     metrics: Arc<Metrics>,
     refused: Arc<Mutex<Vec<String>>>,
     target: Option<Target>,
+    /// The entry that allowed the request, once one did.
+    entry: Option<String>,
     uri: String,
 }
+
+/// The `host` label of a request no entry allowed: the guest chose that
+/// host, so naming it would let a guest grow the metrics without bound.
+const NOT_ALLOWED: &str = "(not allowed)";
 
 impl Call {
     fn host(&self) -> String {
@@ -163,13 +185,15 @@ impl Call {
             .map_or_else(|| "<invalid>".to_owned(), ToString::to_string)
     }
 
+    /// Counted under the entry that allowed the request (so the labels are
+    /// bounded by the guest's list) or [`NOT_ALLOWED`].
     fn count(&self, code: &str) {
         self.metrics
             .outbound_requests
             .get_or_create(&OutboundLabels {
                 guest: self.guest.to_string(),
-                method: self.method.clone(),
-                host: self.host(),
+                method: self.method.to_owned(),
+                host: self.entry.clone().unwrap_or_else(|| NOT_ALLOWED.to_owned()),
                 code: code.to_owned(),
             })
             .inc();
@@ -183,20 +207,42 @@ impl Call {
     /// Counts, logs and keeps a refusal; the guest sees `HTTP-request-denied`
     /// (or `destination-IP-prohibited` for an address).
     fn refuse(&self, why: &str) -> Error {
-        let line = format!("{} {}: {why}", self.method, self.uri);
-        tracing::warn!(guest = %self.guest, method = %self.method, host = %self.host(), "outbound request refused: {why}");
         self.count("refused");
+        // Logged and kept for the Event up to a few per call: a guest that
+        // loops on refused requests must not flood the host's log.
         if let Ok(mut refused) = self.refused.lock()
             && refused.len() < MAX_REFUSALS_KEPT
         {
-            refused.push(line);
+            tracing::warn!(guest = %self.guest, method = %self.method, host = %self.host(), "outbound request refused: {why}");
+            refused.push(format!("{} {}: {why}", self.method, self.uri));
         }
         Error::HttpRequestDenied
     }
 }
 
-/// Refusals one call keeps for its Event; more are only counted.
+/// Refusals one call logs and keeps for its Event; more are only counted.
 const MAX_REFUSALS_KEPT: usize = 8;
+
+/// Requests one call may make; beyond, each is refused. A reconcile talks
+/// to a registry a few times, and a guest looping on requests within its
+/// deadline must not turn the host into a load generator.
+pub const MAX_REQUESTS_PER_CALL: usize = 64;
+
+/// The method as a metric label: bounded, since a guest may send any.
+fn method_label(method: &http::Method) -> &'static str {
+    match *method {
+        http::Method::GET => "GET",
+        http::Method::HEAD => "HEAD",
+        http::Method::POST => "POST",
+        http::Method::PUT => "PUT",
+        http::Method::DELETE => "DELETE",
+        http::Method::PATCH => "PATCH",
+        http::Method::OPTIONS => "OPTIONS",
+        http::Method::CONNECT => "CONNECT",
+        http::Method::TRACE => "TRACE",
+        _ => "OTHER",
+    }
+}
 
 /// The URL without user info and query (which may carry credentials), for
 /// logs and Events, cut at 200 characters.
