@@ -155,6 +155,30 @@ fn the_registry_build_adds_outbound_http_and_nothing_else() {
 }
 
 #[test]
+fn what_a_guest_keeps_on_the_host_side_through_wasi_http_is_bounded() {
+    let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
+    let guest = load(&runtime, "hostile", Limits::default());
+    // 100,000 header maps of 8 KiB would be 800 MiB of host memory, none of
+    // it in the guest's linear memory: the resource table stops it.
+    let outcome = match guest.reconcile(&hostile("http-hoard")) {
+        Ok(response) => response.status.unwrap_or_default(),
+        Err(e) => e.to_string(),
+    };
+    let kept: usize = outcome
+        .split("\"hoard\":\"")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        kept <= 1024 && (outcome.contains("kept") || outcome.contains("resource")),
+        "{outcome}"
+    );
+    // And the runtime keeps serving.
+    assert!(guest.reconcile(&hostile("none")).is_ok());
+}
+
+#[test]
 fn a_reconcile_runs_at_the_hosts_time() {
     let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
     let guest = load(&runtime, "cache-operator", Limits::default());

@@ -154,10 +154,10 @@ impl CacheSettings {
                 && url
                     .split_once("://")
                     .is_some_and(|(_, rest)| !rest.is_empty())
-                && !url.contains(['?', '#']))
+                && !url.contains(['?', '#', '@']))
         {
             return Err(format!(
-                "settings.registryUrl {url:?} must be an http:// or https:// URL without query"
+                "settings.registryUrl {url:?} must be an http:// or https:// URL without user info or query"
             ));
         }
         Ok(parsed)

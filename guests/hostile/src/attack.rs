@@ -237,6 +237,30 @@ pub fn http_flood(name: &str, url: &str, times: usize) -> Result<Response> {
     )
 }
 
+/// Builds 8 KiB header maps through `wasi:http` and keeps them all, until
+/// the host refuses one; reports how many it kept in `status.hoard`.
+pub fn http_hoard(name: &str) -> Result<Response> {
+    #[cfg(target_arch = "wasm32")]
+    let outcome = {
+        use wasip2::http::types::Fields;
+        let value = vec![b'x'; 8 << 10];
+        let mut kept = Vec::new();
+        let mut error = String::from("none refused");
+        for _ in 0..100_000 {
+            let fields = Fields::new();
+            if let Err(e) = fields.append("x-hoard", &value) {
+                error = format!("{e:?}");
+                break;
+            }
+            kept.push(fields);
+        }
+        format!("{} kept; {error}", kept.len())
+    };
+    #[cfg(not(target_arch = "wasm32"))]
+    let outcome = String::from("0 kept; not wasm");
+    none_with_status(name, json!({"hoard": outcome}))
+}
+
 /// Reports how many environment variables and arguments the guest sees in
 /// `status.envVars` and `status.args`.
 pub fn env(name: &str) -> Result<Response> {

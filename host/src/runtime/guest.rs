@@ -207,7 +207,12 @@ impl Guest {
         limits: &Limits,
         imports: Imports,
     ) -> Result<Description> {
-        let mut store = new_store(runtime, &identity.name, limits, imports);
+        // `describe` runs at every load: it may not call out.
+        let denied = Limits {
+            outbound: Arc::default(),
+            ..limits.clone()
+        };
+        let mut store = new_store(runtime, &identity.name, &denied, imports);
         let started = Instant::now();
         let result = invoke::<DescribeParams<'_>, DescribeResults>(
             pre,

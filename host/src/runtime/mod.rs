@@ -15,8 +15,10 @@
 //! epochs do not reach; it is called asynchronously, on the blocking thread
 //! that runs the call, under a Tokio timeout at the same deadline, which
 //! drops the call (and any request in flight) when it passes. A waiting
-//! guest thus holds one blocking thread for at most its deadline, and no
-//! guest holds more threads than its `concurrency`.
+//! guest thus holds its call's blocking thread for at most its deadline,
+//! and no guest holds more call threads than its `concurrency` (name
+//! lookups, which cannot be cancelled, are bounded host-wide by
+//! [`http`]).
 
 mod abi;
 pub mod cache;

@@ -30,6 +30,14 @@ const OUTPUT_CAPACITY: usize = 64 << 10;
 const MAX_LOG_LINES: usize = 200;
 const MAX_LOG_LINE: usize = 4 << 10;
 
+/// Most WASI and wasi:http resources (streams, pollables, requests, header
+/// maps) one call may hold at once; a reconcile needs a few dozen.
+const MAX_RESOURCES: usize = 1024;
+
+/// Largest header map (`fields`) a guest may build, as wasmtime-wasi-http
+/// counts it (wire size plus its in-memory overhead).
+const MAX_FIELDS_BYTES: usize = 16 << 10;
+
 /// Store data of one guest call.
 pub(crate) struct GuestState {
     /// Built on the guest's first WASI call: a guest that imports nothing
@@ -70,10 +78,17 @@ impl Wasi {
             .allow_udp(false)
             .allow_ip_name_lookup(false)
             .socket_addr_check(|_, _| Box::pin(async { false }));
+        // Host-side state a guest creates through WASI and wasi:http lives
+        // outside its linear memory, so the memory cap does not see it:
+        // bound the number of resources and the size of each header map.
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(MAX_RESOURCES);
+        let mut http = WasiHttpCtx::new();
+        http.set_field_size_limit(MAX_FIELDS_BYTES);
         Self {
             ctx: builder.build(),
-            table: ResourceTable::new(),
-            http: WasiHttpCtx::new(),
+            table,
+            http,
             stdout,
             stderr,
         }

@@ -6,7 +6,8 @@
 //! hands it to [`Outbound::send_request`], the only way out. There, before
 //! any connection:
 //! - scheme, host and port must match an entry ([`allow`]);
-//! - the name is resolved once, every address is checked against the
+//! - the name is resolved once (fully qualified, at most [`MAX_LOOKUPS`]
+//!   lookups at a time in the host), every address is checked against the
 //!   entry ([`allow::Entry::admits`]), and the connection goes to an address
 //!   that passed, so a name cannot be rebound between check and connect;
 //! - the request, its connection and its response body share the call's
@@ -106,7 +107,26 @@ impl Outbound {
     }
 }
 
+/// What the host buffers of a request body the guest writes: one chunk
+/// of at most 64 KiB. wasmtime-wasi-http's defaults (1 MiB chunks) let a
+/// guest park megabytes in host memory per body it never sends.
+const BODY_CHUNK_BYTES: usize = 64 << 10;
+
+/// Name lookups that may run at once in the whole host. `getaddrinfo`
+/// blocks a thread and cannot be cancelled, so a lookup outlives the call
+/// that gave up on it; the bound keeps slow DNS from filling the blocking
+/// pool every reconcile needs.
+const MAX_LOOKUPS: usize = 8;
+
 impl WasiHttpHooks for Outbound {
+    fn p2_outgoing_body_buffer_chunks(&mut self) -> usize {
+        1
+    }
+
+    fn p2_outgoing_body_chunk_size(&mut self) -> usize {
+        BODY_CHUNK_BYTES
+    }
+
     fn send_request(
         &mut self,
         request: http::Request<WasiBody>,
@@ -275,13 +295,7 @@ async fn send(
 > {
     let addresses: Vec<SocketAddr> = match &target.host {
         TargetHost::Ip(ip) => vec![SocketAddr::new(*ip, target.port)],
-        TargetHost::Name(name) => tokio::net::lookup_host((name.as_str(), target.port))
-            .await
-            .map_err(|e| Error::DnsError {
-                rcode: Some(e.to_string()),
-                info_code: None,
-            })?
-            .collect(),
+        TargetHost::Name(name) => resolve(name, target.port).await?,
     };
     let (admitted, denied): (Vec<_>, Vec<_>) =
         addresses.into_iter().partition(|a| entry.admits(a.ip()));
@@ -360,6 +374,38 @@ async fn send(
             .unwrap_or_else(|e| Err(Error::InternalError(Some(e.to_string()))))
     };
     Ok((response, Box::new(io)))
+}
+
+/// Resolves `name` once, holding one of [`MAX_LOOKUPS`] permits for as long
+/// as the blocking lookup runs, even past a call that stopped waiting. A
+/// name with a dot is looked up as written (fully qualified), not through
+/// the resolver's search list, which in a pod would try
+/// `<name>.<namespace>.svc.cluster.local` first.
+async fn resolve(name: &str, port: u16) -> Result<Vec<SocketAddr>, Error> {
+    static LOOKUPS: OnceLock<Arc<tokio::sync::Semaphore>> = OnceLock::new();
+    let lookups = LOOKUPS
+        .get_or_init(|| Arc::new(tokio::sync::Semaphore::new(MAX_LOOKUPS)))
+        .clone();
+    let permit = lookups
+        .acquire_owned()
+        .await
+        .map_err(|_| Error::DnsTimeout)?;
+    let query = if name.contains('.') {
+        format!("{name}.")
+    } else {
+        name.to_owned()
+    };
+    let found = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        std::net::ToSocketAddrs::to_socket_addrs(&(query.as_str(), port))
+            .map(Iterator::collect::<Vec<_>>)
+    })
+    .await
+    .map_err(|e| Error::InternalError(Some(e.to_string())))?;
+    found.map_err(|e| Error::DnsError {
+        rcode: Some(e.to_string()),
+        info_code: None,
+    })
 }
 
 /// A stream a request can be written to: TCP, or TLS over TCP.
