@@ -360,6 +360,13 @@ impl Fleet {
             if after.len() == before.len() {
                 return Ok(());
             }
+            if after.len() < before.len() {
+                bail!(
+                    "the audit log lost writes ({} before, {} now): was it rotated?",
+                    before.len(),
+                    after.len()
+                );
+            }
             if Instant::now() > deadline {
                 let new: Vec<_> = after[before.len()..].iter().take(10).collect();
                 bail!(

@@ -483,6 +483,10 @@ async fn boot(plane: &mut Plane, binaries: &Binaries) -> Result<(Layout, Pki, ku
             layout.arg("audit-policy-file", "audit-policy.yaml"),
             layout.arg("audit-log-path", "audit.log"),
             "--audit-log-format=json".to_owned(),
+            // The log is read whole by the tests' oracles; the default
+            // rotates it at 100 MB, which a long suite reaches, and the
+            // oracle would then see a nearly empty file.
+            "--audit-log-maxsize=1000000".to_owned(),
             "--audit-log-mode=blocking".to_owned(),
             "--profiling=false".to_owned(),
         ],
