@@ -345,6 +345,28 @@ fn outbound_hosts<S: AsRef<str>>(
     ))
 }
 
+/// The `<name>=<value>` pairs of `flag`, each naming one of the `--guest`s.
+fn for_guests<'a>(
+    args: &RunArgs,
+    flag: &str,
+    values: &'a [String],
+) -> anyhow::Result<Vec<(&'a str, &'a str)>> {
+    values
+        .iter()
+        .map(|v| {
+            let (name, value) = name_and_value(flag, v)?;
+            if !args
+                .guests
+                .iter()
+                .any(|g| g.split_once('=').map(|(n, _)| n) == Some(name))
+            {
+                bail!("{flag} {name}=…: no --guest is named {name:?}");
+            }
+            Ok((name, value))
+        })
+        .collect()
+}
+
 /// The `--guest` files, checked and read before anything talks to the
 /// cluster.
 fn file_guests(args: &RunArgs) -> anyhow::Result<Vec<GuestSpec>> {
@@ -355,27 +377,11 @@ fn file_guests(args: &RunArgs) -> anyhow::Result<Vec<GuestSpec>> {
         ..ControllerSettings::default()
     };
     let mut settings = std::collections::HashMap::new();
-    for s in &args.settings {
-        let (name, path) = name_and_value("--settings", s)?;
-        if !args
-            .guests
-            .iter()
-            .any(|g| g.split_once('=').map(|(n, _)| n) == Some(name))
-        {
-            bail!("--settings {name}=…: no --guest is named {name:?}");
-        }
+    for (name, path) in for_guests(args, "--settings", &args.settings)? {
         settings.insert(name.to_owned(), read_settings(std::path::Path::new(path))?);
     }
     let mut outbound: std::collections::HashMap<&str, Vec<&str>> = Default::default();
-    for a in &args.allow_outbound {
-        let (name, url) = name_and_value("--allow-outbound", a)?;
-        if !args
-            .guests
-            .iter()
-            .any(|g| g.split_once('=').map(|(n, _)| n) == Some(name))
-        {
-            bail!("--allow-outbound {name}=…: no --guest is named {name:?}");
-        }
+    for (name, url) in for_guests(args, "--allow-outbound", &args.allow_outbound)? {
         outbound.entry(name).or_default().push(url);
     }
     let mut specs = Vec::new();

@@ -107,10 +107,10 @@ fn without_address_space_for_the_pool_instances_are_allocated_on_demand() {
     );
 }
 
-#[test]
-fn the_cache_operator_component_imports_nothing_but_the_log() {
+/// The sorted import names of the built guest `stem`.
+fn imports_of(stem: &str) -> Vec<String> {
     let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
-    let bytes = std::fs::read(support::guest_module("cache-operator").unwrap()).unwrap();
+    let bytes = std::fs::read(support::guest_module(stem).unwrap()).unwrap();
     let component = wasmtime::component::Component::new(runtime.engine(), &bytes).unwrap();
     let mut imports: Vec<String> = component
         .component_type()
@@ -118,6 +118,12 @@ fn the_cache_operator_component_imports_nothing_but_the_log() {
         .map(|(name, _)| name.to_owned())
         .collect();
     imports.sort();
+    imports
+}
+
+#[test]
+fn the_cache_operator_component_imports_nothing_but_the_log() {
+    let imports = imports_of("cache-operator");
     // Plus the shared `types` interface, which has no functions.
     assert_eq!(
         imports,
@@ -128,15 +134,10 @@ fn the_cache_operator_component_imports_nothing_but_the_log() {
 
 #[test]
 fn the_registry_build_adds_outbound_http_and_nothing_else() {
-    let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
-    let bytes = std::fs::read(support::guest_module("cache-operator-registry").unwrap()).unwrap();
-    let component = wasmtime::component::Component::new(runtime.engine(), &bytes).unwrap();
-    let mut imports: Vec<String> = component
-        .component_type()
-        .imports(runtime.engine())
-        .map(|(name, _)| name.split('@').next().unwrap_or(name).to_owned())
+    let imports: Vec<String> = imports_of("cache-operator-registry")
+        .iter()
+        .map(|name| name.split('@').next().unwrap_or(name).to_owned())
         .collect();
-    imports.sort();
     // `wasi:http` and the streams its bodies are: no clock, filesystem,
     // environment or sockets, and HTTP only as far as allowedOutboundHosts
     // grants.

@@ -52,6 +52,27 @@ impl<'a> Registry<'a> {
         })
     }
 
+    /// Sets the `Registered` condition at the Cache's generation; whether
+    /// it changed.
+    fn set(
+        &self,
+        status: &mut CacheStatus,
+        state: ConditionStatus,
+        reason: &str,
+        message: &str,
+        now: &Time,
+    ) -> bool {
+        set_condition(
+            &mut status.conditions,
+            REGISTERED,
+            state,
+            reason,
+            message,
+            self.cache.metadata.generation,
+            now,
+        )
+    }
+
     /// Where clients reach the Cache: its Service.
     fn address(&self) -> String {
         let namespace = self
@@ -86,16 +107,7 @@ impl<'a> Registry<'a> {
         .to_string();
         match http::send(Method::Put, &self.url, Some(body.as_bytes())) {
             Ok(r) if r.is_success() => {
-                let generation = self.cache.metadata.generation;
-                set_condition(
-                    &mut status.conditions,
-                    REGISTERED,
-                    ConditionStatus::True,
-                    "Registered",
-                    &message,
-                    generation,
-                    now,
-                );
+                self.set(status, ConditionStatus::True, "Registered", &message, now);
                 (
                     Some(Event::normal(
                         "Registered",
@@ -116,13 +128,11 @@ impl<'a> Registry<'a> {
         now: &Time,
     ) -> (Option<Event>, Option<u32>) {
         let message = format!("registering at {} failed: {error}", self.url);
-        let changed = set_condition(
-            &mut status.conditions,
-            REGISTERED,
+        let changed = self.set(
+            status,
             ConditionStatus::False,
             REGISTRY_UNAVAILABLE,
             &message,
-            self.cache.metadata.generation,
             now,
         );
         let event = changed.then(|| Event::warning(REGISTRY_UNAVAILABLE, message));
@@ -141,13 +151,11 @@ impl<'a> Registry<'a> {
         }
         let error = match http::send(Method::Delete, &self.url, None) {
             Ok(r) if r.is_success() || r.status == 404 => {
-                set_condition(
-                    &mut status.conditions,
-                    REGISTERED,
+                self.set(
+                    &mut status,
                     ConditionStatus::False,
                     "Deregistered",
                     &format!("removed from {}", self.url),
-                    self.cache.metadata.generation,
                     now,
                 );
                 return Deregistration::Removed(status);
@@ -159,13 +167,11 @@ impl<'a> Registry<'a> {
             "deleting {} failed: {error}; the Cache stays until it succeeds",
             self.url
         );
-        let changed = set_condition(
-            &mut status.conditions,
-            REGISTERED,
+        let changed = self.set(
+            &mut status,
             ConditionStatus::True,
             CLEANUP_BLOCKED,
             &message,
-            self.cache.metadata.generation,
             now,
         );
         let event = changed.then(|| Event::warning(CLEANUP_BLOCKED, message));
