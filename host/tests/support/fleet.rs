@@ -11,15 +11,15 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context as _, bail, ensure};
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 use wasmop_testenv::TestEnv;
 
 use super::{
-    HostProcess, at, caches, dyn_api, guest_module, install_yaml, put_guest_list, put_module,
-    successful_writes_by, wait_for, workspace,
+    HostProcess, Write, at, caches, dyn_api, guest_module, install_yaml, put_guest_list,
+    put_module, timed_successful_writes_by, wait_for, workspace,
 };
 
 /// How long a fleet may take to converge.
@@ -265,13 +265,29 @@ impl Fleet {
             .map(ResourceExt::name_any)
             .collect();
         if let Some(first) = list.items.iter().find(|c| !is_ready(c)) {
+            // Whose turn it is: the Deployment's own progress tells a host
+            // that missed an event from a rollout that has not happened.
+            let deployment = Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(
+                self.client.clone(),
+                &self.ns,
+            )
+            .get_opt(&first.name_any())
+            .await?
+            .map(|d| {
+                json!({
+                    "generation": d.metadata.generation,
+                    "resourceVersion": d.metadata.resource_version,
+                    "status": d.status,
+                })
+            });
             bail!(
-                "{} Caches not Ready at their generation, e.g. {:?}; {} is at generation {:?} with status {}",
+                "{} Caches not Ready at their generation, e.g. {:?}; {} is at generation {:?} with status {}; its Deployment: {}",
                 not_ready.len(),
                 &not_ready[..not_ready.len().min(5)],
                 first.name_any(),
                 first.metadata.generation,
-                at(first, "/status").cloned().unwrap_or_default()
+                at(first, "/status").cloned().unwrap_or_default(),
+                deployment.unwrap_or_default()
             );
         }
         let uids: BTreeMap<String, String> = list
@@ -348,76 +364,70 @@ impl Fleet {
     }
 
     /// Once converged the host writes nothing: its successful writes (the
-    /// Lease renewals aside) stay the same for 5 s. Writes still in flight
-    /// when the oracle first held (the last status updates) get 10 s to
-    /// land first.
+    /// Lease renewals aside) pause for 5 s. Writes still in flight when the
+    /// oracle first held (the last status updates) get 10 s to land first.
+    /// Judged by the times the API server received the writes, so a slow
+    /// read of a large audit log cannot stretch or shrink either window.
     pub async fn no_writes_after_convergence(&self) -> anyhow::Result<()> {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let mut before = self.writes()?;
+        const QUIET: Duration = Duration::from_secs(5);
+        const GRACE: Duration = Duration::from_secs(10);
+        let held = Timestamp::now();
+        let grace_ends = held + GRACE;
         loop {
-            tokio::time::sleep(Duration::from_secs(5)).await;
-            let after = self.writes()?;
-            if after.len() == before.len() {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            // Read after taking the time: what the log holds then is at
+            // least every write received before it.
+            let now = Timestamp::now();
+            let writes: Vec<_> = self
+                .timed_writes()?
+                .into_iter()
+                .filter(|(at, _)| *at >= held)
+                .collect();
+            let late: Vec<_> = writes
+                .iter()
+                .filter(|(at, _)| *at > grace_ends)
+                .map(|(_, write)| write)
+                .collect();
+            if !late.is_empty() {
+                bail!(
+                    "the host kept writing after convergence ({} writes after the first {} s), e.g. {:?}",
+                    late.len(),
+                    GRACE.as_secs(),
+                    &late[..late.len().min(10)]
+                );
+            }
+            let last = writes.iter().map(|(at, _)| *at).max().unwrap_or(held);
+            if now.duration_since(last) >= SignedDuration::try_from(QUIET)? {
                 return Ok(());
             }
-            if after.len() < before.len() {
-                bail!(
-                    "the audit log lost writes ({} before, {} now): was it rotated?",
-                    before.len(),
-                    after.len()
-                );
-            }
-            if Instant::now() > deadline {
-                let new: Vec<_> = after[before.len()..].iter().take(10).collect();
-                bail!(
-                    "the host kept writing after convergence ({} writes in 5 s), e.g. {new:?}",
-                    after.len() - before.len()
-                );
-            }
-            before = after;
         }
     }
 
     /// The host's successful writes but its Lease renewals.
-    pub fn writes(&self) -> anyhow::Result<Vec<(String, String, String, String)>> {
-        Ok(successful_writes_by(&self.env, &self.user)?
+    pub fn writes(&self) -> anyhow::Result<Vec<Write>> {
+        Ok(self.timed_writes()?.into_iter().map(|(_, w)| w).collect())
+    }
+
+    /// [`Fleet::writes`], each with the time the API server received it.
+    pub fn timed_writes(&self) -> anyhow::Result<Vec<(Timestamp, Write)>> {
+        Ok(timed_successful_writes_by(&self.env, &self.user)?
             .into_iter()
-            .filter(|(_, resource, _, _)| resource != "leases")
+            .filter(|(_, (_, resource, _, _))| resource != "leases")
             .collect())
     }
 
     /// How long after `from` the host's first write (but a Lease renewal
     /// or an Event) reached the API server.
     pub async fn first_write_after(&self, from: SystemTime) -> anyhow::Result<Duration> {
-        let from_ts = k8s_openapi::jiff::Timestamp::try_from(from)?;
+        let from_ts = Timestamp::try_from(from)?;
         wait_for(Duration::from_secs(120), || async {
             let first = self
-                .env
-                .audit_events()?
+                .timed_writes()?
                 .into_iter()
-                .filter(|e| e["user"]["username"] == self.user.as_str())
-                .filter(|e| {
-                    matches!(
-                        e["verb"].as_str(),
-                        Some("create" | "patch" | "update" | "delete")
-                    )
-                })
-                .filter(|e| {
-                    !matches!(
-                        e["objectRef"]["resource"].as_str(),
-                        Some("leases" | "events")
-                    )
-                })
-                .filter(|e| {
-                    e["responseStatus"]["code"]
-                        .as_u64()
-                        .is_some_and(|c| c < 300)
-                })
-                .filter_map(|e| {
-                    serde_json::from_value::<MicroTime>(e["requestReceivedTimestamp"].clone()).ok()
-                })
-                .map(|t| t.0)
-                .find(|t| *t >= from_ts);
+                .filter(|(_, (_, resource, _, _))| resource != "events")
+                .map(|(at, _)| at)
+                .filter(|at| *at >= from_ts)
+                .min();
             Ok(first.map(|t| Duration::try_from(t.duration_since(from_ts)).unwrap_or_default()))
         })
         .await

@@ -152,6 +152,17 @@ pub async fn create_cache(
     Ok(())
 }
 
+/// Creates a Cache of one `redis:7.2` replica named `name` in `ns`.
+pub async fn create_small_cache(client: &kube::Client, ns: &str, name: &str) -> anyhow::Result<()> {
+    create_cache(
+        client,
+        ns,
+        name,
+        serde_json::json!({"image": "redis:7.2", "replicas": 1}),
+    )
+    .await
+}
+
 /// A running `wasmop` process; killed on drop.
 pub struct HostProcess {
     child: Child,
@@ -159,6 +170,25 @@ pub struct HostProcess {
 }
 
 impl HostProcess {
+    /// Starts a host with an admin identity of its own that follows the
+    /// guest list `list` in `ns`, with a disk cache of compiled modules
+    /// in the env's temp dir.
+    pub async fn follow_list(env: &TestEnv, ns: &str, list: &str) -> anyhow::Result<Self> {
+        let (_, kubeconfig) = admin_identity(env, &format!("wasmop-{ns}")).await?;
+        let cache_dir = env.temp_dir().join(format!("cache-{ns}"));
+        Self::start(
+            env,
+            &kubeconfig,
+            ns,
+            &[
+                "--guests-configmap",
+                &format!("{ns}/{list}"),
+                "--cache-dir",
+                cache_dir.to_str().context("utf-8")?,
+            ],
+        )
+    }
+
     /// Starts `wasmop run <args>` with `kubeconfig`, logging to a file in the
     /// env's temp dir.
     pub fn start(
@@ -468,15 +498,26 @@ pub async fn least_privilege(
     Ok((user, kubeconfig))
 }
 
+/// A write as the audit log names it: `(verb, resource, subresource, name)`.
+pub type Write = (String, String, String, String);
+
 /// The writes `user` made that the API server carried out (2xx), as
 /// `(verb, resource, subresource, name)`: what a refused or failed request
 /// never changed is left out.
-pub fn successful_writes_by(
+pub fn successful_writes_by(env: &TestEnv, user: &str) -> anyhow::Result<Vec<Write>> {
+    Ok(timed_successful_writes_by(env, user)?
+        .into_iter()
+        .map(|(_, write)| write)
+        .collect())
+}
+
+/// [`successful_writes_by`], each with the time the API server received it.
+pub fn timed_successful_writes_by(
     env: &TestEnv,
     user: &str,
-) -> anyhow::Result<Vec<(String, String, String, String)>> {
+) -> anyhow::Result<Vec<(k8s_openapi::jiff::Timestamp, Write)>> {
     Ok(env
-        .audit_events()?
+        .audit_events_of(user)?
         .into_iter()
         .filter(|e| e["user"]["username"] == user)
         .filter(|e| {
@@ -490,14 +531,18 @@ pub fn successful_writes_by(
                 .as_u64()
                 .is_some_and(|c| c < 300)
         })
-        .map(|e| {
+        .filter_map(|e| {
+            let received = e["requestReceivedTimestamp"].as_str()?.parse().ok()?;
             let field = |k: &str| e["objectRef"][k].as_str().unwrap_or_default().to_owned();
-            (
-                e["verb"].as_str().unwrap_or_default().to_owned(),
-                field("resource"),
-                field("subresource"),
-                field("name"),
-            )
+            Some((
+                received,
+                (
+                    e["verb"].as_str().unwrap_or_default().to_owned(),
+                    field("resource"),
+                    field("subresource"),
+                    field("name"),
+                ),
+            ))
         })
         .collect())
 }

@@ -190,13 +190,22 @@ impl TestEnv {
         audit::read_events(&self.audit_log)
     }
 
+    /// The audit events that name `user` (as the authenticated or the
+    /// impersonated user, or anywhere else as a JSON string): a superset of
+    /// `user`'s requests, read much faster than [`TestEnv::audit_events`]
+    /// from a large log. The timing caveat of [`TestEnv::audit_events`]
+    /// applies.
+    pub fn audit_events_of(&self, user: &str) -> Result<Vec<serde_json::Value>> {
+        audit::read_events_naming(&self.audit_log, Some(user))
+    }
+
     /// How many write requests (verbs create, update, patch, delete,
     /// deletecollection) `user` has made, counting refused ones too: a
     /// request the API server denied was still an attempt to write. When a
     /// request impersonated someone, it counts for the impersonated user.
     /// The timing caveat of [`TestEnv::audit_events`] applies.
     pub fn count_writes_by(&self, user: &str) -> Result<usize> {
-        Ok(audit::count_writes_by(&self.audit_events()?, user))
+        Ok(audit::count_writes_by(&self.audit_events_of(user)?, user))
     }
 
     /// The API server's URL, `https://127.0.0.1:<port>`.

@@ -157,7 +157,10 @@ fn run_with(args: Arguments, tests: Vec<Test>) -> ExitCode {
                     match handle.block_on(async { tokio::time::timeout(test.timeout, body).await })
                     {
                         Ok(Ok(())) => Ok(Completion::Completed),
-                        Ok(Err(err)) => Err(Failed::from(format!("{err:?}"))),
+                        // The chain on one line, innermost cause last, and no
+                        // backtrace (RUST_BACKTRACE=1 would bury the cause
+                        // under hundreds of frames).
+                        Ok(Err(err)) => Err(Failed::from(format!("{err:#}"))),
                         Err(_) => Err(Failed::from(format!("timed out after {:?}", test.timeout))),
                     }
                 }
