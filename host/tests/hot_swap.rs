@@ -51,19 +51,7 @@ async fn setup(env: &TestEnv, prefix: &str) -> anyhow::Result<(Client, String, H
         &format!("guests:\n{}", cache_entry(&ns, "")),
     )
     .await?;
-    let (_, kubeconfig) = support::admin_identity(env, &format!("wasmop-{ns}")).await?;
-    let cache_dir = env.temp_dir().join(format!("cache-{ns}"));
-    let mut host = HostProcess::start(
-        env,
-        &kubeconfig,
-        &ns,
-        &[
-            "--guests-configmap",
-            &format!("{ns}/{LIST}"),
-            "--cache-dir",
-            cache_dir.to_str().context("utf-8")?,
-        ],
-    )?;
+    let mut host = HostProcess::follow_list(env, &ns, LIST).await?;
     host.wait_for_log("started guest", LONG).await?;
     Ok((client, ns, host))
 }

@@ -85,30 +85,8 @@ async fn setup(
     install_yaml(&client, &workspace().join("deploy/crds/cache.yaml")).await?;
     let ns = env.create_namespace(prefix).await?;
     put_guest_list(&client, &ns, LIST, &guests_yaml(&ns)).await?;
-    let (_, kubeconfig) = support::admin_identity(env, &format!("wasmop-{ns}")).await?;
-    let cache_dir = env.temp_dir().join(format!("cache-{ns}"));
-    let host = HostProcess::start(
-        env,
-        &kubeconfig,
-        &ns,
-        &[
-            "--guests-configmap",
-            &format!("{ns}/{LIST}"),
-            "--cache-dir",
-            cache_dir.to_str().context("utf-8")?,
-        ],
-    )?;
+    let host = HostProcess::follow_list(env, &ns, LIST).await?;
     Ok((client, ns, host))
-}
-
-async fn create_cache(client: &Client, ns: &str, name: &str) -> anyhow::Result<()> {
-    support::create_cache(
-        client,
-        ns,
-        name,
-        json!({"image": "redis:7.2", "replicas": 1}),
-    )
-    .await
 }
 
 /// The `apps.example.com/version` label cache-operator v2 puts on its
@@ -153,7 +131,7 @@ async fn a_tag_pushed_again_swaps_the_guest_within_the_poll_interval_without_a_r
     host.wait_for_log("started guest", LONG).await?;
     let pid = host.pid();
     for i in 0..3 {
-        create_cache(&client, &ns, &format!("c{i}")).await?;
+        support::create_small_cache(&client, &ns, &format!("c{i}")).await?;
     }
     for i in 0..3 {
         wait_ready(&client, &ns, &format!("c{i}")).await?;
@@ -196,7 +174,7 @@ async fn a_pinned_digest_ignores_the_tag_and_a_wrong_digest_or_artifact_keeps_th
     let pinned = format!("{repository}@{v1}");
     let (client, ns, mut host) = setup(&env, "oci-pin", |ns| entry(&pinned, "", ns)).await?;
     host.wait_for_log("started guest", LONG).await?;
-    create_cache(&client, &ns, "a").await?;
+    support::create_small_cache(&client, &ns, "a").await?;
     wait_ready(&client, &ns, "a").await?;
 
     push(&guest_module("cache-operator-v2")?, &tag, None)?;
@@ -205,7 +183,7 @@ async fn a_pinned_digest_ignores_the_tag_and_a_wrong_digest_or_artifact_keeps_th
         count_reason(&client, &ns, "GuestSwapped").await? == 0,
         "a pinned digest followed the tag"
     );
-    create_cache(&client, &ns, "b").await?;
+    support::create_small_cache(&client, &ns, "b").await?;
     wait_ready(&client, &ns, "b").await?;
     ensure!(flavor_of(&client, &ns, "b").await? == "v1");
 
@@ -220,7 +198,15 @@ async fn a_pinned_digest_ignores_the_tag_and_a_wrong_digest_or_artifact_keeps_th
     .await?;
     let note = wait_for_event(&client, &ns, LIST, "DigestMismatch", LONG).await?;
     ensure!(note.contains(&wrong), "{note}");
-    create_cache(&client, &ns, "c").await?;
+    // The failed entry is tried again at every poll, from the module it
+    // pulled: each blob is fetched once.
+    tokio::time::sleep(POLL * 3).await;
+    for module in ["cache-operator", "cache-operator-v2"] {
+        let layer = support::sha256_hex(&std::fs::read(guest_module(module)?)?);
+        let gets = registry.gets(&format!("/v2/ops/cache-operator/blobs/sha256:{layer}"))?;
+        ensure!(gets == 1, "the layer of {module} was fetched {gets} times");
+    }
+    support::create_small_cache(&client, &ns, "c").await?;
     wait_ready(&client, &ns, "c").await?;
     ensure!(
         flavor_of(&client, &ns, "c").await? == "v1",
@@ -264,9 +250,37 @@ async fn a_pinned_digest_ignores_the_tag_and_a_wrong_digest_or_artifact_keeps_th
     })
     .await
     .context("an image was not refused as a module")?;
-    create_cache(&client, &ns, "d").await?;
+    support::create_small_cache(&client, &ns, "d").await?;
     wait_ready(&client, &ns, "d").await?;
     ensure!(flavor_of(&client, &ns, "d").await? == "v1");
+
+    // A plain-HTTP registry without `insecure: true`: the host speaks only
+    // TLS to it, and so does `wasmop push` without `--insecure`.
+    let secure_only = entry(&tag, "", &ns).replace("    insecure: true\n", "");
+    ensure!(!secure_only.contains("insecure"), "{secure_only}");
+    put_guest_list(&client, &ns, LIST, &secure_only).await?;
+    wait_for(LONG, || async {
+        let events = events_about(&client, &ns, LIST).await?;
+        Ok(events
+            .iter()
+            .any(|(_, r, note)| r == "ModuleFetchFailed" && note.contains(&tag))
+            .then_some(()))
+    })
+    .await
+    .context("a plain-HTTP registry was used without insecure: true")?;
+    support::create_small_cache(&client, &ns, "e").await?;
+    wait_ready(&client, &ns, "e").await?;
+    ensure!(flavor_of(&client, &ns, "e").await? == "v1");
+    let out = Command::new(env!("CARGO_BIN_EXE_wasmop"))
+        .arg("push")
+        .arg(guest_module("cache-operator")?)
+        .arg(format!("{repository}:secure-only"))
+        .stdin(Stdio::null())
+        .output()?;
+    ensure!(
+        !out.status.success(),
+        "wasmop push reached a plain-HTTP registry without --insecure"
+    );
     ensure!(host.is_running());
     Ok(())
 }
@@ -284,7 +298,7 @@ async fn a_stopped_registry_keeps_the_running_version_and_is_followed_again_when
     registry.stop();
     let note = wait_for_event(&client, &ns, LIST, "ModuleFetchFailed", LONG).await?;
     ensure!(note.contains("running version is kept"), "{note}");
-    create_cache(&client, &ns, "during").await?;
+    support::create_small_cache(&client, &ns, "during").await?;
     wait_ready(&client, &ns, "during").await?;
     ensure!(flavor_of(&client, &ns, "during").await? == "v1");
     tokio::time::sleep(POLL * 3).await;
@@ -351,7 +365,7 @@ async fn a_registry_behind_basic_auth_is_pulled_with_the_pull_secret(
     )
     .await?;
     host.wait_for_log("started guest", LONG).await?;
-    create_cache(&client, &ns, "a").await?;
+    support::create_small_cache(&client, &ns, "a").await?;
     wait_ready(&client, &ns, "a").await?;
 
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
@@ -398,7 +412,7 @@ async fn a_fifteen_megabyte_module_loads_from_oci(env: Arc<TestEnv>) -> anyhow::
     push(&file, &reference, None)?;
     let (client, ns, mut host) = setup(&env, "oci-large", |ns| entry(&reference, "", ns)).await?;
     host.wait_for_log("started guest", LONG).await?;
-    create_cache(&client, &ns, "a").await?;
+    support::create_small_cache(&client, &ns, "a").await?;
     wait_ready(&client, &ns, "a").await?;
     let note = wait_for_event(&client, &ns, LIST, "GuestStarted", LONG).await?;
     ensure!(note.contains(&support::sha256_hex(&module)[..12]), "{note}");

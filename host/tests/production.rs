@@ -35,16 +35,6 @@ const LEASE: &[&str] = &[
 ];
 const LEASE_DURATION: Duration = Duration::from_secs(6);
 
-async fn create_cache(client: &Client, ns: &str, name: &str) -> anyhow::Result<()> {
-    support::create_cache(
-        client,
-        ns,
-        name,
-        json!({"image": "redis:7.2", "replicas": 1}),
-    )
-    .await
-}
-
 /// A namespace with the CRD, the cache-operator in a module ConfigMap and a
 /// guest list naming it.
 async fn list_namespace(env: &TestEnv, prefix: &str) -> anyhow::Result<(Client, String)> {
@@ -152,7 +142,7 @@ async fn three_hosts_elect_one_writer_and_hand_over_without_two_writers(
     }
     let leader = the_leader(&mut hosts, &[0, 0, 0]).await?;
     for name in ["c1", "c2", "c3"] {
-        create_cache(&client, &ns, name).await?;
+        support::create_small_cache(&client, &ns, name).await?;
     }
     for name in ["c1", "c2", "c3"] {
         support::wait_ready(&client, &ns, name).await?;
@@ -203,7 +193,7 @@ async fn three_hosts_elect_one_writer_and_hand_over_without_two_writers(
     hosts[leader].stop();
     let killed = Instant::now();
     for name in ["k1", "k2", "k3"] {
-        create_cache(&client, &ns, name).await?;
+        support::create_small_cache(&client, &ns, name).await?;
     }
     let second = the_leader(&mut hosts, &became).await?;
     ensure!(second != leader, "the killed host came back as leader");
@@ -254,7 +244,7 @@ async fn three_hosts_elect_one_writer_and_hand_over_without_two_writers(
         handover <= Duration::from_secs(3),
         "handover after SIGTERM took {handover:?}"
     );
-    create_cache(&client, &ns, "t1").await?;
+    support::create_small_cache(&client, &ns, "t1").await?;
     support::wait_ready(&client, &ns, "t1").await?;
 
     // At no moment did two identities write: each one's writes are one
@@ -303,7 +293,7 @@ async fn metrics_follow_reconciles_failures_and_swaps_under_controller_runtimes_
     let mut host = HostProcess::start(&env, &kubeconfig, &ns, &args)?;
     let metrics = host.endpoint("metrics").await?;
     host.wait_for_log("became the leader", LONG).await?;
-    create_cache(&client, &ns, "m").await?;
+    support::create_small_cache(&client, &ns, "m").await?;
     support::wait_ready(&client, &ns, "m").await?;
     let hostile = serde_json::from_value(
         json!({"apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
@@ -323,7 +313,7 @@ async fn metrics_follow_reconciles_failures_and_swaps_under_controller_runtimes_
     let v2_digest = wasmop_host::runtime::cache::digest(&v2);
     put_module(&client, &ns, "cache-module", "module.wasm", &v2).await?;
     host.wait_for_log("swapped guest module", LONG).await?;
-    create_cache(&client, &ns, "m2").await?;
+    support::create_small_cache(&client, &ns, "m2").await?;
     support::wait_ready(&client, &ns, "m2").await?;
     let after = scrape().await?;
 
@@ -653,7 +643,7 @@ async fn json_logs_carry_the_reconcile_span(env: Arc<TestEnv>) -> anyhow::Result
             "json",
         ],
     )?;
-    create_cache(&client, &ns, "j").await?;
+    support::create_small_cache(&client, &ns, "j").await?;
     support::wait_ready(&client, &ns, "j").await?;
     host.wait_for_log("reconciled", LONG).await?;
     let log = host.log();

@@ -83,13 +83,19 @@ impl Error {
 
 /// Where the guest list's modules are read from: the watched ConfigMaps of
 /// the list's namespace, files, URLs and registries; and, per guest, the
-/// manifest digest its OCI reference last resolved to.
+/// manifest digest its OCI reference last resolved to and the module that
+/// manifest gave.
 pub struct Sources {
     configmaps: Store<ConfigMap>,
     namespace: String,
     client: kube::Client,
     /// Per guest: the OCI entry and the manifest digest it resolved to.
     resolved: HashMap<String, (OciEntry, String)>,
+    /// Per guest: the manifest digest last pulled and its verified module,
+    /// so an entry edited in other fields, or fetched again after a
+    /// failure of its own (a wrong `sha256`), pulls no blob again. A
+    /// manifest digest names its layer's digest, which the pull checked.
+    pulled: HashMap<String, (String, ModuleBytes)>,
 }
 
 impl Sources {
@@ -101,6 +107,7 @@ impl Sources {
             namespace: namespace.to_owned(),
             client,
             resolved: HashMap::new(),
+            pulled: HashMap::new(),
         }
     }
 
@@ -157,6 +164,8 @@ impl Sources {
     /// Forgets what guests no longer listed resolved to.
     pub fn retain(&mut self, listed: &[&str]) {
         self.resolved
+            .retain(|name, _| listed.contains(&name.as_str()));
+        self.pulled
             .retain(|name, _| listed.contains(&name.as_str()));
     }
 
@@ -260,7 +269,15 @@ impl Sources {
                         digest
                     }
                 };
-                let module = registry.pull(&reference, &digest).await?;
+                let module = match self.pulled.get(&entry.name) {
+                    Some((pulled, module)) if *pulled == digest => module.clone(),
+                    _ => {
+                        let module = registry.pull(&reference, &digest).await?;
+                        self.pulled
+                            .insert(entry.name.clone(), (digest, module.clone()));
+                        module
+                    }
+                };
                 verify(entry.sha256.as_deref(), &module)?;
                 return Ok(module);
             }

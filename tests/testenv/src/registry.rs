@@ -87,7 +87,7 @@ impl Registry {
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let address = format!("127.0.0.1:{port}");
         let mut config = format!(
-            "version: 0.1\nlog:\n  level: warn\n  accesslog:\n    disabled: true\n\
+            "version: 0.1\nlog:\n  level: warn\n  accesslog:\n    disabled: false\n\
              storage:\n  inmemory: {{}}\n  delete:\n    enabled: true\n\
              http:\n  addr: {address}\n"
         );
@@ -123,6 +123,16 @@ impl Registry {
     /// `127.0.0.1:<port>`: the registry part of a reference.
     pub fn address(&self) -> &str {
         &self.address
+    }
+
+    /// How many `GET` requests for `path` (e.g.
+    /// `/v2/ops/cache-operator/blobs/sha256:…`) its access log shows since
+    /// it started, a restart included.
+    pub fn gets(&self, path: &str) -> Result<usize> {
+        let needle = format!("\"GET {path} HTTP/");
+        let log = fs::read_to_string(&self.component.log)
+            .with_context(|| format!("reading {}", self.component.log.display()))?;
+        Ok(log.lines().filter(|line| line.contains(&needle)).count())
     }
 
     /// The credentials it demands, if any.
