@@ -247,21 +247,40 @@ async fn a_registry_that_is_down_blocks_registration_and_deletion_until_it_retur
     let (client, ns, host) = registry_host(&env, "regdown", &recorder).await?;
     let api = caches(&client, &ns);
 
-    // Down while the Cache becomes Ready: Registered=False, retried.
+    // Down while the Caches become Ready: Registered=False, retried.
     recorder.stop().await;
-    support::create_cache(&client, &ns, "late", json!({"image": "redis:7.2"})).await?;
+    for name in ["late", "tried"] {
+        support::create_cache(&client, &ns, name, json!({"image": "redis:7.2"})).await?;
+    }
+    for name in ["late", "tried"] {
+        wait_for(LONG, || async {
+            let cache = api.get(name).await?;
+            match registered(&cache) {
+                Some((s, r, _)) if s == "False" && r == "RegistryUnavailable" => Ok(Some(())),
+                other => bail!("Registered is {other:?}"),
+            }
+        })
+        .await
+        .with_context(|| host.log())?;
+    }
+    // A Cache whose registration was only tried may be in the registry
+    // (a PUT that failed late can have landed): deleting it waits for a
+    // DELETE too.
+    api.delete("tried", &DeleteParams::default()).await?;
     wait_for(LONG, || async {
-        let cache = api.get("late").await?;
+        let cache = api.get("tried").await?;
         match registered(&cache) {
-            Some((s, r, _)) if s == "False" && r == "RegistryUnavailable" => Ok(Some(())),
+            Some((_, r, _)) if r == "CleanupBlocked" => Ok(Some(())),
             other => bail!("Registered is {other:?}"),
         }
     })
-    .await
-    .with_context(|| host.log())?;
+    .await?;
     recorder.start_again().await?;
     wait_registered(&client, &ns, "late").await?;
+    wait_gone(&client, &ns, "tried").await?;
     ensure!(recorder.count(&format!("PUT /caches/{ns}/late")) == 1);
+    ensure!(recorder.count(&format!("DELETE /caches/{ns}/tried")) == 1);
+    ensure!(recorder.count(&format!("PUT /caches/{ns}/tried")) == 0);
 
     // Down during deletion: the Cache stays Terminating with CleanupBlocked.
     recorder.stop().await;

@@ -14,7 +14,7 @@ use crate::api::{Cache, CacheSettings};
 use crate::children::Children;
 use crate::flavor::Flavor;
 use crate::observed::ObservedDeployment;
-use crate::registry::{Deregistration, Registry};
+use crate::registry::{DEREGISTERED, Deregistration, Registry};
 
 /// The finalizer the operator declares; the host adds it to every Cache.
 pub const FINALIZER: &str = "apps.example.com/cache-cleanup";
@@ -46,7 +46,7 @@ pub fn reconcile_deletion(
         Deregistration::NotRegistered => Ok(answer),
         Deregistration::Removed(status) => answer
             .event(Event::normal(
-                "Deregistered",
+                DEREGISTERED,
                 format!("removed Cache {} from its registry", cache.name()),
             ))
             .status(&status),

@@ -29,6 +29,8 @@ pub const REGISTERED: &str = "Registered";
 pub const REGISTRY_UNAVAILABLE: &str = "RegistryUnavailable";
 /// Reason of `Registered=True` while deleting fails: the finalizer waits.
 pub const CLEANUP_BLOCKED: &str = "CleanupBlocked";
+/// Reason of `Registered=False` once the Cache is out of the registry.
+pub const DEREGISTERED: &str = "Deregistered";
 
 /// Shortest and longest wait before trying the registry again.
 const MIN_RETRY_SECONDS: u32 = 2;
@@ -139,14 +141,16 @@ impl<'a> Registry<'a> {
         (event, Some(retry_after(status, now)))
     }
 
-    /// Removes a registered Cache from the registry.
+    /// Removes the Cache from the registry if it may be there: once a
+    /// registration was tried, a failed one included (a `PUT` that timed
+    /// out may have landed, and a Cache whose address changed is still
+    /// registered under the old one), until a `DELETE` succeeded. A 404
+    /// counts as removed.
     pub fn deregister(&self, previous: Option<&CacheStatus>, now: &Time) -> Deregistration {
         let Some(mut status) = previous.cloned() else {
             return Deregistration::NotRegistered;
         };
-        if find_condition(&status.conditions, REGISTERED)
-            .is_none_or(|c| c.status != ConditionStatus::True.as_str())
-        {
+        if find_condition(&status.conditions, REGISTERED).is_none_or(|c| c.reason == DEREGISTERED) {
             return Deregistration::NotRegistered;
         }
         let error = match http::send(Method::Delete, &self.url, None) {
@@ -154,7 +158,7 @@ impl<'a> Registry<'a> {
                 self.set(
                     &mut status,
                     ConditionStatus::False,
-                    "Deregistered",
+                    DEREGISTERED,
                     &format!("removed from {}", self.url),
                     now,
                 );
@@ -258,7 +262,7 @@ mod tests {
     }
 
     #[test]
-    fn deletion_waits_for_the_registry_only_when_registered() {
+    fn deletion_waits_for_the_registry_once_a_registration_was_tried() {
         let cache = cache();
         let registry = Registry::of(Some("http://r.example.com"), &cache).unwrap();
         assert_eq!(
@@ -266,6 +270,25 @@ mod tests {
             Deregistration::NotRegistered
         );
         let mut status = CacheStatus::default();
+        assert_eq!(
+            registry.deregister(Some(&status), &at(1)),
+            Deregistration::NotRegistered
+        );
+        set_condition(
+            &mut status.conditions,
+            REGISTERED,
+            ConditionStatus::False,
+            DEREGISTERED,
+            "removed",
+            None,
+            &at(1),
+        );
+        assert_eq!(
+            registry.deregister(Some(&status), &at(1)),
+            Deregistration::NotRegistered
+        );
+        // A failed registration may have landed (or left the old address
+        // registered): natively every request fails, so deletion waits.
         set_condition(
             &mut status.conditions,
             REGISTERED,
@@ -275,10 +298,10 @@ mod tests {
             None,
             &at(1),
         );
-        assert_eq!(
+        assert!(matches!(
             registry.deregister(Some(&status), &at(2)),
-            Deregistration::NotRegistered
-        );
+            Deregistration::Blocked { .. }
+        ));
         set_condition(
             &mut status.conditions,
             REGISTERED,
