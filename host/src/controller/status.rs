@@ -37,13 +37,20 @@ struct LastWrite {
 
 impl LastWrites {
     /// The parent as the host's latest write left it, when the store's
-    /// `parent` is still at a version that write replaced; `None` when the
-    /// store has caught up (or moved past it), which forgets the write.
+    /// `parent` is still at a version that write replaced, or at one older
+    /// than it (a write the host saw fail but that landed, or another
+    /// writer's, delivered late: resourceVersions compare as integers,
+    /// as Kubernetes guarantees since 1.35); `None` when the store has
+    /// caught up (or moved past it), which forgets the write.
     pub fn fresher(&self, parent: &DynamicObject) -> Option<Arc<DynamicObject>> {
         let (uid, version) = (parent.uid()?, parent.resource_version()?);
         let mut writes = self.0.lock().expect("last writes lock");
         let write = writes.get(&uid)?;
-        if write.superseded.contains(&version) {
+        let older = match (version.parse::<u64>(), write.latest.resource_version()) {
+            (Ok(seen), Some(latest)) => latest.parse::<u64>().is_ok_and(|l| seen < l),
+            _ => false,
+        };
+        if older || write.superseded.contains(&version) {
             return Some(write.latest.clone());
         }
         writes.remove(&uid);
@@ -239,6 +246,17 @@ mod tests {
         // Caught up: the store is read again, and the write forgotten.
         assert!(writes.fresher(&at("3", "Progressing")).is_none());
         assert!(writes.fresher(&at("1", "Ready")).is_none());
+    }
+
+    #[test]
+    fn a_store_at_a_version_between_the_hosts_writes_is_still_behind() {
+        let writes = LastWrites::default();
+        // The host's status write at 2 failed as far as it knew, but
+        // landed; its next write, from 1, made 3.
+        writes.remember(&at("1", "Ready"), &at("3", "Progressing"));
+        let fresher = writes.fresher(&at("2", "Pending")).unwrap();
+        assert_eq!(fresher.resource_version().as_deref(), Some("3"));
+        assert!(writes.fresher(&at("3", "Progressing")).is_none());
     }
 
     #[test]
