@@ -11,9 +11,16 @@
 //! long as it has been failing (2 s, 4 s, 8 s … at most 5 min): a backoff
 //! kept in the condition's transition time, so the guest stays stateless.
 //!
-//! On deletion a registered Cache is removed with `DELETE` on the same URL
-//! before the answer is `finalized`; while that fails the Cache stays, with
-//! `Registered=True`, reason `CleanupBlocked` and the registry's error.
+//! A failure that may have stored something (no answer, a timeout, a 5xx)
+//! is `RegistryUnavailable`; one that cannot have (a 4xx, the host refusing
+//! the request) is `RegistrationRefused`, unless the Cache was registered
+//! before under another address.
+//!
+//! On deletion a Cache that may be in the registry (registered, or
+//! `RegistryUnavailable`) is removed with `DELETE` on the same URL before
+//! the answer is `finalized`, a 404 counting as removed; while that fails
+//! the Cache stays, with reason `CleanupBlocked` and the registry's error
+//! (`Registered=True` if it was registered, `Unknown` if it may be).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use wasmop_guest::Event;
@@ -31,6 +38,9 @@ pub const REGISTRY_UNAVAILABLE: &str = "RegistryUnavailable";
 pub const CLEANUP_BLOCKED: &str = "CleanupBlocked";
 /// Reason of `Registered=False` once the Cache is out of the registry.
 pub const DEREGISTERED: &str = "Deregistered";
+/// Reason of `Registered=False` when a registration cannot have been
+/// stored: the registry answered 4xx, or the host refused the request.
+pub const REGISTRATION_REFUSED: &str = "RegistrationRefused";
 
 /// Shortest and longest wait before trying the registry again.
 const MIN_RETRY_SECONDS: u32 = 2;
@@ -118,41 +128,50 @@ impl<'a> Registry<'a> {
                     None,
                 )
             }
-            Ok(r) => self.unavailable(status, &format!("the registry answered {}", r.status), now),
-            Err(e) => self.unavailable(status, &e.to_string(), now),
+            Ok(r) => self.unavailable(
+                status,
+                &format!("the registry answered {}", r.status),
+                r.status < 500,
+                now,
+            ),
+            Err(e) => {
+                let definite = !matches!(e, http::HttpError::Failed(_));
+                self.unavailable(status, &e.to_string(), definite, now)
+            }
         }
     }
 
+    /// Records a failed registration; `definite` when it cannot have been
+    /// stored.
     fn unavailable(
         &self,
         status: &mut CacheStatus,
         error: &str,
+        definite: bool,
         now: &Time,
     ) -> (Option<Event>, Option<u32>) {
         let message = format!("registering at {} failed: {error}", self.url);
-        let changed = self.set(
-            status,
-            ConditionStatus::False,
-            REGISTRY_UNAVAILABLE,
-            &message,
-            now,
-        );
-        let event = changed.then(|| Event::warning(REGISTRY_UNAVAILABLE, message));
+        let reason = if definite && !may_be_registered(status) {
+            REGISTRATION_REFUSED
+        } else {
+            REGISTRY_UNAVAILABLE
+        };
+        let changed = self.set(status, ConditionStatus::False, reason, &message, now);
+        let event = changed.then(|| Event::warning(reason, message));
         (event, Some(retry_after(status, now)))
     }
 
-    /// Removes the Cache from the registry if it may be there: once a
-    /// registration was tried, a failed one included (a `PUT` that timed
-    /// out may have landed, and a Cache whose address changed is still
-    /// registered under the old one), until a `DELETE` succeeded. A 404
-    /// counts as removed.
+    /// Removes the Cache from the registry if it may be there (see
+    /// [`may_be_registered`]). A 404 counts as removed.
     pub fn deregister(&self, previous: Option<&CacheStatus>, now: &Time) -> Deregistration {
         let Some(mut status) = previous.cloned() else {
             return Deregistration::NotRegistered;
         };
-        if find_condition(&status.conditions, REGISTERED).is_none_or(|c| c.reason == DEREGISTERED) {
+        if !may_be_registered(&status) {
             return Deregistration::NotRegistered;
         }
+        let registered = find_condition(&status.conditions, REGISTERED)
+            .is_some_and(|c| c.status == ConditionStatus::True.as_str());
         let error = match http::send(Method::Delete, &self.url, None) {
             Ok(r) if r.is_success() || r.status == 404 => {
                 self.set(
@@ -171,13 +190,12 @@ impl<'a> Registry<'a> {
             "deleting {} failed: {error}; the Cache stays until it succeeds",
             self.url
         );
-        let changed = self.set(
-            &mut status,
-            ConditionStatus::True,
-            CLEANUP_BLOCKED,
-            &message,
-            now,
-        );
+        let state = if registered {
+            ConditionStatus::True
+        } else {
+            ConditionStatus::Unknown
+        };
+        let changed = self.set(&mut status, state, CLEANUP_BLOCKED, &message, now);
         let event = changed.then(|| Event::warning(CLEANUP_BLOCKED, message));
         let retry_after = retry_after(&status, now);
         Deregistration::Blocked {
@@ -186,6 +204,15 @@ impl<'a> Registry<'a> {
             retry_after,
         }
     }
+}
+
+/// Whether the Cache may be in the registry: registered, or a registration
+/// that failed in a way that may have stored it (a `PUT` without an answer
+/// can have landed, and a Cache whose address changed is still registered
+/// under the old one), and no `DELETE` succeeded since.
+fn may_be_registered(status: &CacheStatus) -> bool {
+    find_condition(&status.conditions, REGISTERED)
+        .is_some_and(|c| c.reason != DEREGISTERED && c.reason != REGISTRATION_REFUSED)
 }
 
 /// What [`Registry::deregister`] did.
@@ -237,20 +264,20 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_registration_reports_unavailable_and_backs_off() {
+    fn a_failed_registration_is_refused_or_unavailable_and_backs_off() {
         let cache = cache();
         let registry = Registry::of(Some("http://r.example.com:8089/"), &cache).unwrap();
         assert_eq!(registry.url, "http://r.example.com:8089/caches/team/c1");
         assert_eq!(registry.address(), "c1.team.svc:6380");
         let mut status = CacheStatus::default();
-        // Natively every request fails: the failure path.
+        // Natively no request is sent: a refusal that stored nothing.
         let (event, wait) = registry.register(&mut status, &at(100));
-        assert_eq!(event.unwrap().reason, REGISTRY_UNAVAILABLE);
+        assert_eq!(event.unwrap().reason, REGISTRATION_REFUSED);
         assert_eq!(wait, Some(MIN_RETRY_SECONDS));
         let condition = find_condition(&status.conditions, REGISTERED).unwrap();
         assert_eq!(
             (condition.status.as_str(), condition.reason.as_str()),
-            ("False", REGISTRY_UNAVAILABLE)
+            ("False", REGISTRATION_REFUSED)
         );
         // Still failing 40 s later: no new Event, the wait has grown.
         let (event, wait) = registry.register(&mut status, &at(140));
@@ -259,6 +286,21 @@ mod tests {
         let (_, wait) = registry.register(&mut status, &at(100_000));
         assert_eq!(wait, Some(MAX_RETRY_SECONDS));
         assert!(Registry::of(None, &cache).is_none());
+
+        // Registered under an old address: a refused re-registration leaves
+        // it possibly registered there.
+        let mut moved = CacheStatus::default();
+        set_condition(
+            &mut moved.conditions,
+            REGISTERED,
+            ConditionStatus::True,
+            "Registered",
+            "registered as c1.team.svc:6379",
+            None,
+            &at(1),
+        );
+        let (event, _) = registry.register(&mut moved, &at(2));
+        assert_eq!(event.unwrap().reason, REGISTRY_UNAVAILABLE);
     }
 
     #[test]
@@ -287,8 +329,23 @@ mod tests {
             registry.deregister(Some(&status), &at(1)),
             Deregistration::NotRegistered
         );
+        // A registration the registry refused stored nothing.
+        set_condition(
+            &mut status.conditions,
+            REGISTERED,
+            ConditionStatus::False,
+            REGISTRATION_REFUSED,
+            "x",
+            None,
+            &at(1),
+        );
+        assert_eq!(
+            registry.deregister(Some(&status), &at(1)),
+            Deregistration::NotRegistered
+        );
         // A failed registration may have landed (or left the old address
-        // registered): natively every request fails, so deletion waits.
+        // registered): natively every request fails, so deletion waits,
+        // and says the Cache may be registered.
         set_condition(
             &mut status.conditions,
             REGISTERED,
@@ -298,10 +355,16 @@ mod tests {
             None,
             &at(1),
         );
-        assert!(matches!(
-            registry.deregister(Some(&status), &at(2)),
-            Deregistration::Blocked { .. }
-        ));
+        let Deregistration::Blocked { status: maybe, .. } =
+            registry.deregister(Some(&status), &at(2))
+        else {
+            panic!("a registration that may have landed must block the finalizer");
+        };
+        let condition = find_condition(&maybe.conditions, REGISTERED).unwrap();
+        assert_eq!(
+            (condition.status.as_str(), condition.reason.as_str()),
+            ("Unknown", CLEANUP_BLOCKED)
+        );
         set_condition(
             &mut status.conditions,
             REGISTERED,

@@ -50,7 +50,10 @@ impl LastWrites {
             (Ok(seen), Some(latest)) => latest.parse::<u64>().is_ok_and(|l| seen < l),
             _ => false,
         };
-        if older || write.superseded.contains(&version) {
+        // A spec change the host's write does not have wins, whatever the
+        // versions say.
+        let newer_spec = parent.metadata.generation > write.latest.metadata.generation;
+        if !newer_spec && (older || write.superseded.contains(&version)) {
             return Some(write.latest.clone());
         }
         writes.remove(&uid);
@@ -257,6 +260,11 @@ mod tests {
         let fresher = writes.fresher(&at("2", "Pending")).unwrap();
         assert_eq!(fresher.resource_version().as_deref(), Some("3"));
         assert!(writes.fresher(&at("3", "Progressing")).is_none());
+        // A store with a newer spec is never behind.
+        writes.remember(&at("1", "Ready"), &at("3", "Progressing"));
+        let mut edited = at("2", "Ready");
+        edited.metadata.generation = Some(2);
+        assert!(writes.fresher(&edited).is_none());
     }
 
     #[test]

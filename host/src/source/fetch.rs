@@ -91,11 +91,12 @@ pub struct Sources {
     client: kube::Client,
     /// Per guest: the OCI entry and the manifest digest it resolved to.
     resolved: HashMap<String, (OciEntry, String)>,
-    /// Per guest: the manifest digest last pulled and its verified module,
-    /// so an entry edited in other fields, or fetched again after a
-    /// failure of its own (a wrong `sha256`), pulls no blob again. A
-    /// manifest digest names its layer's digest, which the pull checked.
-    pulled: HashMap<String, (String, ModuleBytes)>,
+    /// Per guest: the OCI entry and manifest digest last pulled and its
+    /// module, so an entry edited in fields that do not change how the
+    /// registry is reached, or fetched again after a failure of its own (a
+    /// wrong `sha256`), pulls no blob again. A manifest digest names its
+    /// layer's digest, which the pull checked. One module per OCI guest.
+    pulled: HashMap<String, (OciEntry, String, ModuleBytes)>,
 }
 
 impl Sources {
@@ -221,6 +222,9 @@ impl Sources {
 
     /// Fetches `entry`'s module and hashes it once.
     pub async fn fetch(&mut self, entry: &GuestEntry) -> Result<ModuleBytes, Error> {
+        if !matches!(entry.module, ModuleSource::Oci(_)) {
+            self.pulled.remove(&entry.name);
+        }
         let bytes = match &entry.module {
             ModuleSource::ConfigMap { name, key } => {
                 let cm = self
@@ -265,16 +269,20 @@ impl Sources {
                     None => {
                         let digest = registry.resolve(&reference).await?;
                         self.resolved
-                            .insert(entry.name.clone(), (oci, digest.clone()));
+                            .insert(entry.name.clone(), (oci.clone(), digest.clone()));
                         digest
                     }
                 };
                 let module = match self.pulled.get(&entry.name) {
-                    Some((pulled, module)) if *pulled == digest => module.clone(),
+                    Some((from, pulled, module))
+                        if *pulled == digest && same_registry_access(from, &oci) =>
+                    {
+                        module.clone()
+                    }
                     _ => {
                         let module = registry.pull(&reference, &digest).await?;
                         self.pulled
-                            .insert(entry.name.clone(), (digest, module.clone()));
+                            .insert(entry.name.clone(), (oci, digest, module.clone()));
                         module
                     }
                 };
@@ -286,6 +294,12 @@ impl Sources {
         verify(entry.sha256.as_deref(), &module)?;
         Ok(module)
     }
+}
+
+/// Whether `a` and `b` reach the same registry the same way: the same
+/// reference, transport and credentials (the poll interval aside).
+fn same_registry_access(a: &OciEntry, b: &OciEntry) -> bool {
+    a.reference == b.reference && a.insecure == b.insecure && a.pull_secret == b.pull_secret
 }
 
 /// The `oci` settings of an entry with an OCI source (checked by parse).

@@ -375,8 +375,6 @@ impl Fleet {
         let grace_ends = held + GRACE;
         loop {
             tokio::time::sleep(Duration::from_secs(1)).await;
-            // Read after taking the time: what the log holds then is at
-            // least every write received before it.
             let now = Timestamp::now();
             let writes: Vec<_> = self
                 .timed_writes()?
@@ -396,8 +394,12 @@ impl Fleet {
                     &late[..late.len().min(10)]
                 );
             }
+            // A second more: the log shows a write once it completed, so
+            // one received just before `now` may not be there yet.
             let last = writes.iter().map(|(at, _)| *at).max().unwrap_or(held);
-            if now.duration_since(last) >= SignedDuration::try_from(QUIET)? {
+            if now.duration_since(last)
+                >= SignedDuration::try_from(QUIET)? + SignedDuration::from_secs(1)
+            {
                 return Ok(());
             }
         }

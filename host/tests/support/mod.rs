@@ -516,8 +516,7 @@ pub fn timed_successful_writes_by(
     env: &TestEnv,
     user: &str,
 ) -> anyhow::Result<Vec<(k8s_openapi::jiff::Timestamp, Write)>> {
-    Ok(env
-        .audit_events_of(user)?
+    env.audit_events_of(user)?
         .into_iter()
         .filter(|e| e["user"]["username"] == user)
         .filter(|e| {
@@ -531,10 +530,13 @@ pub fn timed_successful_writes_by(
                 .as_u64()
                 .is_some_and(|c| c < 300)
         })
-        .filter_map(|e| {
-            let received = e["requestReceivedTimestamp"].as_str()?.parse().ok()?;
+        .map(|e| {
+            let received = e["requestReceivedTimestamp"]
+                .as_str()
+                .and_then(|t| t.parse().ok())
+                .with_context(|| format!("an audit event without a readable time: {e}"))?;
             let field = |k: &str| e["objectRef"][k].as_str().unwrap_or_default().to_owned();
-            Some((
+            Ok((
                 received,
                 (
                     e["verb"].as_str().unwrap_or_default().to_owned(),
@@ -544,7 +546,7 @@ pub fn timed_successful_writes_by(
                 ),
             ))
         })
-        .collect())
+        .collect()
 }
 
 /// Reconcile spans of `guest` in a host log, in order: `(id, started)` for

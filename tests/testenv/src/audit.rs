@@ -20,7 +20,11 @@ pub(crate) fn read_events(path: &Path) -> Result<Vec<Value>> {
 /// before they are parsed, which keeps a log of hundreds of megabytes
 /// quick to read.
 pub(crate) fn read_events_naming(path: &Path, string: Option<&str>) -> Result<Vec<Value>> {
-    let needle = string.map(|s| Value::from(s).to_string());
+    // The API server writes Go's JSON, which also escapes <, > and & (and
+    // U+2028/9): a string with those is matched after parsing only.
+    let needle = string
+        .filter(|s| !s.contains(['<', '>', '&', '\u{2028}', '\u{2029}']))
+        .map(|s| Value::from(s).to_string());
     let text = match fs::read_to_string(path) {
         Ok(text) => text,
         // No request has completed yet.
