@@ -163,9 +163,7 @@ async fn main() -> anyhow::Result<()> {
             env.kill(Component::KubeApiserver)?;
             tokio::time::sleep(Duration::from_secs(3)).await;
             env.restart(Component::KubeApiserver).await?;
-            // kwok drops Pod stages whose patch failed during the outage
-            // (see the fault suite): restarted, it plays them again.
-            env.restart(Component::Kwok).await?;
+            env.kubelets_catch_up().await?;
             println!(
                 "  (kube-apiserver killed and restarted at {:.1} min)",
                 elapsed.as_secs_f64() / 60.0

@@ -42,16 +42,6 @@ fn report(case: &str, fault: &str, figures: &[(&str, Duration)]) {
     eprintln!("faults: {case}: {fault}: {}", figures.join(", "));
 }
 
-/// kwok, the fake kubelet, drops a stage whose patch failed while the
-/// control plane was down (a Pod stays Pending, its Deployment never
-/// available) and never plays it again, where a kubelet would retry.
-/// Restarted, it plays every Pod's stages again, so the oracle judges the
-/// host and not kwok.
-async fn kubelets_catch_up(env: &TestEnv) -> anyhow::Result<()> {
-    env.restart(Component::Kwok).await?;
-    Ok(())
-}
-
 /// Starts 200 Caches converging under a fresh host.
 async fn converging(env: &Arc<TestEnv>, prefix: &str) -> anyhow::Result<Fleet> {
     let mut case = Fleet::new(env, prefix, CACHES).await?;
@@ -108,7 +98,8 @@ async fn the_api_server_killed_and_restarted_during_convergence_loses_nothing(
     env.restart(Component::KubeApiserver).await?;
     let back = SystemTime::now();
     let resume = resumed(&case, back).await?;
-    kubelets_catch_up(&env).await?;
+    // So that the oracle judges the host, not kwok.
+    env.kubelets_catch_up().await?;
     let took = case.converged(&Expect::first(CACHES), fault).await?;
     report(
         "kube-apiserver kill -9, down 3 s, restarted",
@@ -132,7 +123,8 @@ async fn etcd_killed_and_restarted_during_convergence_loses_nothing(
     env.wait_until_ready().await?;
     let back = SystemTime::now();
     let resume = resumed(&case, back).await?;
-    kubelets_catch_up(&env).await?;
+    // So that the oracle judges the host, not kwok.
+    env.kubelets_catch_up().await?;
     let took = case.converged(&Expect::first(CACHES), fault).await?;
     report(
         "etcd kill -9, down 3 s, restarted",
@@ -155,7 +147,8 @@ async fn the_api_server_paused_for_twenty_seconds_during_convergence_loses_nothi
     env.resume(Component::KubeApiserver)?;
     let back = SystemTime::now();
     let resume = resumed(&case, back).await?;
-    kubelets_catch_up(&env).await?;
+    // So that the oracle judges the host, not kwok.
+    env.kubelets_catch_up().await?;
     let took = case.converged(&Expect::first(CACHES), fault).await?;
     report(
         "kube-apiserver SIGSTOP 20 s, SIGCONT",

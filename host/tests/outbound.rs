@@ -170,6 +170,22 @@ async fn wait_registered(client: &Client, ns: &str, name: &str) -> anyhow::Resul
     .await
 }
 
+/// Waits until `name` reports `CleanupBlocked`; returns the condition's
+/// message.
+async fn wait_cleanup_blocked(
+    api: &Api<kube::api::DynamicObject>,
+    name: &str,
+) -> anyhow::Result<String> {
+    wait_for(LONG, || async {
+        let cache = api.get(name).await?;
+        match registered(&cache) {
+            Some((_, r, m)) if r == "CleanupBlocked" => Ok(Some(m)),
+            other => bail!("Registered is {other:?}"),
+        }
+    })
+    .await
+}
+
 async fn wait_gone(client: &Client, ns: &str, name: &str) -> anyhow::Result<()> {
     let api = caches(client, ns);
     wait_for(LONG, || async {
@@ -267,14 +283,7 @@ async fn a_registry_that_is_down_blocks_registration_and_deletion_until_it_retur
     // (a PUT that failed late can have landed): deleting it waits for a
     // DELETE too.
     api.delete("tried", &DeleteParams::default()).await?;
-    wait_for(LONG, || async {
-        let cache = api.get("tried").await?;
-        match registered(&cache) {
-            Some((_, r, _)) if r == "CleanupBlocked" => Ok(Some(())),
-            other => bail!("Registered is {other:?}"),
-        }
-    })
-    .await?;
+    wait_cleanup_blocked(&api, "tried").await?;
     recorder.start_again().await?;
     wait_registered(&client, &ns, "late").await?;
     wait_gone(&client, &ns, "tried").await?;
@@ -285,14 +294,7 @@ async fn a_registry_that_is_down_blocks_registration_and_deletion_until_it_retur
     // Down during deletion: the Cache stays Terminating with CleanupBlocked.
     recorder.stop().await;
     api.delete("late", &DeleteParams::default()).await?;
-    let message = wait_for(LONG, || async {
-        let cache = api.get("late").await?;
-        match registered(&cache) {
-            Some((_, r, m)) if r == "CleanupBlocked" => Ok(Some(m)),
-            other => bail!("Registered is {other:?}"),
-        }
-    })
-    .await?;
+    let message = wait_cleanup_blocked(&api, "late").await?;
     ensure!(
         message.contains(&format!("/caches/{ns}/late")),
         "the CleanupBlocked message names no URL: {message}"

@@ -254,6 +254,25 @@ mod tests {
         time_at(UNIX_EPOCH + Duration::from_secs(seconds))
     }
 
+    /// Sets `status`'s `Registered` condition.
+    fn registered_as(
+        status: &mut CacheStatus,
+        state: ConditionStatus,
+        reason: &str,
+        message: &str,
+        seconds: u64,
+    ) {
+        set_condition(
+            &mut status.conditions,
+            REGISTERED,
+            state,
+            reason,
+            message,
+            None,
+            &at(seconds),
+        );
+    }
+
     fn cache() -> Cache {
         serde_json::from_value(serde_json::json!({
             "apiVersion": "apps.example.com/v1alpha1", "kind": "Cache",
@@ -290,14 +309,12 @@ mod tests {
         // Registered under an old address: a refused re-registration leaves
         // it possibly registered there.
         let mut moved = CacheStatus::default();
-        set_condition(
-            &mut moved.conditions,
-            REGISTERED,
+        registered_as(
+            &mut moved,
             ConditionStatus::True,
             "Registered",
             "registered as c1.team.svc:6379",
-            None,
-            &at(1),
+            1,
         );
         let (event, _) = registry.register(&mut moved, &at(2));
         assert_eq!(event.unwrap().reason, REGISTRY_UNAVAILABLE);
@@ -316,28 +333,24 @@ mod tests {
             registry.deregister(Some(&status), &at(1)),
             Deregistration::NotRegistered
         );
-        set_condition(
-            &mut status.conditions,
-            REGISTERED,
+        registered_as(
+            &mut status,
             ConditionStatus::False,
             DEREGISTERED,
             "removed",
-            None,
-            &at(1),
+            1,
         );
         assert_eq!(
             registry.deregister(Some(&status), &at(1)),
             Deregistration::NotRegistered
         );
         // A registration the registry refused stored nothing.
-        set_condition(
-            &mut status.conditions,
-            REGISTERED,
+        registered_as(
+            &mut status,
             ConditionStatus::False,
             REGISTRATION_REFUSED,
             "x",
-            None,
-            &at(1),
+            1,
         );
         assert_eq!(
             registry.deregister(Some(&status), &at(1)),
@@ -346,14 +359,12 @@ mod tests {
         // A failed registration may have landed (or left the old address
         // registered): natively every request fails, so deletion waits,
         // and says the Cache may be registered.
-        set_condition(
-            &mut status.conditions,
-            REGISTERED,
+        registered_as(
+            &mut status,
             ConditionStatus::False,
             REGISTRY_UNAVAILABLE,
             "x",
-            None,
-            &at(1),
+            1,
         );
         let Deregistration::Blocked { status: maybe, .. } =
             registry.deregister(Some(&status), &at(2))
@@ -365,14 +376,12 @@ mod tests {
             (condition.status.as_str(), condition.reason.as_str()),
             ("Unknown", CLEANUP_BLOCKED)
         );
-        set_condition(
-            &mut status.conditions,
-            REGISTERED,
+        registered_as(
+            &mut status,
             ConditionStatus::True,
             "Registered",
             "registered as c1.team.svc:6380",
-            None,
-            &at(3),
+            3,
         );
         let Deregistration::Blocked {
             status: blocked,

@@ -520,10 +520,9 @@ pub fn timed_successful_writes_by(
         .into_iter()
         .filter(|e| e["user"]["username"] == user)
         .filter(|e| {
-            matches!(
-                e["verb"].as_str(),
-                Some("create" | "update" | "patch" | "delete" | "deletecollection")
-            )
+            e["verb"]
+                .as_str()
+                .is_some_and(|verb| wasmop_testenv::WRITE_VERBS.contains(&verb))
         })
         .filter(|e| {
             e["responseStatus"]["code"]

@@ -69,6 +69,15 @@ impl TestEnv {
         }
     }
 
+    /// Lets the fake kubelets catch up after a control-plane fault. kwok
+    /// drops a stage whose patch failed while the control plane was down
+    /// (a Pod stays Pending, its Deployment never available) and never
+    /// plays it again, where a kubelet would retry; restarted, it plays
+    /// every Pod's stages again.
+    pub async fn kubelets_catch_up(&self) -> Result<()> {
+        self.restart(Component::Kwok).await.map(drop)
+    }
+
     /// Stops `component` with SIGSTOP: it keeps its sockets and answers
     /// nothing until [`TestEnv::resume`].
     pub fn pause(&self, component: Component) -> Result<()> {
