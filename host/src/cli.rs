@@ -484,6 +484,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         (Leadership::always(), None)
     };
     let clients = Clients::new(config, metrics.clone(), leadership.clone(), api_health)?;
+    let prober = clients.health().probe(clients.host());
     let runtime = Runtime::new(RuntimeConfig {
         cache_dir: args.cache_dir.clone(),
         instance_pool: args.instance_pool,
@@ -538,6 +539,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             .release(left.max(std::time::Duration::from_secs(1)))
             .await;
     }
+    prober.abort();
     tracing::info!("wasmop host stopped");
     Ok(())
 }

@@ -18,8 +18,10 @@
 //! The same layer tells when the API server stops answering and when it
 //! answers again ([`ApiHealth`]): a controller then retries every parent at
 //! once instead of leaving each in the backoff its failures during the
-//! outage built up. Watches retry on [`watch_backoff`]'s schedule, short
-//! enough that one of them finds the API server back within seconds.
+//! outage built up. While it is down, [`ApiHealth::probe`] asks its
+//! `/readyz` every [`PROBE_PERIOD`], so the return is seen within that
+//! period whatever the watches' and the parents' backoffs are at; watches
+//! retry on [`watch_backoff`]'s schedule.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -68,17 +70,24 @@ pub fn watch_backoff() -> impl kube::runtime::utils::Backoff {
 
 /// Whether the API server answers, as every request through the host's
 /// clients sees it: a transport error or a 500/502/503/504 marks it
-/// unreachable, any other answer reachable again. Each return to reachable
-/// is counted on a watch channel the controllers follow.
+/// unreachable, a success (2xx) reachable again. Other answers change
+/// nothing: a restarting API server answers 403 to everything until its
+/// authorizer has synced, and only `/readyz` says when it has. Each return
+/// to reachable is counted on a watch channel the controllers follow.
 #[derive(Clone, Debug)]
 pub struct ApiHealth {
     inner: Arc<HealthState>,
 }
 
+/// How often [`ApiHealth::probe`] asks an unreachable API server whether
+/// it is back.
+pub const PROBE_PERIOD: std::time::Duration = std::time::Duration::from_millis(250);
+
 #[derive(Debug)]
 struct HealthState {
     down_since: std::sync::Mutex<Option<std::time::Instant>>,
     recoveries: tokio::sync::watch::Sender<u64>,
+    down: tokio::sync::watch::Sender<bool>,
 }
 
 impl Default for ApiHealth {
@@ -87,6 +96,7 @@ impl Default for ApiHealth {
             inner: Arc::new(HealthState {
                 down_since: std::sync::Mutex::new(None),
                 recoveries: tokio::sync::watch::channel(0).0,
+                down: tokio::sync::watch::channel(false).0,
             }),
         }
     }
@@ -99,16 +109,54 @@ impl ApiHealth {
         self.inner.recoveries.subscribe()
     }
 
+    /// Asks the API server's `/readyz` through `client` (which must be
+    /// one of the host's, so its answer reaches this health) every
+    /// [`PROBE_PERIOD`] while the API server is unreachable, and does
+    /// nothing while it answers. Ends when the task is aborted.
+    pub fn probe(&self, client: kube::Client) -> tokio::task::JoinHandle<()> {
+        let mut down = self.inner.down.subscribe();
+        tokio::spawn(async move {
+            while down.wait_for(|down| *down).await.is_ok() {
+                while *down.borrow_and_update() {
+                    let request = http::Request::get("/readyz")
+                        .body(Vec::new())
+                        .expect("a GET without a body is a valid request");
+                    // The layer under `client` records the answer.
+                    let _ =
+                        tokio::time::timeout(PROBE_PERIOD * 4, client.request_text(request)).await;
+                    let _ = tokio::time::timeout(PROBE_PERIOD, down.changed()).await;
+                }
+            }
+        })
+    }
+
+    /// Records an answer with `status`.
+    fn saw(&self, status: http::StatusCode) {
+        if matches!(status.as_u16(), 500 | 502 | 503 | 504) {
+            self.failed(&status);
+        } else if status.is_success() {
+            self.answered();
+        }
+    }
+
     fn failed(&self, why: &dyn std::fmt::Display) {
         let mut down = self.inner.down_since.lock().expect("health lock");
         if down.is_none() {
             *down = Some(std::time::Instant::now());
+            self.inner.down.send_replace(true);
             tracing::warn!("the API server does not answer: {why}");
         }
     }
 
     fn answered(&self) {
-        let since = self.inner.down_since.lock().expect("health lock").take();
+        let since = {
+            let mut down = self.inner.down_since.lock().expect("health lock");
+            let since = down.take();
+            if since.is_some() {
+                self.inner.down.send_replace(false);
+            }
+            since
+        };
         if let Some(since) = since {
             tracing::info!(
                 down_for = ?since.elapsed(),
@@ -286,11 +334,7 @@ where
                 Ok(response) => {
                     let status = response.status();
                     layer.count(status.as_str(), &method);
-                    if matches!(status.as_u16(), 500 | 502 | 503 | 504) {
-                        layer.health.failed(&status);
-                    } else {
-                        layer.health.answered();
-                    }
+                    layer.health.saw(status);
                     Ok(response)
                 }
                 Err(e) => {
@@ -322,4 +366,32 @@ impl Counted {
 /// reqwest) take. Calling it again changes nothing.
 pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn only_a_success_ends_an_outage() {
+        let health = ApiHealth::default();
+        let mut recoveries = health.recoveries();
+        health.failed(&"connection refused");
+        // A restarting API server's 403s (its authorizer not synced yet)
+        // and 404s do not count as its return; a 503 keeps it down.
+        for code in [403, 404, 503] {
+            health.saw(http::StatusCode::from_u16(code).unwrap());
+            assert!(*health.inner.down.borrow(), "{code} ended the outage");
+        }
+        assert!(!recoveries.has_changed().unwrap());
+        health.saw(http::StatusCode::OK);
+        assert!(!*health.inner.down.borrow());
+        assert!(recoveries.has_changed().unwrap());
+        recoveries.borrow_and_update();
+        health.saw(http::StatusCode::CREATED);
+        assert!(
+            !recoveries.has_changed().unwrap(),
+            "one return, one recovery"
+        );
+    }
 }

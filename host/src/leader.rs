@@ -129,6 +129,16 @@ impl Leadership {
         self.publish();
     }
 
+    /// How long ago a renewal of ours was last seen (none: never, or
+    /// superseded since).
+    fn renewal_age(&self) -> Option<Duration> {
+        self.inner
+            .renewed
+            .lock()
+            .expect("leadership lock")
+            .map(|at| at.elapsed())
+    }
+
     fn renewed(&self) {
         *self.inner.renewed.lock().expect("leadership lock") = Some(Instant::now());
     }
@@ -324,7 +334,10 @@ async fn release(
 }
 
 /// Watches the Lease: records our renewals and wakes a standby when the
-/// lease is released or changes hands.
+/// lease is released or changes hands. While no renewal of ours has been
+/// seen for two retry periods (the watch failed and is in its backoff, as
+/// after an outage), it also reads the Lease every retry period, so the
+/// fence lifts as soon as a renewal lands, not when the watch is back.
 async fn observe(
     client: kube::Client,
     config: LeaderConfig,
@@ -333,29 +346,62 @@ async fn observe(
 ) {
     let api: Api<Lease> = Api::namespaced(client, &config.namespace);
     let selector = format!("metadata.name={}", config.lease_name);
-    let mut events = watcher(api, watcher::Config::default().fields(&selector))
+    let mut events = watcher(api.clone(), watcher::Config::default().fields(&selector))
         .backoff(crate::client::watch_backoff())
         .applied_objects()
         .boxed();
-    let mut last_renew = None;
-    while let Some(event) = events.next().await {
-        let Ok(lease) = event else { continue };
+    let mut seen = LeaseObserver {
+        identity: config.identity.clone(),
+        leadership,
+        released,
+        last_renew: None,
+    };
+    let mut tick = tokio::time::interval(config.retry_period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            event = events.next() => match event {
+                Some(Ok(lease)) => seen.lease(lease),
+                Some(Err(_)) => {}
+                None => return,
+            },
+            _ = tick.tick() => {
+                if seen.leadership.renewal_age().is_none_or(|age| age > config.retry_period * 2)
+                    && let Ok(Some(lease)) = api.get_opt(&config.lease_name).await
+                {
+                    seen.lease(lease);
+                }
+            }
+        }
+    }
+}
+
+/// What [`observe`] makes of each state of the Lease it sees.
+struct LeaseObserver {
+    identity: String,
+    leadership: Leadership,
+    released: Arc<tokio::sync::Notify>,
+    last_renew: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime>,
+}
+
+impl LeaseObserver {
+    fn lease(&mut self, lease: Lease) {
         let spec = lease.spec.unwrap_or_default();
         match spec.holder_identity.as_deref() {
-            Some(holder) if holder == config.identity => {
-                let renew = spec.renew_time.map(|t| t.0);
-                if renew != last_renew {
-                    last_renew = renew;
-                    leadership.renewed();
+            Some(holder) if holder == self.identity => {
+                let renew = spec.renew_time;
+                if renew != self.last_renew {
+                    self.last_renew = renew;
+                    self.leadership.renewed();
                 }
             }
             None => {
-                leadership.superseded();
-                released.notify_one();
+                self.leadership.superseded();
+                self.released.notify_one();
             }
             // Someone else holds it: whatever our lease manager still
             // believes, stop writing now.
-            Some(_) => leadership.superseded(),
+            Some(_) => self.leadership.superseded(),
         }
     }
 }

@@ -64,6 +64,12 @@ impl<K: Eq + Hash + Clone> Backoff<K> {
             .retain(|k, _| live(k));
     }
 
+    /// Forgets every failure (the API server is back after an outage:
+    /// what failed during it says nothing about the keys).
+    pub fn clear(&self) {
+        self.failures.lock().expect("backoff lock").clear();
+    }
+
     /// How many keys are failing.
     pub fn len(&self) -> usize {
         self.failures.lock().expect("backoff lock").len()
@@ -116,6 +122,18 @@ mod tests {
         assert_eq!(b.failures(&"a"), 0);
         assert_eq!(b.fail(&"a"), Duration::from_millis(5));
         assert_eq!(b.delay(&"a"), Duration::from_millis(5));
+    }
+
+    #[test]
+    fn clearing_forgets_every_key() {
+        let b = Backoff::default();
+        for _ in 0..12 {
+            b.fail(&"a");
+        }
+        b.fail(&"b");
+        b.clear();
+        assert!(b.is_empty());
+        assert_eq!(b.fail(&"a"), BASE_DELAY);
     }
 
     #[test]

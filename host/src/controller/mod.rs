@@ -517,12 +517,17 @@ async fn run_scope(scope: Scope, signals: Signals) {
             }
         }
     });
-    // ... and when the API server answers again after an outage, so no
-    // parent waits out a backoff its failures during the outage built up.
-    let api_back = futures::stream::unfold(env.api_health.recoveries(), |mut rx| async move {
-        rx.changed().await.ok()?;
-        Some(((), rx))
-    });
+    // ... and when the API server answers again after an outage, with the
+    // failure counts forgotten, so no parent waits out a backoff its
+    // failures during the outage built up.
+    let api_back = {
+        let ctx = ctx.clone();
+        futures::stream::unfold(env.api_health.recoveries(), |mut rx| async move {
+            rx.changed().await.ok()?;
+            Some(((), rx))
+        })
+        .inspect(move |()| ctx.backoff.clear())
+    };
     let all_queue = queue.clone();
     let all_store = parent_reader.clone();
     let tele = env.telemetry.clone();
