@@ -230,6 +230,10 @@ pub struct RenderArgs {
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value = "yaml")]
     pub output: Output,
+    /// Directory for compiled modules (the host's `--cache-dir`), so the
+    /// next render of the same module skips compilation.
+    #[arg(long, env = "WASMOP_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
     /// Sandbox limits.
     #[command(flatten)]
     pub limits: LimitArgs,
@@ -557,12 +561,17 @@ fn load_one(
     path: &PathBuf,
     limits: Limits,
     settings: Option<String>,
+    cache_dir: Option<&std::path::Path>,
 ) -> anyhow::Result<crate::runtime::Guest> {
-    let runtime = Runtime::new(RuntimeConfig::default())?;
+    let runtime = Runtime::new(RuntimeConfig {
+        cache_dir: cache_dir.map(std::path::Path::to_path_buf),
+        ..RuntimeConfig::default()
+    })?;
     let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    let (guest, _) = runtime
+    let (guest, outcome) = runtime
         .load(&stem(path), &ModuleBytes::new(bytes), limits, settings)
         .with_context(|| format!("loading {}", path.display()))?;
+    tracing::debug!(hit = ?outcome.hit, elapsed = ?outcome.elapsed, "module loaded");
     Ok(guest)
 }
 
@@ -608,7 +617,7 @@ fn render(args: &RenderArgs) -> anyhow::Result<()> {
         outbound: outbound_hosts(&args.allow_outbound)?,
         ..args.limits.limits()
     };
-    let guest = load_one(&args.guest, limits, settings)?;
+    let guest = load_one(&args.guest, limits, settings, args.cache_dir.as_deref())?;
     let mut parents = read_objects(&args.parent)?;
     if parents.len() != 1 {
         bail!(
@@ -650,7 +659,7 @@ fn rbac(args: &RbacArgs) -> anyhow::Result<()> {
     let mut guests = Vec::new();
     for path in &args.guests {
         let name = stem(path);
-        let guest = load_one(path, Limits::default(), settings.remove(&name))?;
+        let guest = load_one(path, Limits::default(), settings.remove(&name), None)?;
         guests.push(crate::rbac::GuestRbac {
             name,
             description: guest.description().clone(),

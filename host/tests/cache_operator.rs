@@ -1,6 +1,7 @@
 //! End to end on the real control plane: the cache-operator guest run by the
-//! `wasmop` binary (issue: the WIT contract, the host runtime and the
-//! cache-operator guest).
+//! `wasmop` binary. The cases about the guest's behaviour run once per
+//! language the cache-operator is written in (Rust, TypeScript, Python),
+//! named `<case>::rust`, `::ts` and `::python`.
 
 mod support;
 
@@ -22,24 +23,128 @@ use wasmop_testenv::harness::run;
 const GUEST: &str = "cache-operator";
 const LONG: Duration = Duration::from_secs(90);
 
-/// CRD installed, a namespace, and a host watching only that namespace.
-async fn setup(env: &TestEnv, prefix: &str) -> anyhow::Result<(Client, String, HostProcess)> {
-    let client = env.client();
-    install_yaml(&client, &workspace().join("deploy/crds/cache.yaml")).await?;
-    let ns = env.create_namespace(prefix).await?;
-    let (_, kubeconfig) = support::admin_identity(env, &format!("wasmop-{ns}")).await?;
-    let module = guest_module(GUEST)?;
-    let host = HostProcess::start(
+/// The cache-operator in each language it is written in. The cases about
+/// the guest's behaviour run once per module, each under the guest name
+/// [`GUEST`]; the cases about the host and the CRD run once.
+#[derive(Debug, Clone, Copy)]
+enum Lang {
+    Rust,
+    TypeScript,
+    Python,
+}
+
+impl Lang {
+    const ALL: [Self; 3] = [Self::Rust, Self::TypeScript, Self::Python];
+
+    /// The module under `target/guests`.
+    fn module(self) -> &'static str {
+        match self {
+            Self::Rust => "cache-operator",
+            Self::TypeScript => "cache-operator-ts",
+            Self::Python => "cache-operator-py",
+        }
+    }
+
+    /// The suffix of the case names and namespaces.
+    fn suffix(self) -> &'static str {
+        match self {
+            Self::Rust => "rust",
+            Self::TypeScript => "ts",
+            Self::Python => "python",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// The compiled-module cache every host of this suite shares, filled once
+/// per language before its first host starts: a 12–18 MB TypeScript or
+/// Python component takes tens of seconds to compile, which every host (and
+/// every case at once) would pay again.
+async fn compiled_modules(env: &TestEnv, lang: Lang) -> anyhow::Result<std::path::PathBuf> {
+    static WARM: [tokio::sync::OnceCell<()>; 3] = [
+        tokio::sync::OnceCell::const_new(),
+        tokio::sync::OnceCell::const_new(),
+        tokio::sync::OnceCell::const_new(),
+    ];
+    let dir = env.temp_dir().join("compiled-modules");
+    let module = guest_module(lang.module())?;
+    WARM[lang.index()]
+        .get_or_try_init(|| async {
+            let parent = env.temp_dir().join(format!("warm-{}.yaml", lang.suffix()));
+            std::fs::write(
+                &parent,
+                "{apiVersion: apps.example.com/v1alpha1, kind: Cache, metadata: {name: warm, namespace: default}, spec: {image: redis}}",
+            )?;
+            let started = std::time::Instant::now();
+            let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_wasmop"))
+                .arg("render")
+                .arg("--guest")
+                .arg(&module)
+                .arg("--parent")
+                .arg(&parent)
+                .arg("--cache-dir")
+                .arg(&dir)
+                .output()
+                .await?;
+            ensure!(
+                out.status.success(),
+                "wasmop render of {} failed: {}",
+                module.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            eprintln!(
+                "cache_operator: {} compiled into the suite's module cache in {:.1} s",
+                lang.module(),
+                started.elapsed().as_secs_f64()
+            );
+            anyhow::Ok(())
+        })
+        .await?;
+    Ok(dir)
+}
+
+/// A host running `lang`'s cache-operator as [`GUEST`], watching `ns`.
+async fn start_host(
+    env: &TestEnv,
+    kubeconfig: &std::path::Path,
+    label: &str,
+    ns: &str,
+    lang: Lang,
+) -> anyhow::Result<HostProcess> {
+    let cache = compiled_modules(env, lang).await?;
+    let module = guest_module(lang.module())?;
+    HostProcess::start(
         env,
-        &kubeconfig,
-        &ns,
+        kubeconfig,
+        label,
         &[
             "--guest",
             &format!("{GUEST}={}", module.display()),
             "--namespace",
-            &ns,
+            ns,
+            "--cache-dir",
+            &cache.display().to_string(),
         ],
-    )?;
+    )
+}
+
+/// CRD installed, a namespace, and a host running `lang`'s cache-operator
+/// and watching only that namespace.
+async fn setup(
+    env: &TestEnv,
+    prefix: &str,
+    lang: Lang,
+) -> anyhow::Result<(Client, String, HostProcess)> {
+    let client = env.client();
+    install_yaml(&client, &workspace().join("deploy/crds/cache.yaml")).await?;
+    let ns = env
+        .create_namespace(&format!("{prefix}-{}", lang.suffix()))
+        .await?;
+    let (_, kubeconfig) = support::admin_identity(env, &format!("wasmop-{ns}")).await?;
+    let host = start_host(env, &kubeconfig, &ns, &ns, lang).await?;
     Ok((client, ns, host))
 }
 
@@ -67,8 +172,9 @@ async fn wait_phase(
 
 async fn a_new_cache_gets_owned_labelled_children_and_becomes_ready(
     env: Arc<TestEnv>,
+    lang: Lang,
 ) -> anyhow::Result<()> {
-    let (client, ns, host) = setup(&env, "create").await?;
+    let (client, ns, host) = setup(&env, "create", lang).await?;
     create_cache(
         &client,
         &ns,
@@ -166,8 +272,9 @@ async fn a_new_cache_gets_owned_labelled_children_and_becomes_ready(
 
 async fn spec_changes_reach_the_deployment_and_config_changes_roll_the_pods(
     env: Arc<TestEnv>,
+    lang: Lang,
 ) -> anyhow::Result<()> {
-    let (client, ns, _host) = setup(&env, "update").await?;
+    let (client, ns, _host) = setup(&env, "update", lang).await?;
     create_cache(
         &client,
         &ns,
@@ -223,8 +330,11 @@ async fn spec_changes_reach_the_deployment_and_config_changes_roll_the_pods(
     Ok(())
 }
 
-async fn deleted_and_hand_edited_children_are_restored(env: Arc<TestEnv>) -> anyhow::Result<()> {
-    let (client, ns, _host) = setup(&env, "heal").await?;
+async fn deleted_and_hand_edited_children_are_restored(
+    env: Arc<TestEnv>,
+    lang: Lang,
+) -> anyhow::Result<()> {
+    let (client, ns, _host) = setup(&env, "heal", lang).await?;
     create_cache(
         &client,
         &ns,
@@ -261,8 +371,11 @@ async fn deleted_and_hand_edited_children_are_restored(env: Arc<TestEnv>) -> any
     Ok(())
 }
 
-async fn a_paused_cache_is_left_alone_and_says_so(env: Arc<TestEnv>) -> anyhow::Result<()> {
-    let (client, ns, _host) = setup(&env, "pause").await?;
+async fn a_paused_cache_is_left_alone_and_says_so(
+    env: Arc<TestEnv>,
+    lang: Lang,
+) -> anyhow::Result<()> {
+    let (client, ns, _host) = setup(&env, "pause", lang).await?;
     create_cache(
         &client,
         &ns,
@@ -307,8 +420,9 @@ async fn a_paused_cache_is_left_alone_and_says_so(env: Arc<TestEnv>) -> anyhow::
 
 async fn deleting_a_cache_runs_the_finalizer_then_children_are_collected(
     env: Arc<TestEnv>,
+    lang: Lang,
 ) -> anyhow::Result<()> {
-    let (client, ns, _host) = setup(&env, "delete").await?;
+    let (client, ns, _host) = setup(&env, "delete", lang).await?;
     create_cache(
         &client,
         &ns,
@@ -358,8 +472,9 @@ async fn deleting_a_cache_runs_the_finalizer_then_children_are_collected(
 
 async fn a_restarted_host_makes_zero_writes_over_converged_objects(
     env: Arc<TestEnv>,
+    lang: Lang,
 ) -> anyhow::Result<()> {
-    let (client, ns, mut host) = setup(&env, "zero").await?;
+    let (client, ns, mut host) = setup(&env, "zero", lang).await?;
     for name in ["z1", "z2", "z3"] {
         create_cache(
             &client,
@@ -377,18 +492,7 @@ async fn a_restarted_host_makes_zero_writes_over_converged_objects(
     host.stop();
     let user = format!("wasmop-restart-{ns}");
     let (_, kubeconfig) = support::admin_identity(&env, &user).await?;
-    let module = guest_module(GUEST)?;
-    let mut second = HostProcess::start(
-        &env,
-        &kubeconfig,
-        &format!("{ns}-2"),
-        &[
-            "--guest",
-            &format!("{GUEST}={}", module.display()),
-            "--namespace",
-            &ns,
-        ],
-    )?;
+    let mut second = start_host(&env, &kubeconfig, &format!("{ns}-2"), &ns, lang).await?;
     for name in ["z1", "z2", "z3"] {
         // Each reconcile's span names the object as namespace/name.
         second
@@ -541,20 +645,16 @@ async fn allow_services_again(client: &Client, name: &str) -> anyhow::Result<()>
 
 async fn a_failure_that_recovered_leaves_nothing_to_write_after_a_restart(
     env: Arc<TestEnv>,
+    lang: Lang,
 ) -> anyhow::Result<()> {
     let client = env.client();
     install_yaml(&client, &workspace().join("deploy/crds/cache.yaml")).await?;
-    let ns = env.create_namespace("recover").await?;
+    let ns = env
+        .create_namespace(&format!("recover-{}", lang.suffix()))
+        .await?;
     let policy = refuse_services(&client, &ns).await?;
     let (_, kubeconfig) = support::admin_identity(&env, &format!("wasmop-{ns}")).await?;
-    let module = guest_module(GUEST)?;
-    let guest_arg = format!("{GUEST}={}", module.display());
-    let mut host = HostProcess::start(
-        &env,
-        &kubeconfig,
-        &ns,
-        &["--guest", &guest_arg, "--namespace", &ns],
-    )?;
+    let mut host = start_host(&env, &kubeconfig, &ns, &ns, lang).await?;
     create_cache(
         &client,
         &ns,
@@ -602,13 +702,7 @@ async fn a_failure_that_recovered_leaves_nothing_to_write_after_a_restart(
     // A restarted host over the converged parent writes nothing at all.
     let user = format!("wasmop-recovered-{ns}");
     let (_, kubeconfig) = support::admin_identity(&env, &user).await?;
-    let second = HostProcess::start(
-        &env,
-        &kubeconfig,
-        &format!("{ns}-2"),
-        &["--guest", &guest_arg, "--namespace", &ns],
-    )?;
-    let mut second = second;
+    let mut second = start_host(&env, &kubeconfig, &format!("{ns}-2"), &ns, lang).await?;
     second.wait_for_log(&format!("object={ns}/r"), LONG).await?;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let writes = support::successful_writes_by(&env, &user)?;
@@ -644,8 +738,9 @@ async fn a_failure_that_recovered_leaves_nothing_to_write_after_a_restart(
 
 async fn a_paused_cache_writes_nothing_to_its_children_and_keeps_what_others_set(
     env: Arc<TestEnv>,
+    lang: Lang,
 ) -> anyhow::Result<()> {
-    let (client, ns, _host) = setup(&env, "keep").await?;
+    let (client, ns, _host) = setup(&env, "keep", lang).await?;
     let user = format!("wasmop-{ns}");
     create_cache(
         &client,
@@ -803,18 +898,36 @@ async fn a_child_watch_the_host_may_not_list_is_reported_instead_of_waited_for(
     Ok(())
 }
 
+/// `case` for `lang`, named `<case>::<lang>`.
+macro_rules! per_language {
+    ($lang:expr; $($case:ident),* $(,)?) => {
+        vec![$({
+            let lang = $lang;
+            wasmop_testenv::harness::Test::new(
+                format!("{}::{}", stringify!($case), lang.suffix()),
+                move |env| $case(env, lang),
+            )
+        }),*]
+    };
+}
+
 fn main() -> std::process::ExitCode {
-    run(wasmop_testenv::tests![
-        a_failure_that_recovered_leaves_nothing_to_write_after_a_restart,
-        a_paused_cache_writes_nothing_to_its_children_and_keeps_what_others_set,
+    let mut tests = wasmop_testenv::tests![
         a_child_watch_the_host_may_not_list_is_reported_instead_of_waited_for,
-        a_new_cache_gets_owned_labelled_children_and_becomes_ready,
-        spec_changes_reach_the_deployment_and_config_changes_roll_the_pods,
-        deleted_and_hand_edited_children_are_restored,
-        a_paused_cache_is_left_alone_and_says_so,
-        deleting_a_cache_runs_the_finalizer_then_children_are_collected,
-        a_restarted_host_makes_zero_writes_over_converged_objects,
         the_crd_rejects_what_its_cel_rule_and_schema_forbid,
         the_seeds_null_comparison_rule_is_refused_and_our_has_form_compiles
-    ])
+    ];
+    for lang in Lang::ALL {
+        tests.extend(per_language![lang;
+            a_failure_that_recovered_leaves_nothing_to_write_after_a_restart,
+            a_paused_cache_writes_nothing_to_its_children_and_keeps_what_others_set,
+            a_new_cache_gets_owned_labelled_children_and_becomes_ready,
+            spec_changes_reach_the_deployment_and_config_changes_roll_the_pods,
+            deleted_and_hand_edited_children_are_restored,
+            a_paused_cache_is_left_alone_and_says_so,
+            deleting_a_cache_runs_the_finalizer_then_children_are_collected,
+            a_restarted_host_makes_zero_writes_over_converged_objects,
+        ]);
+    }
+    run(tests)
 }

@@ -6,12 +6,14 @@
 //! speed) and copied to `target/guests/<guest-name>.wasm`. The
 //! cache-operator targets `wasm32-unknown-unknown`, linked into a component
 //! by the toolchain's `wasm-component-ld` (see `.cargo/config.toml`): its
-//! only import is the WIT `log`. The hostile guest targets `wasm32-wasip2`
+//! only import is the WIT `log`. The TypeScript and Python cache-operators
+//! are built by their SDKs' build scripts ([`crate::languages`]). The hostile guest targets `wasm32-wasip2`
 //! because its attacks call WASI (files, sockets, environment) to prove the
 //! host grants none of it. The names are an
 //! interface contract: `cache-operator.wasm`, `cache-operator-v2.wasm`,
 //! `cache-operator-registry.wasm` (the build that imports `wasi:http` for
-//! its `registryUrl`), `hostile.wasm`.
+//! its `registryUrl`), `hostile.wasm`, `cache-operator-ts.wasm`,
+//! `cache-operator-py.wasm`.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -82,7 +84,7 @@ pub fn build_all() -> Result<()> {
         eprintln!(
             "--> guest {}/{}: {}{}",
             i + 1,
-            GUESTS.len(),
+            GUESTS.len() + crate::languages::GUESTS.len(),
             guest.name,
             if guest.features.is_empty() {
                 String::new()
@@ -108,9 +110,21 @@ pub fn build_all() -> Result<()> {
             size.div_ceil(1024)
         );
     }
+    let toolchains = crate::languages::Toolchains::ensure(&root)?;
+    for (i, guest) in crate::languages::GUESTS.iter().enumerate() {
+        eprintln!(
+            "--> guest {}/{}: {} ({:?})",
+            GUESTS.len() + i + 1,
+            GUESTS.len() + crate::languages::GUESTS.len(),
+            guest.name,
+            guest.lang
+        );
+        let installed = out_dir.join(format!("{}.wasm", guest.name));
+        toolchains.build(&root, guest, &installed)?;
+    }
     eprintln!(
         "--> {} guests built in {:.1}s into {}",
-        GUESTS.len(),
+        GUESTS.len() + crate::languages::GUESTS.len(),
         started.elapsed().as_secs_f64(),
         relative_to(&out_dir, &root).display()
     );

@@ -7,6 +7,7 @@ mod controlplane;
 mod demo;
 mod guests;
 mod image;
+mod languages;
 mod pipeline;
 mod process;
 mod toolchain;

@@ -10,7 +10,7 @@ use crate::process::{Steps, cargo, run};
 /// is checked first because it takes a second and a fresh machine's
 /// control-plane build takes minutes.
 pub fn test(test_args: &[String]) -> Result<()> {
-    let mut steps = Steps::new(6);
+    let mut steps = Steps::new(7);
     steps.run("formatting: cargo fmt --all -- --check", || {
         run(&mut cargo(&["fmt", "--all", "--", "--check"]))
     })?;
@@ -46,12 +46,22 @@ pub fn test(test_args: &[String]) -> Result<()> {
             crate::guests::clippy_all()
         },
     )?;
+    let toolchains = steps.run(
+        "unit tests of the TypeScript and Python SDKs and guests (node --test, pytest)",
+        || {
+            let root = crate::guests::workspace_root();
+            let toolchains = crate::languages::Toolchains::ensure(&root)?;
+            toolchains.test_all(&root)?;
+            Ok(toolchains)
+        },
+    )?;
     steps.run("tests: cargo test --workspace", || {
         let mut command = cargo(&["test", "--workspace"]);
         command
             .args(test_args)
             .envs(binaries.env_vars())
-            .env("TEST_ASSET_REGISTRY", &registry);
+            .env("TEST_ASSET_REGISTRY", &registry)
+            .envs(toolchains.env());
         run(&mut command)
     })?;
     eprintln!("==> all steps passed");

@@ -41,6 +41,23 @@ pub struct CacheOutcome {
     pub elapsed: Duration,
 }
 
+impl CacheOutcome {
+    /// How the compiled module was obtained, for people: "compiled in
+    /// 21.3 s", "loaded from the disk cache in 140 ms", "already compiled".
+    pub fn summary(&self) -> String {
+        let took = if self.elapsed >= Duration::from_secs(1) {
+            format!("{:.1} s", self.elapsed.as_secs_f64())
+        } else {
+            format!("{} ms", self.elapsed.as_millis())
+        };
+        match self.hit {
+            CacheHit::Miss => format!("compiled in {took}"),
+            CacheHit::Disk => format!("loaded from the disk cache in {took}"),
+            CacheHit::Memory => "already compiled".to_owned(),
+        }
+    }
+}
+
 /// Compiled versions no guest runs that stay in memory, most recently used
 /// first, so that swapping back to the previous version costs no compile
 /// and no disk read; older ones are dropped (the disk cache keeps them).

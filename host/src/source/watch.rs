@@ -240,17 +240,19 @@ impl Syncer {
             match host.upsert(spec).await {
                 Ok(change) => {
                     if !matches!(change, Change::Unchanged) {
-                        let (reason, verb) = match &change {
-                            Change::Started(_) => (Reason::GuestStarted, "started"),
-                            Change::Swapped(_) => {
-                                (Reason::GuestSwapped, "swapped to a new module version")
+                        let (reason, verb, outcome) = match &change {
+                            Change::Started(o) => (Reason::GuestStarted, "started", o),
+                            Change::Swapped(o) => {
+                                (Reason::GuestSwapped, "swapped to a new module version", o)
                             }
-                            Change::Restarted(_) => (
+                            Change::Restarted(o) => (
                                 Reason::GuestSwapped,
                                 "swapped to a new module version with new kinds or settings (its watches restarted)",
+                                o,
                             ),
                             Change::Unchanged => unreachable!(),
                         };
+                        let how = outcome.summary();
                         let digest = host
                             .current(&entry.name)
                             .map(|g| g.digest()[..12].to_string())
@@ -260,7 +262,7 @@ impl Syncer {
                             &reference,
                             EventType::Normal,
                             reason,
-                            format!("guest {:?} {verb} (sha256 {digest}…)", entry.name),
+                            format!("guest {:?} {verb} (sha256 {digest}…, {how})", entry.name),
                         )
                         .await;
                     }

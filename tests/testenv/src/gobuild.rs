@@ -1,7 +1,8 @@
 //! Building binaries from a Go module of ours (`tests/controlplane`,
 //! `tests/registry`), once, into a cache directory.
 //!
-//! The directory is `${XDG_CACHE_HOME:-$HOME/.cache}/wasmop/<name>/<key>`,
+//! The directory is `${XDG_CACHE_HOME:-$HOME/.cache}/wasmop/<name>/<key>`
+//! ([`crate::cache::ensure_dir`]),
 //! where the key covers go.mod, go.sum, `go version` and the build flags. A
 //! build goes to a temporary directory that is renamed into place, and a lock
 //! file keeps two processes from building at once.
@@ -47,56 +48,10 @@ impl GoBuild {
             .with_context(|| format!("Go module {name} not found at {}", self.module.display()))?;
         let go_version = go_version(name)?;
         let key = self.cache_key(&module, &go_version)?;
-        let root = cache_root()?.join("wasmop").join(name);
-        let dir = root.join(&key);
         let complete = |dir: &Path| self.outputs.iter().all(|o| dir.join(o).is_file());
-        if complete(&dir) {
-            return Ok(dir);
-        }
-
-        fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
-        let lock_path = root.join(format!("{key}.lock"));
-        let lock = File::create(&lock_path)
-            .with_context(|| format!("creating {}", lock_path.display()))?;
-        if lock.try_lock().is_err() {
-            eprintln!(
-                "{name}: another process is building the binaries; waiting for it ({})",
-                lock_path.display()
-            );
-            lock.lock()
-                .with_context(|| format!("waiting for the {name} build lock"))?;
-        }
-        // Someone else may have finished the build while we waited.
-        if complete(&dir) {
-            return Ok(dir);
-        }
-
-        // Holding the lock, no other build is running: staging directories
-        // left by an interrupted one can go.
-        for entry in fs::read_dir(&root)? {
-            let entry = entry?;
-            if entry
-                .file_name()
-                .to_string_lossy()
-                .starts_with(&format!("{key}.tmp-"))
-            {
-                fs::remove_dir_all(entry.path())?;
-            }
-        }
-        let staging = root.join(format!("{key}.tmp-{}", std::process::id()));
-        fs::create_dir_all(&staging)?;
-        if let Err(err) = self.build(&module, &staging, &go_version) {
-            let _ = fs::remove_dir_all(&staging);
-            return Err(err);
-        }
-        if dir.exists() {
-            // Some binaries are missing (deleted by hand?): replace them all.
-            fs::remove_dir_all(&dir)?;
-        }
-        fs::rename(&staging, &dir)
-            .with_context(|| format!("moving {} to {}", staging.display(), dir.display()))?;
-        eprintln!("{name}: binaries ready in {}", dir.display());
-        Ok(dir)
+        crate::cache::ensure_dir(name, &key, complete, |staging| {
+            self.build(&module, staging, &go_version)
+        })
     }
 
     /// The `go build` flags (everything but the output directory and the
@@ -221,16 +176,6 @@ fn go_version(name: &str) -> Result<String> {
         );
     }
     Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
-}
-
-fn cache_root() -> Result<PathBuf> {
-    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME").filter(|dir| !dir.is_empty()) {
-        return Ok(PathBuf::from(dir));
-    }
-    let home = std::env::var_os("HOME")
-        .filter(|home| !home.is_empty())
-        .context("neither XDG_CACHE_HOME nor HOME is set")?;
-    Ok(PathBuf::from(home).join(".cache"))
 }
 
 fn minutes(elapsed: Duration) -> String {

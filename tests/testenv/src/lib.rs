@@ -56,6 +56,7 @@
 
 mod audit;
 mod binaries;
+pub mod cache;
 mod env;
 mod faults;
 mod gobuild;

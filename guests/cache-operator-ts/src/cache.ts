@@ -1,0 +1,442 @@
+// The seeds' `Cache` operator in TypeScript, with the Rust guest's behaviour
+// (guests/cache-operator): for a Cache (`apps.example.com/v1alpha1`) it
+// wants a ConfigMap `<name>-config` holding `spec.config`, a Deployment
+// `<name>` running `spec.image` with the config mounted and its hash on the
+// pod template (a config change rolls the pods), and a Service `<name>`. It
+// reports `readyReplicas`, `phase` and the conditions `Available` and
+// `Progressing`; while `paused` it keeps every child as it is; on deletion
+// its finalizer scales the Deployment to zero and holds the Cache until the
+// pods are gone.
+//
+// Settings: `defaultImage` (the image of a Cache with an empty
+// `spec.image`) and `apiGroup` (the Cache kind's group). The Rust guest's
+// `spec.auth` and `registryUrl` are not part of this port.
+//
+// Everything is a pure function of the request: a converged Cache gets the
+// same children and status on every resync, and the host writes nothing.
+
+import {
+  type Condition,
+  type ConditionStatus,
+  canonicalJson,
+  conditionsOf,
+  DescriptionBuilder,
+  fnv1a64,
+  GuestError,
+  type JsonObject,
+  type KubeObject,
+  kindRef,
+  kinds,
+  labels,
+  log,
+  type ObjectRef,
+  type Operator,
+  objectMeta,
+  type Request,
+  Response,
+  setCondition,
+} from "../../sdk-ts/src/index.ts";
+
+export const GROUP = "apps.example.com";
+export const FINALIZER = "apps.example.com/cache-cleanup";
+export const CONFIG_HASH_ANNOTATION = "apps.example.com/config-hash";
+export const CONFIG_MOUNT_PATH = "/etc/cache";
+const CONTAINER_NAME = "cache";
+const PORT_NAME = "cache";
+const CONFIG_VOLUME = "config";
+const DEFAULT_REPLICAS = 1;
+const DEFAULT_PORT = 6379;
+const MAX_REPLICAS = 10;
+/** How often a deleting Cache is looked at while its pods stop. */
+const POLL_SECONDS = 2;
+
+export type Phase = "Pending" | "Progressing" | "Ready" | "Paused";
+
+interface Settings {
+  defaultImage?: string;
+  apiGroup?: string;
+}
+
+interface Spec {
+  image: string;
+  replicas: number;
+  port: number;
+  config: { [key: string]: string };
+  paused: boolean;
+}
+
+/** The settings, checked: unknown keys and empty values are refused. */
+export function parseSettings(value: unknown): Settings {
+  if (value === undefined || value === null) {
+    return {};
+  }
+  if (typeof value !== "object" || Array.isArray(value)) {
+    throw new Error("settings must be a map");
+  }
+  const settings: Settings = {};
+  for (const [key, v] of Object.entries(value as JsonObject)) {
+    if (key !== "defaultImage" && key !== "apiGroup") {
+      throw new Error(`unknown setting ${JSON.stringify(key)}, expected one of defaultImage, apiGroup`);
+    }
+    if (typeof v !== "string") {
+      throw new Error(`settings.${key} must be a string`);
+    }
+    settings[key] = v;
+  }
+  if (settings.defaultImage !== undefined && settings.defaultImage.trim() === "") {
+    throw new Error("settings.defaultImage must not be empty");
+  }
+  const group = settings.apiGroup;
+  if (group !== undefined && (!group.includes(".") || group.length > 253 || !/^[a-z0-9.-]+$/.test(group))) {
+    throw new Error(`settings.apiGroup ${JSON.stringify(group)} is not an API group (a lowercase DNS name with a dot)`);
+  }
+  return settings;
+}
+
+function isConfigMapKey(key: string): boolean {
+  return key.length > 0 && key.length <= 253 && key !== "." && key !== ".." && /^[-._a-zA-Z0-9]+$/.test(key);
+}
+
+/** The spec with defaults applied; a violation is permanent. */
+function specOf(cache: KubeObject, settings: Settings): Spec {
+  const raw = (cache.spec ?? {}) as JsonObject;
+  let image = typeof raw.image === "string" ? raw.image : "";
+  if (image.trim() === "" && settings.defaultImage !== undefined) {
+    image = settings.defaultImage;
+  }
+  const config: { [key: string]: string } = {};
+  if (raw.config !== null && typeof raw.config === "object" && !Array.isArray(raw.config)) {
+    for (const [key, value] of Object.entries(raw.config as JsonObject)) {
+      config[key] = String(value);
+    }
+  }
+  return {
+    image,
+    replicas: typeof raw.replicas === "number" ? raw.replicas : DEFAULT_REPLICAS,
+    port: typeof raw.port === "number" ? raw.port : DEFAULT_PORT,
+    config,
+    paused: raw.paused === true,
+  };
+}
+
+function validate(spec: Spec): void {
+  if (spec.image.trim() === "") {
+    throw GuestError.permanent("spec.image must not be empty (this guest has no setting defaultImage)");
+  }
+  if (!Number.isInteger(spec.replicas) || spec.replicas < 1 || spec.replicas > MAX_REPLICAS) {
+    throw GuestError.permanent(`spec.replicas must be between 1 and ${MAX_REPLICAS}, got ${spec.replicas}`);
+  }
+  if (!Number.isInteger(spec.port) || spec.port < 1 || spec.port > 65535) {
+    throw GuestError.permanent(`spec.port must be between 1 and 65535, got ${spec.port}`);
+  }
+  const bad = Object.keys(spec.config).find((key) => !isConfigMapKey(key));
+  if (bad !== undefined) {
+    throw GuestError.permanent(
+      `spec.config key ${JSON.stringify(bad)} is not a valid file name (letters, digits, '-', '_' and '.', at most 253 characters)`,
+    );
+  }
+}
+
+/** The 64-bit FNV-1a hash of the config as sorted compact JSON (the Rust guest's). */
+export function configHash(config: { [key: string]: string }): string {
+  return fnv1a64(canonicalJson(config));
+}
+
+function selectorLabels(name: string): { [key: string]: string } {
+  return labels([
+    ["app", "cache"],
+    ["cache", name],
+  ]);
+}
+
+function configMapName(name: string): string {
+  return `${name}-config`;
+}
+
+function configMap(name: string, spec: Spec): KubeObject {
+  const object: KubeObject = {
+    apiVersion: "v1",
+    kind: "ConfigMap",
+    metadata: objectMeta(configMapName(name), selectorLabels(name)),
+  };
+  if (Object.keys(spec.config).length > 0) {
+    object.data = spec.config;
+  }
+  return object;
+}
+
+function deployment(name: string, spec: Spec, hash: string, replicas = spec.replicas): KubeObject {
+  const selector = selectorLabels(name);
+  return {
+    apiVersion: "apps/v1",
+    kind: "Deployment",
+    metadata: objectMeta(name, selectorLabels(name)),
+    spec: {
+      replicas,
+      selector: { matchLabels: selector },
+      template: {
+        metadata: { labels: selector, annotations: { [CONFIG_HASH_ANNOTATION]: hash } },
+        spec: {
+          containers: [
+            {
+              name: CONTAINER_NAME,
+              image: spec.image,
+              ports: [{ name: PORT_NAME, containerPort: spec.port }],
+              volumeMounts: [{ name: CONFIG_VOLUME, mountPath: CONFIG_MOUNT_PATH, readOnly: true }],
+            },
+          ],
+          volumes: [{ name: CONFIG_VOLUME, configMap: { name: configMapName(name) } }],
+        },
+      },
+    },
+  };
+}
+
+function service(name: string, spec: Spec): KubeObject {
+  return {
+    apiVersion: "v1",
+    kind: "Service",
+    metadata: objectMeta(name, selectorLabels(name)),
+    spec: {
+      selector: selectorLabels(name),
+      ports: [{ name: PORT_NAME, port: spec.port, targetPort: spec.port }],
+    },
+  };
+}
+
+/** What a Deployment's spec asks for, to compare the observed one with the desired. */
+interface Fingerprint {
+  replicas: number | undefined;
+  image: string | undefined;
+  port: number | undefined;
+  configHash: string | undefined;
+}
+
+function get(object: unknown, ...path: string[]): unknown {
+  let at: unknown = object;
+  for (const key of path) {
+    if (at === null || typeof at !== "object") {
+      return undefined;
+    }
+    at = (at as JsonObject)[key];
+  }
+  return at;
+}
+
+function num(value: unknown): number | undefined {
+  return typeof value === "number" ? value : undefined;
+}
+
+function fingerprintOf(observed: KubeObject): Fingerprint {
+  const containers = get(observed, "spec", "template", "spec", "containers");
+  const container = Array.isArray(containers)
+    ? (containers as JsonObject[]).find((c) => c?.name === CONTAINER_NAME)
+    : undefined;
+  const hash = get(observed, "spec", "template", "metadata", "annotations", CONFIG_HASH_ANNOTATION);
+  const image = container?.image;
+  return {
+    replicas: num(get(observed, "spec", "replicas")),
+    image: typeof image === "string" ? image : undefined,
+    port: num(get(container, "ports", "0", "containerPort")),
+    configHash: typeof hash === "string" ? hash : undefined,
+  };
+}
+
+function samePrint(a: Fingerprint, b: Fingerprint): boolean {
+  return a.replicas === b.replicas && a.image === b.image && a.port === b.port && a.configHash === b.configHash;
+}
+
+/** Every pod runs the desired spec: seen by its controller, all updated and ready. */
+function rolloutComplete(observed: KubeObject, desired: Fingerprint): boolean {
+  const status = get(observed, "status");
+  if (status === undefined || desired.replicas === undefined) {
+    return false;
+  }
+  const seen = num(get(status, "observedGeneration"));
+  const generation = observed.metadata?.generation;
+  const seenLatest = generation === undefined ? true : seen !== undefined && seen >= generation;
+  const count = (field: string) => num(get(status, field)) ?? 0;
+  return (
+    samePrint(fingerprintOf(observed), desired) &&
+    seenLatest &&
+    count("replicas") === desired.replicas &&
+    count("updatedReplicas") === desired.replicas &&
+    count("readyReplicas") === desired.replicas
+  );
+}
+
+function readyReplicas(observed: KubeObject | undefined): number {
+  return num(get(observed, "status", "readyReplicas")) ?? 0;
+}
+
+/** The status to report, keeping the previous conditions' transition times. */
+function statusOf(
+  previous: JsonObject | undefined,
+  phase: Phase,
+  ready: number,
+  replicas: number,
+  generation: number | undefined,
+  now: string,
+): JsonObject {
+  const conditions: Condition[] = conditionsOf(previous);
+  const counts = `${ready}/${replicas} replicas ready`;
+  let available: [ConditionStatus, string];
+  if (phase === "Pending") {
+    available = ["False", "DeploymentPending"];
+  } else if (ready > 0) {
+    available = ["True", "ReplicasAvailable"];
+  } else {
+    available = ["False", "NoReplicasAvailable"];
+  }
+  const progressing: [ConditionStatus, string, string] = {
+    Pending: ["True", "Creating", "creating the Deployment, Service and ConfigMap"] as [ConditionStatus, string, string],
+    Progressing: ["True", "RollingOut", counts] as [ConditionStatus, string, string],
+    Ready: ["False", "RolloutComplete", counts] as [ConditionStatus, string, string],
+    Paused: ["Unknown", "Paused", "spec.paused is true: children are left as they are"] as [
+      ConditionStatus,
+      string,
+      string,
+    ],
+  }[phase];
+  setCondition(conditions, "Available", available[0], available[1], counts, generation, now);
+  setCondition(conditions, "Progressing", progressing[0], progressing[1], progressing[2], generation, now);
+  const status: JsonObject = { readyReplicas: ready, phase };
+  if (conditions.length > 0) {
+    status.conditions = conditions;
+  }
+  return status;
+}
+
+function phaseEvent(previous: JsonObject | undefined, phase: Phase): [string, string][] {
+  const before = typeof previous?.phase === "string" ? previous.phase : undefined;
+  if (before === phase) {
+    return [];
+  }
+  return [["PhaseChanged", before === undefined ? `phase is ${phase}` : `phase changed from ${before} to ${phase}`]];
+}
+
+function changeEvents(name: string, observed: KubeObject | undefined, wanted: Fingerprint): [string, string][] {
+  if (observed === undefined) {
+    return [["Created", `creating Deployment ${name}, Service ${name} and ConfigMap ${name}-config`]];
+  }
+  const was = fingerprintOf(observed);
+  const events: [string, string][] = [];
+  if (was.replicas !== wanted.replicas) {
+    events.push(["Scaled", `scaling Deployment ${name} from ${was.replicas ?? 0} to ${wanted.replicas ?? 0} replicas`]);
+  }
+  if (was.image !== wanted.image) {
+    events.push([
+      "ImageChanged",
+      `updating Deployment ${name} from image ${was.image ?? "(none)"} to ${wanted.image ?? "(none)"}`,
+    ]);
+  }
+  if (was.configHash !== wanted.configHash) {
+    events.push(["ConfigChanged", `the config changed; rolling the pods of Deployment ${name}`]);
+  }
+  return events;
+}
+
+function reconcileDeletion(request: Request, name: string, spec: Spec): Response {
+  const isDeployment = (ref: ObjectRef) => ref.apiVersion === "apps/v1" && ref.kind === "Deployment" && ref.name === name;
+  const response = new Response().keepObserved(request, isDeployment);
+  const observed = request.observedNamed(kinds.deployment, name);
+  if (observed === undefined) {
+    return response.finalize().normal("CleanupComplete", `no Deployment ${name} left; the Cache can go`);
+  }
+  const ref: ObjectRef = { apiVersion: "apps/v1", kind: "Deployment", name };
+  const pods = num(get(observed, "status", "replicas")) ?? 0;
+  if (pods === 0) {
+    return response
+      .keep(ref)
+      .finalize()
+      .normal("CleanupComplete", `all pods of Deployment ${name} have stopped; the Cache can go`);
+  }
+  try {
+    validate(spec);
+  } catch (e) {
+    return response
+      .keep(ref)
+      .finalize()
+      .warning(
+        "CleanupSkipped",
+        `cannot scale Deployment ${name} down (${e instanceof Error ? e.message : String(e)}); the garbage collector removes it with the Cache`,
+      );
+  }
+  response.child(deployment(name, spec, configHash(spec.config), 0));
+  const wanted = fingerprintOf(observed).replicas ?? 0;
+  return wanted === 0
+    ? response.requeueAfter(POLL_SECONDS).normal("CleanupWaiting", `waiting for ${pods} pod(s) of Deployment ${name} to stop`)
+    : response
+        .requeueAfter(POLL_SECONDS)
+        .normal("CleanupStarted", `scaling Deployment ${name} from ${wanted} to 0 replicas before deletion`);
+}
+
+function reconcilePaused(request: Request, name: string, spec: Spec): Response {
+  const response = new Response().keepObserved(request);
+  const previous = request.status;
+  for (const [reason, message] of phaseEvent(previous, "Paused")) {
+    response.normal(reason, message);
+  }
+  return response.status(
+    statusOf(
+      previous,
+      "Paused",
+      readyReplicas(request.observedNamed(kinds.deployment, name)),
+      spec.replicas,
+      request.generation,
+      request.now,
+    ),
+  );
+}
+
+/** One reconcile of a Cache. */
+export function reconcile(request: Request): Response {
+  let settings: Settings;
+  try {
+    settings = parseSettings(request.settings);
+  } catch (e) {
+    throw GuestError.permanent(e instanceof Error ? e.message : String(e));
+  }
+  const name = request.name;
+  if (name === "") {
+    throw GuestError.permanent("the Cache has no metadata.name");
+  }
+  const spec = specOf(request.parent, settings);
+  // Deletion first: a paused or invalid Cache must still be deletable.
+  if (request.deleting) {
+    return reconcileDeletion(request, name, spec);
+  }
+  if (spec.paused) {
+    return reconcilePaused(request, name, spec);
+  }
+  validate(spec);
+  const hash = configHash(spec.config);
+  const wanted: Fingerprint = { replicas: spec.replicas, image: spec.image, port: spec.port, configHash: hash };
+  const observed = request.observedNamed(kinds.deployment, name);
+  const phase: Phase = observed === undefined ? "Pending" : rolloutComplete(observed, wanted) ? "Ready" : "Progressing";
+  const previous = request.status;
+  const response = new Response();
+  for (const [reason, message] of [...changeEvents(name, observed, wanted), ...phaseEvent(previous, phase)]) {
+    log.info(`cache ${name}: ${reason}: ${message}`);
+    response.normal(reason, message);
+  }
+  return response
+    .child(configMap(name, spec))
+    .child(deployment(name, spec, hash))
+    .child(service(name, spec))
+    .status(statusOf(previous, phase, readyReplicas(observed), spec.replicas, request.generation, request.now));
+}
+
+/** The Cache operator. */
+export const CacheOperator: Operator = {
+  describe(value: unknown) {
+    const settings = parseSettings(value);
+    return new DescriptionBuilder(kindRef(settings.apiGroup ?? GROUP, "v1alpha1", "Cache"))
+      .child(kinds.configMap)
+      .child(kinds.deployment)
+      .child(kinds.service)
+      .finalizer(FINALIZER)
+      .build();
+  },
+  reconcile,
+};

@@ -1,0 +1,223 @@
+#!/usr/bin/env node
+// Builds and tests wasmop guests written in TypeScript.
+//
+//   node build.mjs component <entry.ts> --out <guest.wasm> [--wit <dir>] [--project <dir>]
+//   node build.mjs test <file.test.ts>... [--project <dir>]
+//
+// `component`:
+// 1. generates the WIT's TypeScript types into `generated/` beside this file
+//    (`jco guest-types`);
+// 2. type-checks the project with `tsc --noEmit` (its `tsconfig.json`);
+// 3. bundles the entry and everything it imports into one ES module
+//    (esbuild; the WIT's own modules `wasmop:*` stay imports);
+// 4. makes the component with componentize-js, every WASI feature disabled;
+// 5. checks with `wasm-tools component wit` (jco's `componentWit`) that the
+//    component imports nothing but the WIT's `log`.
+// `test` type-checks, bundles each test file for Node.js with a `log` that
+// prints, and runs them with `node --test`.
+//
+// The tools (componentize-js, jco, esbuild, typescript, pinned in this
+// directory's package.json) are resolved from `$WASMOP_NODE_TOOLS` (a
+// directory holding their `node_modules`, where `cargo xtask build-guests`
+// installs them) or else from the project's own `node_modules`.
+
+import { spawnSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { basename, dirname, join, resolve } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+
+const SDK_DIR = dirname(fileURLToPath(import.meta.url));
+const WORLD = "operator-guest";
+/** What a TypeScript guest may import: the WIT's `log` (and its types). */
+const ALLOWED_IMPORTS = ["wasmop:operator/log@0.1.0", "wasmop:operator/types@0.1.0"];
+/** componentize-js's WASI features: all off, so nothing but `log` is imported. */
+const DISABLED_FEATURES = ["stdio", "random", "clocks", "http", "fetch-event"];
+
+function fail(message) {
+  console.error(`build.mjs: ${message}`);
+  process.exit(1);
+}
+
+function parseArgs(argv) {
+  const [mode, ...rest] = argv;
+  const options = { files: [], out: undefined, wit: undefined, project: process.cwd() };
+  for (let i = 0; i < rest.length; i++) {
+    const arg = rest[i];
+    if (arg === "--out" || arg === "--wit" || arg === "--project") {
+      const value = rest[++i];
+      if (value === undefined) fail(`${arg} needs a value`);
+      options[arg.slice(2)] = resolve(value);
+    } else if (arg.startsWith("--")) {
+      fail(`unknown option ${arg}`);
+    } else {
+      options.files.push(resolve(arg));
+    }
+  }
+  return { mode, options };
+}
+
+/** The directory whose `node_modules` holds the pinned tools. */
+function toolsRoot(project) {
+  return process.env.WASMOP_NODE_TOOLS ? resolve(process.env.WASMOP_NODE_TOOLS) : project;
+}
+
+/** `require` that finds the pinned tools. */
+function toolRequire(project) {
+  return createRequire(join(toolsRoot(project), "package.json"));
+}
+
+/** The ES module entry of the tool package `name` (its `exports` may hide it from `require`). */
+function toolEntry(project, name) {
+  const dir = join(toolsRoot(project), "node_modules", name);
+  let manifest;
+  try {
+    manifest = JSON.parse(readFileSync(join(dir, "package.json"), "utf8"));
+  } catch {
+    fail(`${name} is not installed in ${toolsRoot(project)}: run \`cargo xtask build-guests\` or \`npm install\``);
+  }
+  const root = manifest.exports?.["."] ?? manifest.exports;
+  const entry =
+    typeof root === "string" ? root : (root?.import ?? root?.default ?? manifest.module ?? manifest.main ?? "index.js");
+  return pathToFileURL(join(dir, typeof entry === "string" ? entry : entry.default)).href;
+}
+
+async function importTool(project, name) {
+  return import(toolEntry(project, name));
+}
+
+/** The WIT directory: `--wit`, else `wit/` in the project, else the repository's. */
+function witDir(options) {
+  if (options.wit) return options.wit;
+  for (const candidate of [join(options.project, "wit"), resolve(SDK_DIR, "../../wit")]) {
+    try {
+      readFileSync(join(candidate, "operator.wit"));
+      return candidate;
+    } catch {
+      // next
+    }
+  }
+  fail("no wit/operator.wit found: pass --wit <dir>");
+}
+
+async function generateTypes(require, wit) {
+  // jco-transpile runs its WIT reader as a component on preview2-shim, whose
+  // filesystem has no preopens until they are set: give it the host's root.
+  const transpile = require.resolve("@bytecodealliance/jco-transpile");
+  const shimPath = createRequire(transpile).resolve("@bytecodealliance/preview2-shim/filesystem");
+  const shim = await import(pathToFileURL(shimPath).href);
+  shim._setPreopens({ "/": "/" });
+  const { generateGuestTypes } = await import(pathToFileURL(transpile).href);
+  const out = join(SDK_DIR, "generated");
+  const files = await generateGuestTypes(wit, { worldName: WORLD, outDir: `${out}/` });
+  rmSync(out, { recursive: true, force: true });
+  for (const [path, bytes] of Object.entries(files)) {
+    mkdirSync(dirname(path), { recursive: true });
+    writeFileSync(path, bytes);
+  }
+  console.error(`--> WIT types: ${Object.keys(files).length} files in ${out}`);
+}
+
+function typecheck(require, project) {
+  const tsc = require.resolve("typescript/bin/tsc");
+  // `@types/node` (for tests) comes with the tools.
+  const typeRoots = join(dirname(require.resolve("@types/node/package.json")), "..");
+  const result = spawnSync(process.execPath, [tsc, "--noEmit", "-p", project, "--typeRoots", typeRoots], {
+    stdio: "inherit",
+  });
+  if (result.status !== 0) fail(`tsc found type errors in ${project}`);
+  console.error("--> type-checked");
+}
+
+async function bundle(project, entry, outfile, platform, plugins = []) {
+  const esbuild = await importTool(project, "esbuild");
+  await esbuild.build({
+    entryPoints: [entry],
+    outfile,
+    bundle: true,
+    format: "esm",
+    platform,
+    target: "es2022",
+    external: platform === "neutral" ? ["wasmop:*"] : [],
+    plugins,
+    logLevel: "warning",
+  });
+}
+
+async function component(options) {
+  const [entry] = options.files;
+  if (!entry || !options.out) fail("usage: build.mjs component <entry.ts> --out <guest.wasm>");
+  const require = toolRequire(options.project);
+  const wit = witDir(options);
+  await generateTypes(require, wit);
+  typecheck(require, options.project);
+  const work = mkdtempSync(join(tmpdir(), "wasmop-ts-"));
+  try {
+    const js = join(work, `${basename(entry, ".ts")}.js`);
+    await bundle(options.project, entry, js, "neutral");
+    console.error(`--> bundled ${entry}`);
+    const { componentize } = await importTool(options.project, "@bytecodealliance/componentize-js");
+    const started = Date.now();
+    const { component: bytes } = await componentize({
+      sourcePath: js,
+      witPath: wit,
+      worldName: WORLD,
+      disableFeatures: DISABLED_FEATURES,
+    });
+    console.error(`--> componentized in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    const { componentWit } = await importTool(options.project, "@bytecodealliance/jco");
+    const printed = await componentWit(bytes);
+    const imports = [...printed.matchAll(/^\s*import ([^;]+);/gm)].map((m) => m[1].trim());
+    const extra = imports.filter((i) => !ALLOWED_IMPORTS.includes(i));
+    if (extra.length > 0) fail(`the component imports more than the WIT's log: ${extra.join(", ")}`);
+    mkdirSync(dirname(options.out), { recursive: true });
+    writeFileSync(options.out, bytes);
+    console.error(
+      `--> ${options.out} (${Math.ceil(bytes.length / 1024)} KiB), imports: ${imports.join(", ") || "none"}`,
+    );
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+/** esbuild plugin: the WIT's `log` as console output, for tests under Node.js. */
+const logForNode = {
+  name: "wasmop-log",
+  setup(build) {
+    build.onResolve({ filter: /^wasmop:operator\/log@/ }, (args) => ({ path: args.path, namespace: "wasmop" }));
+    build.onLoad({ filter: /.*/, namespace: "wasmop" }, () => ({
+      contents: "export function log(level, message) { console.error(`[${level}] ${message}`); }",
+      loader: "js",
+    }));
+  },
+};
+
+async function test(options) {
+  if (options.files.length === 0) fail("usage: build.mjs test <file.test.ts>...");
+  const require = toolRequire(options.project);
+  await generateTypes(require, witDir(options));
+  typecheck(require, options.project);
+  const work = mkdtempSync(join(tmpdir(), "wasmop-ts-test-"));
+  try {
+    const bundles = [];
+    for (const file of options.files) {
+      const out = join(work, `${basename(file, ".ts")}.mjs`);
+      await bundle(options.project, file, out, "node", [logForNode]);
+      bundles.push(out);
+    }
+    const result = spawnSync(process.execPath, ["--test", ...bundles], { stdio: "inherit" });
+    if (result.status !== 0) fail("tests failed");
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+const { mode, options } = parseArgs(process.argv.slice(2));
+if (mode === "component") {
+  await component(options);
+} else if (mode === "test") {
+  await test(options);
+} else {
+  fail("usage: build.mjs component <entry.ts> --out <guest.wasm> | build.mjs test <file.test.ts>...");
+}

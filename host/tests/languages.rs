@@ -1,0 +1,235 @@
+//! The cache-operator in TypeScript and Python answers every reconcile
+//! exactly as the Rust one does: the three built components, run by the
+//! host's runtime on the same requests (new, rolling out, ready, paused,
+//! invalid, deleting), give the same children, status, events, kept
+//! children, requeue and finalizer answer. Transition times are compared
+//! as "set now" or "kept from the parent", since each call reads the clock.
+
+mod support;
+
+use serde_json::{Value, json};
+use wasmop_host::model::Request;
+use wasmop_host::runtime::{Limits, ModuleBytes, Runtime, RuntimeConfig};
+
+const MODULES: [&str; 3] = ["cache-operator", "cache-operator-ts", "cache-operator-py"];
+/// A transition time the requests' parents carry: an answer that keeps it
+/// shows it, one that sets a new time does not.
+const EARLIER: &str = "2024-05-01T12:00:00Z";
+
+fn cache(spec: Value, status: Option<Value>) -> Value {
+    let mut cache = json!({
+        "apiVersion": "apps.example.com/v1alpha1",
+        "kind": "Cache",
+        "metadata": {"name": "demo", "namespace": "default", "uid": "u-1", "generation": 2},
+        "spec": spec,
+    });
+    if let Some(status) = status {
+        cache["status"] = status;
+    }
+    cache
+}
+
+fn deployment(replicas: i64, hash: &str, status: Value) -> Value {
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "demo", "namespace": "default", "generation": 4,
+            "ownerReferences": [{"apiVersion": "apps.example.com/v1alpha1", "kind": "Cache",
+                "name": "demo", "uid": "u-1", "controller": true}]},
+        "spec": {"replicas": replicas, "template": {
+            "metadata": {"annotations": {"apps.example.com/config-hash": hash}},
+            "spec": {"containers": [{"name": "cache", "image": "redis:7.2",
+                "ports": [{"containerPort": 6379}]}]}}},
+        "status": status,
+    })
+}
+
+fn service() -> Value {
+    json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "demo", "namespace": "default",
+            "ownerReferences": [{"apiVersion": "apps.example.com/v1alpha1", "kind": "Cache",
+                "name": "demo", "uid": "u-1", "controller": true}]}})
+}
+
+fn conditions(available: &str, progressing: &str) -> Value {
+    json!([
+        {"type": "Available", "status": available, "reason": "R", "message": "m",
+            "lastTransitionTime": EARLIER, "observedGeneration": 1},
+        {"type": "Progressing", "status": progressing, "reason": "R", "message": "m",
+            "lastTransitionTime": EARLIER, "observedGeneration": 1},
+    ])
+}
+
+/// The cases: (name, request).
+fn cases() -> Vec<(&'static str, Request)> {
+    // `{"maxmemory": "64mb"}`'s config hash.
+    let hash = "ea59eebecc7056b9";
+    let spec = json!({"image": "redis:7.2", "replicas": 2, "config": {"maxmemory": "64mb"}});
+    let ready =
+        json!({"observedGeneration": 4, "replicas": 2, "updatedReplicas": 2, "readyReplicas": 2});
+    let request = |parent: Value, observed: Vec<Value>, deleting: bool| Request {
+        parent,
+        observed,
+        deleting,
+        related: vec![],
+    };
+    vec![
+        ("new", request(cache(spec.clone(), None), vec![], false)),
+        (
+            "rolling out",
+            request(
+                cache(
+                    spec.clone(),
+                    Some(json!({"phase": "Pending", "conditions": conditions("False", "True")})),
+                ),
+                vec![deployment(
+                    1,
+                    "0000000000000000",
+                    json!({"replicas": 1, "readyReplicas": 1}),
+                )],
+                false,
+            ),
+        ),
+        (
+            "ready",
+            request(
+                cache(
+                    spec.clone(),
+                    Some(json!({"phase": "Progressing", "readyReplicas": 1,
+                        "conditions": conditions("True", "True")})),
+                ),
+                vec![deployment(2, hash, ready.clone()), service()],
+                false,
+            ),
+        ),
+        (
+            "paused",
+            request(
+                cache(
+                    json!({"image": "redis:7.4", "replicas": 3, "paused": true}),
+                    Some(json!({"phase": "Ready", "conditions": conditions("True", "False")})),
+                ),
+                vec![deployment(2, hash, ready.clone()), service()],
+                false,
+            ),
+        ),
+        (
+            "deleting with pods",
+            request(
+                cache(spec.clone(), None),
+                vec![deployment(2, hash, ready.clone()), service()],
+                true,
+            ),
+        ),
+        (
+            "deleting, pods gone",
+            request(
+                cache(spec.clone(), None),
+                vec![deployment(0, hash, json!({"replicas": 0})), service()],
+                true,
+            ),
+        ),
+        (
+            "invalid",
+            request(
+                cache(json!({"image": "redis", "replicas": 11}), None),
+                vec![],
+                false,
+            ),
+        ),
+    ]
+}
+
+/// The answer as comparable JSON: children and status parsed, transition
+/// times other than [`EARLIER`] replaced by "now"; an error as its kind and
+/// message.
+fn answer(runtime: &Runtime, stem: &str, request: &Request) -> Value {
+    let bytes = std::fs::read(support::guest_module(stem).unwrap()).unwrap();
+    let guest = runtime
+        .load(stem, &ModuleBytes::new(bytes), Limits::default(), None)
+        .unwrap()
+        .0;
+    match guest.reconcile(request) {
+        Ok(response) => {
+            let mut status: Option<Value> = response
+                .status
+                .as_deref()
+                .map(|s| serde_json::from_str(s).unwrap());
+            if let Some(list) = status
+                .as_mut()
+                .and_then(|s| s.get_mut("conditions"))
+                .and_then(Value::as_array_mut)
+            {
+                for condition in list {
+                    if condition["lastTransitionTime"] != EARLIER {
+                        condition["lastTransitionTime"] = json!("now");
+                    }
+                }
+            }
+            let children: Vec<Value> = response
+                .children
+                .iter()
+                .map(|c| serde_json::from_str(c).unwrap())
+                .collect();
+            json!({
+                "children": children,
+                "status": status,
+                "requeueAfterSeconds": response.requeue_after_seconds,
+                "finalized": response.finalized,
+                "events": serde_json::to_value(&response.events).unwrap(),
+                "keep": serde_json::to_value(&response.keep).unwrap(),
+            })
+        }
+        Err(e) => json!({"error": e.to_string()}),
+    }
+}
+
+#[test]
+fn the_typescript_and_python_cache_operators_answer_as_the_rust_one_does() {
+    let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
+    for (case, request) in cases() {
+        let rust = answer(&runtime, MODULES[0], &request);
+        assert!(
+            rust.get("error").is_some() == (case == "invalid"),
+            "{case}: the Rust guest answered {rust:#}"
+        );
+        // What each case is about, so that agreeing on nothing cannot pass.
+        let shape = match case {
+            "new" | "rolling out" | "ready" => rust["children"].as_array().map(Vec::len) == Some(3),
+            "paused" => rust["keep"].as_array().map(Vec::len) == Some(2),
+            "deleting with pods" => {
+                rust["requeueAfterSeconds"] == json!(2) && rust["finalized"] == json!(false)
+            }
+            "deleting, pods gone" => rust["finalized"] == json!(true),
+            _ => true,
+        };
+        assert!(shape, "{case}: the Rust guest answered {rust:#}");
+        if case == "ready" {
+            assert_eq!(rust["status"]["phase"], "Ready", "{rust:#}");
+        }
+        for stem in &MODULES[1..] {
+            let other = answer(&runtime, stem, &request);
+            let other = match (rust.get("error"), other.get("error")) {
+                // Each SDK words the trap-free guest error its own way
+                // around the guest's message; the message is the same.
+                (Some(want), Some(got)) => {
+                    let want = want.as_str().unwrap();
+                    let got = got.as_str().unwrap();
+                    assert!(
+                        want.ends_with("spec.replicas must be between 1 and 10, got 11")
+                            && got.ends_with("spec.replicas must be between 1 and 10, got 11")
+                            && want.contains("permanent")
+                            && got.contains("permanent"),
+                        "{case}: {stem} failed as {got:?}, the Rust guest as {want:?}"
+                    );
+                    continue;
+                }
+                _ => other,
+            };
+            assert_eq!(
+                other, rust,
+                "{case}: {stem} answers differently from the Rust guest"
+            );
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! Guests written in TypeScript and Python: their pinned toolchains and
+//! their builds.
+//!
+//! The toolchains are installed on first use into the user's cache, never
+//! globally, each keyed by the files that pin it:
+//! - TypeScript: `guests/sdk-ts/package.json` and its `package-lock.json`
+//!   (componentize-js, jco, esbuild, typescript), installed with `npm ci`
+//!   into `~/.cache/wasmop/node-tools/<key>/node_modules`;
+//! - Python: `guests/sdk-py/requirements.txt` (componentize-py), installed
+//!   with `pip install --target` into `~/.cache/wasmop/python-tools/<key>`.
+//!
+//! Each SDK's build script (`guests/sdk-ts/build.mjs`,
+//! `guests/sdk-py/build.py`) finds them through `WASMOP_NODE_TOOLS` and
+//! `WASMOP_PYTHON_TOOLS`, which [`Toolchains::env`] sets.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result};
+use sha2::{Digest, Sha256};
+
+use crate::process::run;
+
+/// The language a scripted guest is written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lang {
+    /// TypeScript, made a component by componentize-js.
+    TypeScript,
+    /// Python, made a component by componentize-py.
+    Python,
+}
+
+/// A guest built by its language's SDK build script.
+pub struct ScriptedGuest {
+    /// The file name under `target/guests/`, without `.wasm`.
+    pub name: &'static str,
+    /// Its language.
+    pub lang: Lang,
+    /// Its directory, relative to the workspace root.
+    pub dir: &'static str,
+    /// The entry module: a TypeScript file, or a Python module name.
+    pub entry: &'static str,
+    /// Its unit tests, relative to `dir`.
+    pub tests: &'static [&'static str],
+}
+
+/// Every scripted guest. The names are an interface contract, as the Rust
+/// guests' are.
+pub const GUESTS: &[ScriptedGuest] = &[
+    ScriptedGuest {
+        name: "cache-operator-ts",
+        lang: Lang::TypeScript,
+        dir: "guests/cache-operator-ts",
+        entry: "src/index.ts",
+        tests: &["src/cache.test.ts"],
+    },
+    ScriptedGuest {
+        name: "cache-operator-py",
+        lang: Lang::Python,
+        dir: "guests/cache-operator-py",
+        entry: "app",
+        tests: &["tests"],
+    },
+];
+
+/// The SDKs' own unit tests: (language, SDK directory, tests).
+const SDK_TESTS: &[(Lang, &str, &[&str])] = &[
+    (Lang::TypeScript, "guests/sdk-ts", &["src/index.test.ts"]),
+    (Lang::Python, "guests/sdk-py", &["tests"]),
+];
+
+/// The installed toolchains.
+pub struct Toolchains {
+    node: PathBuf,
+    python: PathBuf,
+}
+
+impl Toolchains {
+    /// Installs both toolchains if missing (progress on stderr).
+    pub fn ensure(root: &Path) -> Result<Self> {
+        Ok(Self {
+            node: node_tools(root)?,
+            python: python_tools(root)?,
+        })
+    }
+
+    /// The variables the SDKs' build scripts read.
+    pub fn env(&self) -> [(&'static str, &Path); 2] {
+        [
+            ("WASMOP_NODE_TOOLS", &self.node),
+            ("WASMOP_PYTHON_TOOLS", &self.python),
+        ]
+    }
+
+    /// `node build.mjs` or `python3 build.py` of `lang`'s SDK, run in `dir`.
+    fn script(&self, root: &Path, lang: Lang, dir: &Path) -> Command {
+        let mut command = match lang {
+            Lang::TypeScript => {
+                let mut c = Command::new("node");
+                c.arg(root.join("guests/sdk-ts/build.mjs"));
+                c
+            }
+            Lang::Python => {
+                let mut c = Command::new("python3");
+                c.arg(root.join("guests/sdk-py/build.py"));
+                c
+            }
+        };
+        command.current_dir(dir).envs(self.env());
+        command
+    }
+
+    /// Builds `guest` into `out`.
+    pub fn build(&self, root: &Path, guest: &ScriptedGuest, out: &Path) -> Result<()> {
+        let dir = root.join(guest.dir);
+        let mut command = self.script(root, guest.lang, &dir);
+        match guest.lang {
+            Lang::TypeScript => command.args(["component", guest.entry, "--out"]).arg(out),
+            Lang::Python => command
+                .args(["component", ".", "--module", guest.entry, "--out"])
+                .arg(out),
+        };
+        run(&mut command).with_context(|| format!("building guest {}", guest.name))
+    }
+
+    /// Runs the unit tests of the SDKs and of every scripted guest.
+    pub fn test_all(&self, root: &Path) -> Result<()> {
+        let suites = SDK_TESTS
+            .iter()
+            .map(|(lang, dir, tests)| (*lang, *dir, *tests))
+            .chain(GUESTS.iter().map(|g| (g.lang, g.dir, g.tests)));
+        for (lang, dir, tests) in suites {
+            let mut command = self.script(root, lang, &root.join(dir));
+            command.arg("test");
+            if lang == Lang::Python {
+                command.arg(".");
+            }
+            command.args(tests);
+            run(&mut command).with_context(|| format!("unit tests of {dir}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// componentize-js and friends, as `guests/sdk-ts/package-lock.json` pins
+/// them.
+fn node_tools(root: &Path) -> Result<PathBuf> {
+    let sdk = root.join("guests/sdk-ts");
+    let files = ["package.json", "package-lock.json"];
+    let key = key_of(&sdk, &files, &tool_version("node", &["--version"])?)?;
+    let complete = |dir: &Path| {
+        dir.join("node_modules/@bytecodealliance/componentize-js/package.json")
+            .is_file()
+    };
+    wasmop_testenv::cache::ensure_dir("node-tools", &key, complete, |staging| {
+        eprintln!(
+            "node-tools: installing the TypeScript guests' toolchain (componentize-js, jco, esbuild, typescript) with npm ci; ~20 s"
+        );
+        for file in files {
+            std::fs::copy(sdk.join(file), staging.join(file))
+                .with_context(|| format!("copying {file}"))?;
+        }
+        run(Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--ignore-scripts"])
+            .current_dir(staging))
+        .context("npm ci (is Node.js 20 or newer with npm on PATH?)")
+    })
+}
+
+/// componentize-py, as `guests/sdk-py/requirements.txt` pins it.
+fn python_tools(root: &Path) -> Result<PathBuf> {
+    let sdk = root.join("guests/sdk-py");
+    let key = key_of(
+        &sdk,
+        &["requirements.txt"],
+        &tool_version("python3", &["--version"])?,
+    )?;
+    let complete = |dir: &Path| dir.join("componentize_py").is_dir();
+    wasmop_testenv::cache::ensure_dir("python-tools", &key, complete, |staging| {
+        eprintln!(
+            "python-tools: installing the Python guests' toolchain (componentize-py) with pip; ~10 s"
+        );
+        run(Command::new("python3")
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--root-user-action=ignore",
+                "--target",
+            ])
+            .arg(staging)
+            .arg("-r")
+            .arg(sdk.join("requirements.txt")))
+        .context("pip install (is Python 3.11 or newer with pip on PATH?)")
+    })
+}
+
+/// `<program> <args>`'s output: part of a toolchain's key.
+fn tool_version(program: &str, args: &[&str]) -> Result<String> {
+    let output = Command::new(program)
+        .args(args)
+        .output()
+        .with_context(|| format!("running `{program}`: is it on PATH?"))?;
+    anyhow::ensure!(
+        output.status.success(),
+        "`{program} {}` failed",
+        args.join(" ")
+    );
+    Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+}
+
+/// The first 16 hex digits of the sha256 of `files` in `dir` and `version`.
+fn key_of(dir: &Path, files: &[&str], version: &str) -> Result<String> {
+    let mut hash = Sha256::new();
+    for file in files {
+        let path = dir.join(file);
+        hash.update(std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?);
+        hash.update([0]);
+    }
+    hash.update(version.as_bytes());
+    Ok(hex_prefix(&hash.finalize()))
+}
+
+fn hex_prefix(digest: &[u8]) -> String {
+    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
