@@ -19,7 +19,8 @@
 // The tools (componentize-js, jco, esbuild, typescript, pinned in this
 // directory's package.json) are resolved from `$WASMOP_NODE_TOOLS` (a
 // directory holding their `node_modules`, where `cargo xtask build-guests`
-// installs them) or else from the project's own `node_modules`.
+// installs them) or else from the project's own `node_modules`, which
+// `npm install` fills on the first build.
 
 import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -61,6 +62,25 @@ function parseArgs(argv) {
 /** The directory whose `node_modules` holds the pinned tools. */
 function toolsRoot(project) {
   return process.env.WASMOP_NODE_TOOLS ? resolve(process.env.WASMOP_NODE_TOOLS) : project;
+}
+
+/**
+ * Runs `npm install` in the project when the tools are neither given by
+ * `$WASMOP_NODE_TOOLS` nor installed there yet (a generated project's first
+ * build).
+ */
+function ensureTools(project) {
+  if (process.env.WASMOP_NODE_TOOLS) return;
+  try {
+    readFileSync(join(project, "node_modules", "@bytecodealliance", "componentize-js", "package.json"));
+    return;
+  } catch {
+    // not installed yet
+  }
+  console.error(`--> installing the pinned tools into ${join(project, "node_modules")} (npm install, once)`);
+  const npm = process.platform === "win32" ? "npm.cmd" : "npm";
+  const result = spawnSync(npm, ["install", "--no-audit", "--no-fund"], { cwd: project, stdio: "inherit" });
+  if (result.status !== 0) fail("npm install failed");
 }
 
 /** `require` that finds the pinned tools. */
@@ -148,6 +168,7 @@ async function bundle(project, entry, outfile, platform, plugins = []) {
 async function component(options) {
   const [entry] = options.files;
   if (!entry || !options.out) fail("usage: build.mjs component <entry.ts> --out <guest.wasm>");
+  ensureTools(options.project);
   const require = toolRequire(options.project);
   const wit = witDir(options);
   await generateTypes(require, wit);
@@ -195,6 +216,7 @@ const logForNode = {
 
 async function test(options) {
   if (options.files.length === 0) fail("usage: build.mjs test <file.test.ts>...");
+  ensureTools(options.project);
   const require = toolRequire(options.project);
   await generateTypes(require, witDir(options));
   typecheck(require, options.project);

@@ -29,6 +29,7 @@ pub mod protected;
 pub mod rbac;
 pub mod render;
 pub mod runtime;
+pub mod scaffold;
 pub mod secrets;
 pub mod server;
 pub mod source;
