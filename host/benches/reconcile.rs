@@ -8,7 +8,8 @@
 //! The two are measured interleaved, call for call, so machine drift hits
 //! both alike. Prints both medians, p99s and the ratio (targets: ratio <= 1.5
 //! and wasm p50 <= 50 us), then where the native time goes stage by stage,
-//! the per-call floor of a fresh instance, and the hostile-neighbour figure.
+//! the per-call floor of a fresh instance, the cache-operator in TypeScript
+//! and Python beside the Rust one, and the hostile-neighbour figure.
 //! Run with `cargo xtask bench` (builds the guests first).
 
 use std::hint::black_box;
@@ -290,7 +291,111 @@ fn main() {
     breakdown(&request, rules);
     let registry = load(&runtime, "cache-operator-registry");
     floor(&guest, &registry, &hostile);
+    languages(&request, wasm_once);
     hostile_neighbour(&runtime, hostile, wasm_once);
+}
+
+/// Calls per guest in the language comparison: its calls take milliseconds.
+const LANGUAGE_SAMPLES: usize = 400;
+
+/// The cache-operator in TypeScript and Python beside the Rust one, on the
+/// same request: a cold compile into an empty on-disk cache, a load from
+/// that cache by a fresh runtime (a restarted host), the reconcile's p50
+/// and p99 (validation included, as above) and the per-call floor (a fresh
+/// instance and a call that fails at once: what instantiating costs).
+/// Targets: TypeScript p50 <= 2 ms, Python p50 <= 3 ms.
+fn languages(request: &Request, rust: impl Fn()) {
+    println!(
+        "cache-operator by language ({LANGUAGE_SAMPLES} calls each, interleaved with the Rust guest's):"
+    );
+    println!(
+        "  {:<20} {:>10} {:>10} {:>10} {:>12} {:>12}",
+        "module", "p50", "p99", "floor", "cold compile", "cache load"
+    );
+    let empty = Request {
+        parent: json!({}),
+        observed: vec![],
+        related: vec![],
+        deleting: false,
+    };
+    let cache = std::env::temp_dir().join(format!("wasmop-bench-languages-{}", std::process::id()));
+    for (stem, target_ms) in [
+        ("cache-operator", None),
+        ("cache-operator-ts", Some(2.0)),
+        ("cache-operator-py", Some(3.0)),
+    ] {
+        let _ = std::fs::remove_dir_all(&cache);
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../target/guests")
+            .join(format!("{stem}.wasm"));
+        let module = ModuleBytes::new(std::fs::read(&path).unwrap_or_else(|e| {
+            panic!(
+                "{}: {e}; build the guests first: cargo xtask build-guests",
+                path.display()
+            )
+        }));
+        let fresh = || {
+            Runtime::new(RuntimeConfig {
+                cache_dir: Some(cache.clone()),
+                ..RuntimeConfig::default()
+            })
+            .expect("runtime")
+        };
+        let (_, cold) = fresh()
+            .load(stem, &module, Limits::default(), None)
+            .expect("loads");
+        let (guest, hit) = fresh()
+            .load(stem, &module, Limits::default(), None)
+            .expect("loads");
+        assert_eq!(hit.hit, wasmop_host::runtime::cache::CacheHit::Disk);
+        let description = guest.description().clone();
+        let limits = Limits::default();
+        let protected = ProtectedObjects::new();
+        let rules = Rules {
+            description: &description,
+            limits: &limits,
+            parent: ParentScope {
+                namespace: Some("default"),
+            },
+            protected: &protected,
+        };
+        let call = || {
+            let raw = guest.reconcile(black_box(request)).expect("reconcile");
+            black_box(validate(rules, raw).expect("valid"));
+        };
+        let mut times = Vec::with_capacity(LANGUAGE_SAMPLES);
+        for _ in 0..20 {
+            call();
+        }
+        for _ in 0..LANGUAGE_SAMPLES {
+            times.push(time(call));
+            rust();
+        }
+        times.sort();
+        let mut floor: Vec<Duration> = (0..LANGUAGE_SAMPLES)
+            .map(|_| time(|| drop(black_box(guest.reconcile(black_box(&empty))))))
+            .collect();
+        floor.sort();
+        let p50 = pct(&times, 0.5);
+        println!(
+            "  {stem:<20} {:>7.2} ms {:>7.2} ms {:>7.2} ms {:>10.1} s {:>9.0} ms{}",
+            ms(p50),
+            ms(pct(&times, 0.99)),
+            ms(pct(&floor, 0.5)),
+            cold.elapsed.as_secs_f64(),
+            ms(hit.elapsed),
+            match target_ms {
+                Some(target) if ms(p50) <= target => format!("  (target p50 <= {target} ms: met)"),
+                Some(target) => format!("  (target p50 <= {target} ms: NOT met)"),
+                None => String::new(),
+            }
+        );
+    }
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
 }
 
 /// Three related Secrets as the host hands them over (data concealed),

@@ -52,6 +52,26 @@ pub enum Command {
     /// one ConfigMap, a unit test, and a README with the commands that
     /// build, test, render and run it.
     New(NewArgs),
+    /// Print the ConfigMap that holds a module for the guest list's
+    /// `configMap` source (pipe it to `kubectl apply -f -`); refuses a
+    /// module larger than a ConfigMap holds.
+    Configmap(ConfigmapArgs),
+}
+
+/// `wasmop configmap`.
+#[derive(Debug, clap::Args)]
+pub struct ConfigmapArgs {
+    /// The component.
+    pub module: PathBuf,
+    /// The ConfigMap's name.
+    #[arg(long)]
+    pub name: String,
+    /// Its namespace: the guest list's.
+    #[arg(long, default_value = "wasmop-system")]
+    pub namespace: String,
+    /// The `binaryData` key holding the module.
+    #[arg(long, default_value = "module.wasm")]
+    pub key: String,
 }
 
 /// `wasmop new`.
@@ -309,6 +329,7 @@ pub fn main() -> ExitCode {
             .context("starting the async runtime")
             .and_then(|rt| rt.block_on(push(args))),
         Command::New(args) => new(args),
+        Command::Configmap(args) => configmap(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -677,6 +698,32 @@ fn render(args: &RenderArgs) -> anyhow::Result<()> {
         Output::Json => println!("{}", serde_json::to_string_pretty(&rendered)?),
         Output::Yaml => print!("{}", serde_saphyr::to_string(&rendered)?),
     }
+    Ok(())
+}
+
+fn configmap(args: &ConfigmapArgs) -> anyhow::Result<()> {
+    let module = std::fs::read(&args.module)
+        .with_context(|| format!("reading {}", args.module.display()))?;
+    if !crate::runtime::is_component(&module) {
+        bail!(
+            "{} is not a WebAssembly component (a guest is built as a component, e.g. `cargo xtask build-guests`)",
+            args.module.display()
+        );
+    }
+    let config_map = crate::source::fetch::module_config_map(
+        &args.namespace,
+        &args.name,
+        &args.key,
+        &args.module.display().to_string(),
+        &module,
+    )?;
+    print!("{}", serde_saphyr::to_string(&config_map)?);
+    eprintln!(
+        "guest list entry: module: {{configMap: {{name: {}, key: {}}}}}  # sha256: {}",
+        args.name,
+        args.key,
+        crate::runtime::cache::digest(&module)
+    );
     Ok(())
 }
 

@@ -390,3 +390,42 @@ fn render_takes_related_objects_and_conceals_secret_values_unless_asked() {
     );
     assert!(echo(&["--secret-values"]).contains("czNjcjN0"));
 }
+
+#[test]
+fn render_keeps_the_compiled_module_in_its_cache_dir_and_loads_it_from_there() {
+    let cache = std::env::temp_dir().join(format!("wasmop-cli-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&cache);
+    let sample = workspace().join("deploy/samples/cache.yaml");
+    let dir = cache.to_str().unwrap();
+    let mut outputs = Vec::new();
+    for _ in 0..2 {
+        let out = Command::new(env!("CARGO_BIN_EXE_wasmop"))
+            .env("WASMOP_LOG", "wasmop_host=debug")
+            .args(["render", "-o", "json", "--cache-dir", dir, "--guest"])
+            .arg(guest("cache-operator-ts"))
+            .arg("--parent")
+            .arg(&sample)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let rendered: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(rendered["children"].as_array().map(Vec::len), Some(3));
+        outputs.push(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    assert!(
+        outputs[0].contains("hit=Miss"),
+        "the first render compiles: {}",
+        outputs[0]
+    );
+    assert!(
+        outputs[1].contains("hit=Disk"),
+        "the second loads the compiled module from the cache: {}",
+        outputs[1]
+    );
+    assert!(std::fs::read_dir(&cache).unwrap().next().is_some());
+    std::fs::remove_dir_all(&cache).unwrap();
+}

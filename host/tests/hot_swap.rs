@@ -588,8 +588,79 @@ async fn a_file_guest_keeps_running_while_the_guest_list_is_followed_too(
     Ok(())
 }
 
+/// `wasmop configmap`'s limit is the API server's: the largest module it
+/// puts in a ConfigMap is stored, one byte more it refuses, naming the
+/// other sources, as the API server refuses the same ConfigMap; a
+/// TypeScript guest (12 MB) is refused and a Rust one printed.
+async fn a_module_too_large_for_a_config_map_is_refused_as_the_api_server_would(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    use wasmop_host::source::fetch::{CONFIG_MAP_MAX_BYTES, module_config_map};
+    let client = env.client();
+    let ns = env.create_namespace("cm-size").await?;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let key = "module.wasm";
+    let fits = vec![7u8; CONFIG_MAP_MAX_BYTES];
+    let stored = module_config_map(&ns, "fits", key, "fits", &fits)?;
+    api.create(&PostParams::default(), &stored)
+        .await
+        .context("the API server refused the largest ConfigMap wasmop makes")?;
+    let over = vec![7u8; CONFIG_MAP_MAX_BYTES + 1];
+    let Err(refused) = module_config_map(&ns, "over", key, "over.wasm", &over) else {
+        bail!("a module one byte over the limit was put in a ConfigMap");
+    };
+    let message = refused.to_string();
+    for source in ["file:", "url:", "oci:"] {
+        ensure!(message.contains(source), "{message}");
+    }
+    let mut too_big = stored.clone();
+    too_big.metadata.name = Some("over".into());
+    too_big.binary_data = Some([(key.to_owned(), k8s_openapi::ByteString(over))].into());
+    match api.create(&PostParams::default(), &too_big).await {
+        Err(kube::Error::Api(status)) if status.code == 422 => {}
+        Err(e) => bail!("the API server refused the ConfigMap one byte over otherwise: {e}"),
+        Ok(_) => bail!("the API server stored a ConfigMap one byte over wasmop's limit"),
+    }
+
+    let cli = |stem: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_wasmop"))
+            .args(["configmap", "--name", stem, "--namespace", &ns])
+            .arg(guest_module(stem).expect("built"))
+            .output()
+    };
+    let out = cli("cache-operator-ts")?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    ensure!(
+        !out.status.success() && stderr.contains("more than a ConfigMap holds"),
+        "{stderr}"
+    );
+    let out = cli("cache-operator")?;
+    ensure!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed: ConfigMap = serde_saphyr::from_str(&String::from_utf8_lossy(&out.stdout))?;
+    let module = std::fs::read(guest_module("cache-operator")?)?;
+    ensure!(
+        printed
+            .binary_data
+            .as_ref()
+            .and_then(|d| d.get(key))
+            .map(|b| &b.0)
+            == Some(&module),
+        "the printed ConfigMap does not hold the module"
+    );
+    api.create(&PostParams::default(), &printed).await?;
+    Ok(())
+}
+
 fn main() -> std::process::ExitCode {
     run(vec![
+        Test::new(
+            "a_module_too_large_for_a_config_map_is_refused_as_the_api_server_would",
+            a_module_too_large_for_a_config_map_is_refused_as_the_api_server_would,
+        ),
         Test::new(
             "a_v1_to_v2_swap_under_load_converges_fifty_caches_without_a_restart",
             a_v1_to_v2_swap_under_load_converges_fifty_caches_without_a_restart,

@@ -16,6 +16,49 @@ use crate::runtime::ModuleBytes;
 /// cannot hold more than ~1 MiB.
 pub const MAX_MODULE_BYTES: u64 = 64 << 20;
 
+/// The most a ConfigMap holds: the API server refuses one whose values
+/// (`data` and `binaryData` together; keys do not count) exceed 1 MiB.
+pub const CONFIG_MAP_MAX_BYTES: usize = 1 << 20;
+
+/// A module too large for the `configMap` source.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{what} is {size:.1} MiB, more than a ConfigMap holds (1 MiB): list it in the guest list as `file:` (a mounted volume), `url:` (with its `sha256:`) or `oci:` (`wasmop push`) instead"
+)]
+pub struct TooLargeForConfigMap {
+    /// The module, for people.
+    pub what: String,
+    /// Its size in MiB.
+    pub size: f64,
+}
+
+/// The ConfigMap `namespace/name` holding `module` under `binaryData[key]`,
+/// for the guest list's `configMap` source; refused when the API server
+/// would refuse it.
+pub fn module_config_map(
+    namespace: &str,
+    name: &str,
+    key: &str,
+    what: &str,
+    module: &[u8],
+) -> Result<ConfigMap, TooLargeForConfigMap> {
+    if module.len() > CONFIG_MAP_MAX_BYTES {
+        return Err(TooLargeForConfigMap {
+            what: what.to_owned(),
+            size: module.len() as f64 / f64::from(1u32 << 20),
+        });
+    }
+    Ok(ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(namespace.to_owned()),
+            ..Default::default()
+        },
+        binary_data: Some([(key.to_owned(), k8s_openapi::ByteString(module.to_vec()))].into()),
+        ..Default::default()
+    })
+}
+
 /// How long an HTTP download may take.
 const URL_TIMEOUT: Duration = Duration::from_secs(30);
 
