@@ -154,6 +154,36 @@ fn fixture() -> (Value, Vec<Value>) {
     (parent, observed)
 }
 
+/// What validating a guest's answers takes, as the host holds it: the
+/// guest's description, default limits, nothing protected.
+struct Checks {
+    description: wasmop_host::model::Description,
+    limits: Limits,
+    protected: ProtectedObjects,
+}
+
+impl Checks {
+    fn of(guest: &Guest) -> Self {
+        Self {
+            description: guest.description().clone(),
+            limits: Limits::default(),
+            protected: ProtectedObjects::new(),
+        }
+    }
+
+    /// The rules for a parent in `default`.
+    fn rules(&self) -> Rules<'_> {
+        Rules {
+            description: &self.description,
+            limits: &self.limits,
+            parent: ParentScope {
+                namespace: Some("default"),
+            },
+            protected: &self.protected,
+        }
+    }
+}
+
 fn measure(mut f: impl FnMut()) -> Vec<Duration> {
     for _ in 0..WARMUP {
         f();
@@ -239,17 +269,8 @@ fn main() {
         related: vec![],
         deleting: false,
     };
-    let description = guest.description().clone();
-    let limits = Limits::default();
-    let protected = ProtectedObjects::new();
-    let rules = Rules {
-        description: &description,
-        limits: &limits,
-        parent: ParentScope {
-            namespace: Some("default"),
-        },
-        protected: &protected,
-    };
+    let checks = Checks::of(&guest);
+    let rules = checks.rules();
 
     let wasm_once = || {
         let raw = guest.reconcile(black_box(&request)).expect("reconcile");
@@ -348,17 +369,8 @@ fn languages(request: &Request, rust: impl Fn()) {
             .load(stem, &module, Limits::default(), None)
             .expect("loads");
         assert_eq!(hit.hit, wasmop_host::runtime::cache::CacheHit::Disk);
-        let description = guest.description().clone();
-        let limits = Limits::default();
-        let protected = ProtectedObjects::new();
-        let rules = Rules {
-            description: &description,
-            limits: &limits,
-            parent: ParentScope {
-                namespace: Some("default"),
-            },
-            protected: &protected,
-        };
+        let checks = Checks::of(&guest);
+        let rules = checks.rules();
         let call = || {
             let raw = guest.reconcile(black_box(request)).expect("reconcile");
             black_box(validate(rules, raw).expect("valid"));

@@ -701,15 +701,20 @@ fn render(args: &RenderArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn configmap(args: &ConfigmapArgs) -> anyhow::Result<()> {
-    let module = std::fs::read(&args.module)
-        .with_context(|| format!("reading {}", args.module.display()))?;
+/// The bytes of the component at `path`; refused if it is not one.
+fn read_component(path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
+    let module = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     if !crate::runtime::is_component(&module) {
         bail!(
             "{} is not a WebAssembly component (a guest is built as a component, e.g. `cargo xtask build-guests`)",
-            args.module.display()
+            path.display()
         );
     }
+    Ok(module)
+}
+
+fn configmap(args: &ConfigmapArgs) -> anyhow::Result<()> {
+    let module = read_component(&args.module)?;
     let config_map = crate::source::fetch::module_config_map(
         &args.namespace,
         &args.name,
@@ -790,14 +795,7 @@ async fn push(args: PushArgs) -> anyhow::Result<()> {
     if reference.digest().is_some() {
         bail!("push to a tag, not a digest: the digest is printed after the push");
     }
-    let module = std::fs::read(&args.module)
-        .with_context(|| format!("reading {}", args.module.display()))?;
-    if !crate::runtime::is_component(&module) {
-        bail!(
-            "{} is not a WebAssembly component (a guest is built as a component, e.g. `cargo xtask build-guests`)",
-            args.module.display()
-        );
-    }
+    let module = read_component(&args.module)?;
     let auth = match &args.username {
         Some(user) => {
             let mut password = String::new();

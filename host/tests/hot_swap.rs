@@ -457,6 +457,13 @@ async fn swapping_back_to_a_known_version_hits_the_compiled_cache(
         "cache hit ({hit} us) is not clearly faster than compiling ({compile_v2} us)"
     );
     eprintln!("compile v2: {compile_v2} us, swap back from cache: {hit} us");
+    // The swap's Event says how the module was obtained (the API server
+    // folds the second GuestSwapped into the first, which keeps its note).
+    let note = support::wait_for_event(&client, &ns, LIST, "GuestSwapped", LONG).await?;
+    ensure!(
+        note.contains("swapped to a new module version") && note.contains(", compiled in "),
+        "the swap's Event does not say how the module was compiled: {note}"
+    );
     Ok(())
 }
 

@@ -233,3 +233,32 @@ fn the_typescript_and_python_cache_operators_answer_as_the_rust_one_does() {
         }
     }
 }
+
+/// A guest's `memoryLimit` holds for these engines too: the TypeScript and
+/// Python components need megabytes of memory before any reconcile code
+/// runs, and under a cap smaller than that every call fails as
+/// `GuestMemoryLimit`, named, instead of trapping some other way.
+#[test]
+fn the_memory_limit_applies_to_typescript_and_python_guests() {
+    let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
+    let (_, request) = cases().remove(0);
+    for stem in &MODULES[1..] {
+        let bytes = std::fs::read(support::guest_module(stem).unwrap()).unwrap();
+        let limits = Limits {
+            memory_bytes: 4 << 20,
+            ..Limits::default()
+        };
+        match runtime.load(stem, &ModuleBytes::new(bytes), limits, None) {
+            // `describe` already ran out of memory: refused at load, named.
+            Err(e) => {
+                eprintln!("{stem} under 4 MiB: refused at load: {e}");
+                assert!(e.to_string().contains("memory"), "{stem}: {e}");
+            }
+            Ok((guest, _)) => {
+                let err = guest.reconcile(&request).unwrap_err();
+                eprintln!("{stem} under 4 MiB: the reconcile failed: {err}");
+                assert_eq!(err.reason().as_str(), "GuestMemoryLimit", "{stem}: {err}");
+            }
+        }
+    }
+}

@@ -98,28 +98,22 @@ class GuestError(Exception):
 # ------------------------------------------------------------------ logging
 
 
+def _writer(level: "_log.Level") -> Callable[[str], None]:
+    def write(message: str) -> None:
+        _log.log(level, message)
+
+    return write
+
+
 class _Log:
-    """Log lines go to the host's log, tagged with the guest's name."""
+    """Log lines go to the host's log, tagged with the guest's name:
+    ``log.info("...")``, and ``trace``, ``debug``, ``warn``, ``error``."""
 
-    @staticmethod
-    def trace(message: str) -> None:
-        _log.log(_log.Level.TRACE, message)
-
-    @staticmethod
-    def debug(message: str) -> None:
-        _log.log(_log.Level.DEBUG, message)
-
-    @staticmethod
-    def info(message: str) -> None:
-        _log.log(_log.Level.INFO, message)
-
-    @staticmethod
-    def warn(message: str) -> None:
-        _log.log(_log.Level.WARN, message)
-
-    @staticmethod
-    def error(message: str) -> None:
-        _log.log(_log.Level.ERROR, message)
+    trace = staticmethod(_writer(_log.Level.TRACE))
+    debug = staticmethod(_writer(_log.Level.DEBUG))
+    info = staticmethod(_writer(_log.Level.INFO))
+    warn = staticmethod(_writer(_log.Level.WARN))
+    error = staticmethod(_writer(_log.Level.ERROR))
 
 
 log = _Log()
