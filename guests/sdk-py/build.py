@@ -8,9 +8,9 @@
 ``requirements.txt`` beside this file pins) from the app module (default
 ``app``) in ``<app-dir>``, with this SDK on its path. ``test`` generates the
 WIT's Python bindings, puts them, this SDK and ``<app-dir>`` on the path, with
-a ``log`` that prints, and runs pytest.
+a ``log`` that prints, and runs pytest (pinned there too).
 
-componentize-py is taken from ``$WASMOP_PYTHON_TOOLS`` (a ``pip install
+The tools are taken from ``$WASMOP_PYTHON_TOOLS`` (a ``pip install
 --target`` directory, where ``cargo xtask build-guests`` installs it), else
 from ``.tools/`` beside the app, which this script fills with ``pip install
 --target`` on first use.
@@ -47,10 +47,10 @@ def wit_dir(app: Path, given: str | None) -> Path:
 
 
 def tools(app: Path) -> Path:
-    """The directory holding componentize-py, installed on first use."""
+    """The directory holding componentize-py and pytest, installed on first use."""
     given = os.environ.get("WASMOP_PYTHON_TOOLS")
     target = Path(given).resolve() if given else app / ".tools"
-    if not (target / "componentize_py").is_dir():
+    if not ((target / "componentize_py").is_dir() and (target / "pytest").is_dir()):
         requirements = SDK_DIR / "requirements.txt"
         print(f"--> installing {requirements.read_text().split()[0]} into {target}", file=sys.stderr)
         subprocess.run(
@@ -103,7 +103,9 @@ def test(options: argparse.Namespace) -> None:
         bindings = Path(work) / "bindings"
         componentize_py(app, ["-d", str(wit), "-w", WORLD, "bindings", str(bindings)])
         (Path(work) / "conftest.py").write_text(LOG_FOR_TESTS)
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([work, str(bindings), str(SDK_DIR), str(app)]))
+        # pytest comes with the tools (requirements.txt), not from the machine.
+        paths = [work, str(bindings), str(SDK_DIR), str(app), str(tools(app))]
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
         paths = [str(Path(p).resolve()) for p in options.tests]
         result = subprocess.run(
             [sys.executable, "-m", "pytest", "-q", "-p", "conftest", "--rootdir", str(app), *paths],

@@ -6,8 +6,9 @@
 //! - TypeScript: `guests/sdk-ts/package.json` and its `package-lock.json`
 //!   (componentize-js, jco, esbuild, typescript), installed with `npm ci`
 //!   into `~/.cache/wasmop/node-tools/<key>/node_modules`;
-//! - Python: `guests/sdk-py/requirements.txt` (componentize-py), installed
-//!   with `pip install --target` into `~/.cache/wasmop/python-tools/<key>`.
+//! - Python: `guests/sdk-py/requirements.txt` (componentize-py, pytest),
+//!   installed with `pip install --target` into
+//!   `~/.cache/wasmop/python-tools/<key>`, so neither comes from the machine.
 //!
 //! Each SDK's build script (`guests/sdk-ts/build.mjs`,
 //! `guests/sdk-py/build.py`) finds them through `WASMOP_NODE_TOOLS` and
@@ -175,10 +176,10 @@ fn python_tools(root: &Path) -> Result<PathBuf> {
         &["requirements.txt"],
         &tool_version("python3", &["--version"])?,
     )?;
-    let complete = |dir: &Path| dir.join("componentize_py").is_dir();
+    let complete = |dir: &Path| dir.join("componentize_py").is_dir() && dir.join("pytest").is_dir();
     wasmop_testenv::cache::ensure_dir("python-tools", &key, complete, |staging| {
         eprintln!(
-            "python-tools: installing the Python guests' toolchain (componentize-py) with pip; ~10 s"
+            "python-tools: installing the Python guests' toolchain (componentize-py, pytest) with pip; ~10 s"
         );
         run(Command::new("python3")
             .args([
