@@ -365,7 +365,18 @@ fn languages(request: &Request, rust: impl Fn()) {
         let (_, cold) = fresh()
             .load(stem, &module, Limits::default(), None)
             .expect("loads");
-        let (guest, hit) = fresh()
+        let runtime = fresh();
+        if stem == "cache-operator" {
+            println!(
+                "  (instances from {}; run under `ulimit -v 24000000` to compare)",
+                if runtime.is_pooled() {
+                    "the pooling allocator"
+                } else {
+                    "on-demand allocation: the pool could not be reserved"
+                }
+            );
+        }
+        let (guest, hit) = runtime
             .load(stem, &module, Limits::default(), None)
             .expect("loads");
         assert_eq!(hit.hit, wasmop_host::runtime::cache::CacheHit::Disk);
