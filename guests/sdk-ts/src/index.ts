@@ -307,24 +307,32 @@ export class Request {
       : undefined;
   }
 
-  /** The observed child of `kind` named `name`. */
-  observedNamed(kind: KindRef, name: string): KubeObject | undefined {
-    return named(this.observed, kind, name);
+  /**
+   * The parent as the guest's own type (`request.parentAs<Cache>()`): a
+   * view of the same object, not a check of its shape.
+   */
+  parentAs<T extends KubeObject>(): T {
+    return this.parent as T;
   }
 
-  /** Every observed child of `kind`. */
-  observedOf(kind: KindRef): KubeObject[] {
-    return of(this.observed, kind);
+  /** The observed child of `kind` named `name`, as `T` (default: any object). */
+  observedNamed<T extends KubeObject = KubeObject>(kind: KindRef, name: string): T | undefined {
+    return named(this.observed, kind, name) as T | undefined;
   }
 
-  /** The related object of `kind` named `name`. */
-  relatedNamed(kind: KindRef, name: string): KubeObject | undefined {
-    return named(this.related, kind, name);
+  /** Every observed child of `kind`, as `T`. */
+  observedOf<T extends KubeObject = KubeObject>(kind: KindRef): T[] {
+    return of(this.observed, kind) as T[];
   }
 
-  /** Every related object of `kind`. */
-  relatedOf(kind: KindRef): KubeObject[] {
-    return of(this.related, kind);
+  /** The related object of `kind` named `name`, as `T`. */
+  relatedNamed<T extends KubeObject = KubeObject>(kind: KindRef, name: string): T | undefined {
+    return named(this.related, kind, name) as T | undefined;
+  }
+
+  /** Every related object of `kind`, as `T`. */
+  relatedOf<T extends KubeObject = KubeObject>(kind: KindRef): T[] {
+    return of(this.related, kind) as T[];
   }
 
   /** References to every observed child. */
