@@ -19,7 +19,8 @@ Rust SDK (``guests/sdk``) and the TypeScript one (``guests/sdk-ts``):
   host expects.
 
 The host grants a Python guest nothing through the WASI interfaces
-componentize-py imports: no clock, files, network or environment.
+componentize-py imports but clocks and randomness: no files, sockets, name
+lookup or environment.
 """
 
 from __future__ import annotations

@@ -255,7 +255,7 @@ impl Project {
         };
         let imports_note = match self.lang {
             Lang::Python => {
-                " (and the WASI interfaces componentize-py imports, which the host links granting nothing)"
+                " (and the WASI interfaces componentize-py imports, which the host links granting nothing but clocks and randomness)"
             }
             Lang::Rust | Lang::Ts => "",
         };
