@@ -2,7 +2,8 @@
 //! controller-runtime Cache operator (`tests/peers/kubebuilder-cache`),
 //! one process per CRD group, against one wasmop host running the
 //! cache-operator guest. On one real control plane, one operator at a time,
-//! each in a fresh namespace (its own CRD group for the density runs):
+//! each in a fresh namespace (its own CRD group for the density runs),
+//! deleted once measured so that the next one starts in an empty cluster:
 //!
 //! 1. convergence: N Caches created at once; wall time until every one is
 //!    Ready at its generation; the operator's API requests by verb (audit
@@ -31,7 +32,8 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 use wasmop_testenv::TestEnv;
@@ -346,6 +348,7 @@ async fn measure(env: &TestEnv, operator: Operator, n: usize, steady: Duration) 
     let steady_writes = writes(&requests_by_verb(env, &user, steady_from, steady_to));
     let storm_writes = writes(&requests_by_verb(env, &user, steady_to, storm_to));
     drop(running);
+    clear(env, &ns, Some(&group)).await;
     Run {
         converge,
         requests,
@@ -354,6 +357,53 @@ async fn measure(env: &TestEnv, operator: Operator, n: usize, steady: Duration) 
         rss_peak_mib: rss_peak as f64 / 1024.0,
         rss_steady_mib: rss_steady as f64 / 1024.0,
         cpu_secs: cpu,
+    }
+}
+
+/// Deletes `ns` and waits until it is gone (its Pods with it), so that the
+/// next operator runs in a cluster as empty as the one before did and its
+/// Pods fit on the fake node (12,000 Pods: at N = 5,000 the floor's and one
+/// operator's Pods leave room for only 2,000 more). The Caches of `group`
+/// lose their finalizers first: their operator is stopped.
+async fn clear(env: &TestEnv, ns: &str, group: Option<&str>) {
+    let client = env.client();
+    if let Some(group) = group {
+        let api = caches(&client, ns, group);
+        let names: Vec<String> = api
+            .list(&ListParams::default())
+            .await
+            .expect("list Caches")
+            .items
+            .iter()
+            .map(ResourceExt::name_any)
+            .collect();
+        let patch = json!({"metadata": {"finalizers": null}});
+        futures::stream::iter(names)
+            .map(|name| {
+                let (api, patch) = (api.clone(), &patch);
+                async move {
+                    api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+                        .await
+                        .map(drop)
+                }
+            })
+            .buffer_unordered(32)
+            .try_collect::<Vec<_>>()
+            .await
+            .expect("finalizers removed");
+    }
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client);
+    namespaces
+        .delete(ns, &DeleteParams::default())
+        .await
+        .expect("namespace deleted");
+    let started = Instant::now();
+    while namespaces.get_opt(ns).await.expect("namespace").is_some() {
+        assert!(
+            started.elapsed() < CONVERGE_LIMIT,
+            "namespace {ns} still there after {CONVERGE_LIMIT:?}"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 
@@ -411,7 +461,9 @@ async fn floor(env: &TestEnv, n: usize) -> Duration {
             .filter(|d| d.status.as_ref().and_then(|s| s.ready_replicas) == Some(1))
             .count();
         if ready == n {
-            return started.elapsed();
+            let took = started.elapsed();
+            clear(env, &ns, None).await;
+            return took;
         }
         assert!(started.elapsed() < CONVERGE_LIMIT, "floor: {ready} of {n}");
         tokio::time::sleep(Duration::from_millis(500)).await;
