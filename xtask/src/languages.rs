@@ -18,7 +18,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result};
-use sha2::{Digest, Sha256};
 
 use crate::process::run;
 
@@ -148,7 +147,8 @@ impl Toolchains {
 fn node_tools(root: &Path) -> Result<PathBuf> {
     let sdk = root.join("guests/sdk-ts");
     let files = ["package.json", "package-lock.json"];
-    let key = key_of(&sdk, &files, &tool_version("node", &["--version"])?)?;
+    let key =
+        wasmop_testenv::cache::key_of(&sdk, &files, &[&tool_version("node", &["--version"])?])?;
     let complete = |dir: &Path| {
         dir.join("node_modules/@bytecodealliance/componentize-js/package.json")
             .is_file()
@@ -171,10 +171,10 @@ fn node_tools(root: &Path) -> Result<PathBuf> {
 /// componentize-py, as `guests/sdk-py/requirements.txt` pins it.
 fn python_tools(root: &Path) -> Result<PathBuf> {
     let sdk = root.join("guests/sdk-py");
-    let key = key_of(
+    let key = wasmop_testenv::cache::key_of(
         &sdk,
         &["requirements.txt"],
-        &tool_version("python3", &["--version"])?,
+        &[&tool_version("python3", &["--version"])?],
     )?;
     let complete = |dir: &Path| dir.join("componentize_py").is_dir() && dir.join("pytest").is_dir();
     wasmop_testenv::cache::ensure_dir("python-tools", &key, complete, |staging| {
@@ -210,20 +210,4 @@ fn tool_version(program: &str, args: &[&str]) -> Result<String> {
         args.join(" ")
     );
     Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
-}
-
-/// The first 16 hex digits of the sha256 of `files` in `dir` and `version`.
-fn key_of(dir: &Path, files: &[&str], version: &str) -> Result<String> {
-    let mut hash = Sha256::new();
-    for file in files {
-        let path = dir.join(file);
-        hash.update(std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?);
-        hash.update([0]);
-    }
-    hash.update(version.as_bytes());
-    Ok(hex_prefix(&hash.finalize()))
-}
-
-fn hex_prefix(digest: &[u8]) -> String {
-    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
 }

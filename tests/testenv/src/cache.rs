@@ -10,6 +10,7 @@ use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use sha2::{Digest, Sha256};
 
 /// The directory `<cache>/wasmop/<name>/<key>`, made by `fill` (given an
 /// empty staging directory) unless `complete` says it already holds
@@ -67,6 +68,22 @@ pub fn ensure_dir(
         .with_context(|| format!("moving {} to {}", staging.display(), dir.display()))?;
     eprintln!("{name}: ready in {}", dir.display());
     Ok(dir)
+}
+
+/// A directory's key: the first 16 hex digits of the sha256 of `files` in
+/// `dir` (each followed by a NUL byte), then of `then` as it is (versions,
+/// flags): enough to tell contents apart, short enough to read.
+pub fn key_of(dir: &Path, files: &[&str], then: &[&str]) -> Result<String> {
+    let mut hash = Sha256::new();
+    for file in files {
+        let path = dir.join(file);
+        hash.update(fs::read(&path).with_context(|| format!("reading {}", path.display()))?);
+        hash.update([0]);
+    }
+    for part in then {
+        hash.update(part.as_bytes());
+    }
+    Ok(hex::encode(&hash.finalize()[..8]))
 }
 
 fn cache_root() -> Result<PathBuf> {

@@ -15,7 +15,6 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use sha2::{Digest, Sha256};
 
 /// A Go module of ours and the binaries built from it.
 pub(crate) struct GoBuild {
@@ -63,18 +62,17 @@ impl GoBuild {
     /// sha256 of go.mod, go.sum, the Go version and the build flags (first
     /// 16 hex digits: enough to tell builds apart, short enough to read).
     fn cache_key(&self, module: &Path, go_version: &str) -> Result<String> {
-        let mut hash = Sha256::new();
-        for file in ["go.mod", "go.sum"] {
-            let path = module.join(file);
-            hash.update(fs::read(&path).with_context(|| format!("reading {}", path.display()))?);
-            hash.update([0]);
-        }
-        hash.update(go_version.as_bytes());
-        hash.update([0]);
-        hash.update("CGO_ENABLED=0 ");
-        hash.update(self.flags().join(" "));
-        hash.update(self.packages.join(" "));
-        Ok(hex::encode(&hash.finalize()[..8]))
+        crate::cache::key_of(
+            module,
+            &["go.mod", "go.sum"],
+            &[
+                go_version,
+                "\0",
+                "CGO_ENABLED=0 ",
+                &self.flags().join(" "),
+                &self.packages.join(" "),
+            ],
+        )
     }
 
     /// Runs `go build` into `out`, reporting progress, then applies the
