@@ -129,14 +129,17 @@ impl Leadership {
         self.publish();
     }
 
-    /// How long ago a renewal of ours was last seen (none: never, or
-    /// superseded since).
-    fn renewal_age(&self) -> Option<Duration> {
-        self.inner
-            .renewed
-            .lock()
-            .expect("leadership lock")
-            .map(|at| at.elapsed())
+    /// Whether this host holds the lease but has seen no renewal of its own
+    /// for `overdue` (or none since it was superseded). A standby, which
+    /// renews nothing, is never overdue.
+    fn renewal_overdue(&self, overdue: Duration) -> bool {
+        self.inner.held.load(Ordering::Acquire)
+            && self
+                .inner
+                .renewed
+                .lock()
+                .expect("leadership lock")
+                .is_none_or(|at| at.elapsed() > overdue)
     }
 
     fn renewed(&self) {
@@ -334,10 +337,11 @@ async fn release(
 }
 
 /// Watches the Lease: records our renewals and wakes a standby when the
-/// lease is released or changes hands. While no renewal of ours has been
-/// seen for two retry periods (the watch failed and is in its backoff, as
-/// after an outage), it also reads the Lease every retry period, so the
-/// fence lifts as soon as a renewal lands, not when the watch is back.
+/// lease is released or changes hands. While it holds the lease but has
+/// seen no renewal of its own for two retry periods (the watch failed and is
+/// in its backoff, as after an outage), it also reads the Lease every retry
+/// period, so the fence lifts as soon as a renewal lands, not when the watch
+/// is back. A standby reads only the watch.
 async fn observe(
     client: kube::Client,
     config: LeaderConfig,
@@ -366,7 +370,7 @@ async fn observe(
                 None => return,
             },
             _ = tick.tick() => {
-                if seen.leadership.renewal_age().is_none_or(|age| age > config.retry_period * 2)
+                if seen.leadership.renewal_overdue(config.retry_period * 2)
                     && let Ok(Some(lease)) = api.get_opt(&config.lease_name).await
                 {
                     seen.lease(lease);
@@ -428,6 +432,27 @@ mod tests {
         assert!(leadership.is_leader());
         leadership.set_held(false);
         assert!(!leadership.is_leader());
+    }
+
+    #[test]
+    fn only_a_holder_without_a_recent_renewal_is_overdue() {
+        let period = Duration::from_millis(50);
+        let leadership = Leadership::new(true, Duration::from_secs(10));
+        assert!(
+            !leadership.renewal_overdue(period),
+            "a standby renews nothing"
+        );
+        leadership.set_held(true);
+        assert!(!leadership.renewal_overdue(period), "just renewed");
+        std::thread::sleep(Duration::from_millis(80));
+        assert!(leadership.renewal_overdue(period));
+        leadership.renewed();
+        assert!(!leadership.renewal_overdue(period));
+        leadership.superseded();
+        assert!(
+            leadership.renewal_overdue(period),
+            "superseded: none seen since"
+        );
     }
 
     #[test]
