@@ -45,15 +45,18 @@ pub struct Project {
 /// The WIT every guest targets.
 const WIT: &str = include_str!("../../../wit/operator.wit");
 
-/// One file of a project: its path and its text, with `{{placeholders}}`.
+/// One file of a project: its path and its text. In a template the
+/// `{{placeholders}}` are filled; a copied file (the WIT, an SDK and its
+/// build script) is written as it is.
 type Template = (&'static str, &'static str);
 
 const COMMON: &[Template] = &[
     ("crd.yaml", include_str!("templates/common/crd.yaml")),
     ("sample.yaml", include_str!("templates/common/sample.yaml")),
     ("README.md", include_str!("templates/common/README.md")),
-    ("wit/operator.wit", WIT),
 ];
+
+const COMMON_COPIED: &[Template] = &[("wit/operator.wit", WIT)];
 
 const RUST: &[Template] = &[
     ("Cargo.toml", include_str!("templates/rust/Cargo.toml")),
@@ -78,6 +81,10 @@ const TS: &[Template] = &[
         "src/guest.test.ts",
         include_str!("templates/ts/src/guest.test.ts"),
     ),
+    (".gitignore", "/node_modules/\n/generated/\n*.wasm\n"),
+];
+
+const TS_COPIED: &[Template] = &[
     (
         "build.mjs",
         include_str!("../../../guests/sdk-ts/build.mjs"),
@@ -86,7 +93,6 @@ const TS: &[Template] = &[
         "sdk/index.ts",
         include_str!("../../../guests/sdk-ts/src/index.ts"),
     ),
-    (".gitignore", "/node_modules/\n/generated/\n*.wasm\n"),
 ];
 
 const PYTHON: &[Template] = &[
@@ -96,6 +102,13 @@ const PYTHON: &[Template] = &[
         "tests/test_guest.py",
         include_str!("templates/python/tests/test_guest.py"),
     ),
+    (
+        ".gitignore",
+        "/.tools/\n__pycache__/\n.pytest_cache/\n*.wasm\n",
+    ),
+];
+
+const PYTHON_COPIED: &[Template] = &[
     ("build.py", include_str!("../../../guests/sdk-py/build.py")),
     (
         "requirements.txt",
@@ -104,10 +117,6 @@ const PYTHON: &[Template] = &[
     (
         "wasmop_sdk/__init__.py",
         include_str!("../../../guests/sdk-py/wasmop_sdk/__init__.py"),
-    ),
-    (
-        ".gitignore",
-        "/.tools/\n__pycache__/\n.pytest_cache/\n*.wasm\n",
     ),
 ];
 
@@ -123,6 +132,14 @@ impl Lang {
             Self::Rust => RUST,
             Self::Ts => TS,
             Self::Python => PYTHON,
+        }
+    }
+
+    fn copied(self) -> &'static [Template] {
+        match self {
+            Self::Rust => &[],
+            Self::Ts => TS_COPIED,
+            Self::Python => PYTHON_COPIED,
         }
     }
 
@@ -305,19 +322,21 @@ pub fn generate(project: &Project, dir: &Path) -> Result<Vec<PathBuf>> {
     }
     let values = project.placeholders()?;
     let mut written = Vec::new();
-    for (path, template) in COMMON.iter().chain(project.lang.templates()) {
-        let mut text = (*template).to_owned();
-        // The WIT and the SDK files are copied as they are.
-        if !path.starts_with("wit/")
-            && !path.starts_with("sdk/")
-            && !path.starts_with("wasmop_sdk/")
-            && *path != "build.mjs"
-            && *path != "build.py"
-        {
+    let templates = COMMON
+        .iter()
+        .chain(project.lang.templates())
+        .map(|(path, template)| {
+            let mut text = (*template).to_owned();
             for (placeholder, value) in &values {
                 text = text.replace(placeholder, value);
             }
-        }
+            (*path, text)
+        });
+    let copied = COMMON_COPIED
+        .iter()
+        .chain(project.lang.copied())
+        .map(|(path, text)| (*path, (*text).to_owned()));
+    for (path, text) in templates.chain(copied) {
         let target = dir.join(path);
         if let Some(parent) = target.parent() {
             std::fs::create_dir_all(parent)
@@ -374,18 +393,26 @@ mod tests {
             ));
             let _ = std::fs::remove_dir_all(&dir);
             let files = generate(&project("web-cache", lang), &dir).unwrap();
-            for file in &files {
-                let text = std::fs::read_to_string(dir.join(file)).unwrap();
-                let copied = file.starts_with("wit")
-                    || file.starts_with("sdk")
-                    || file.starts_with("wasmop_sdk");
+            for (path, _) in COMMON.iter().chain(lang.templates()) {
+                let text = std::fs::read_to_string(dir.join(path)).unwrap();
                 assert!(
-                    copied || !text.contains("{{"),
-                    "{}: {} keeps a placeholder",
-                    lang.flag(),
-                    file.display()
+                    !text.contains("{{"),
+                    "{}: {path} keeps a placeholder",
+                    lang.flag()
                 );
             }
+            for (path, text) in COMMON_COPIED.iter().chain(lang.copied()) {
+                assert_eq!(
+                    &std::fs::read_to_string(dir.join(path)).unwrap(),
+                    text,
+                    "{}: {path} is not copied as it is",
+                    lang.flag()
+                );
+            }
+            assert_eq!(
+                files.len(),
+                COMMON.len() + COMMON_COPIED.len() + lang.templates().len() + lang.copied().len()
+            );
             let again = generate(&project("web-cache", lang), &dir).unwrap_err();
             assert!(again.to_string().contains("not empty"), "{again}");
             std::fs::remove_dir_all(&dir).unwrap();
