@@ -9,7 +9,7 @@ mod support;
 
 use serde_json::{Value, json};
 use wasmop_host::model::Request;
-use wasmop_host::runtime::{Limits, ModuleBytes, Runtime, RuntimeConfig};
+use wasmop_host::runtime::{Guest, Limits, ModuleBytes, Runtime, RuntimeConfig};
 
 const MODULES: [&str; 3] = ["cache-operator", "cache-operator-ts", "cache-operator-py"];
 /// A transition time the requests' parents carry: an answer that keeps it
@@ -140,15 +140,15 @@ fn cases() -> Vec<(&'static str, Request)> {
     ]
 }
 
+/// The built module `stem`.
+fn module(stem: &str) -> ModuleBytes {
+    ModuleBytes::new(std::fs::read(support::guest_module(stem).unwrap()).unwrap())
+}
+
 /// The answer as comparable JSON: children and status parsed, transition
 /// times other than [`EARLIER`] replaced by "now"; an error as its kind and
 /// message.
-fn answer(runtime: &Runtime, stem: &str, request: &Request) -> Value {
-    let bytes = std::fs::read(support::guest_module(stem).unwrap()).unwrap();
-    let guest = runtime
-        .load(stem, &ModuleBytes::new(bytes), Limits::default(), None)
-        .unwrap()
-        .0;
+fn answer(guest: &Guest, request: &Request) -> Value {
     match guest.reconcile(request) {
         Ok(response) => {
             let mut status: Option<Value> = response
@@ -187,8 +187,17 @@ fn answer(runtime: &Runtime, stem: &str, request: &Request) -> Value {
 #[test]
 fn the_typescript_and_python_cache_operators_answer_as_the_rust_one_does() {
     let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
+    let guests: Vec<Guest> = MODULES
+        .iter()
+        .map(|stem| {
+            runtime
+                .load(stem, &module(stem), Limits::default(), None)
+                .unwrap()
+                .0
+        })
+        .collect();
     for (case, request) in cases() {
-        let rust = answer(&runtime, MODULES[0], &request);
+        let rust = answer(&guests[0], &request);
         assert!(
             rust.get("error").is_some() == (case == "invalid"),
             "{case}: the Rust guest answered {rust:#}"
@@ -207,8 +216,8 @@ fn the_typescript_and_python_cache_operators_answer_as_the_rust_one_does() {
         if case == "ready" {
             assert_eq!(rust["status"]["phase"], "Ready", "{rust:#}");
         }
-        for stem in &MODULES[1..] {
-            let other = answer(&runtime, stem, &request);
+        for (stem, guest) in MODULES.iter().zip(&guests).skip(1) {
+            let other = answer(guest, &request);
             let other = match (rust.get("error"), other.get("error")) {
                 // Each SDK words the trap-free guest error its own way
                 // around the guest's message; the message is the same.
@@ -243,12 +252,11 @@ fn the_memory_limit_applies_to_typescript_and_python_guests() {
     let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
     let (_, request) = cases().remove(0);
     for stem in &MODULES[1..] {
-        let bytes = std::fs::read(support::guest_module(stem).unwrap()).unwrap();
         let limits = Limits {
             memory_bytes: 4 << 20,
             ..Limits::default()
         };
-        match runtime.load(stem, &ModuleBytes::new(bytes), limits, None) {
+        match runtime.load(stem, &module(stem), limits, None) {
             // `describe` already ran out of memory: refused at load, named.
             Err(e) => {
                 eprintln!("{stem} under 4 MiB: refused at load: {e}");
