@@ -137,10 +137,14 @@ fn terminate(child: &mut Child) {
 async fn main() {
     let env = TestEnv::start().await.expect("control plane");
     let client = env.client();
-    let crd: CustomResourceDefinition = serde_saphyr::from_str(
+    let crd: serde_json::Value = serde_saphyr::from_str(
         &std::fs::read_to_string(workspace().join("deploy/crds/cache.yaml")).unwrap(),
     )
     .unwrap();
+    // v1alpha1 alone: these hosts serve no conversion webhook.
+    let crd: CustomResourceDefinition =
+        serde_json::from_value(wasmop_testenv::crd::single_version(crd, "v1alpha1").unwrap())
+            .unwrap();
     Api::<CustomResourceDefinition>::all(client.clone())
         .patch(
             "caches.apps.example.com",

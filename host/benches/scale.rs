@@ -81,14 +81,12 @@ fn caches(client: &Client, ns: &str, group: &str) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), ns, &ar)
 }
 
-/// Installs the Cache CRD under `group`.
+/// Installs the Cache CRD under `group`, its v1alpha1 version alone (the
+/// peer and the bench's hosts serve no conversion).
 async fn install_crd(client: &Client, group: &str) {
-    let text = std::fs::read_to_string(support::workspace().join("deploy/crds/cache.yaml"))
-        .expect("deploy/crds/cache.yaml")
-        .replace("apps.example.com", group);
-    let path = std::env::temp_dir().join(format!("wasmop-scale-crd-{group}.yaml"));
-    std::fs::write(&path, text).expect("crd file");
-    support::install_yaml(client, &path).await.expect("crd");
+    support::install_cache_crd_in(client, group)
+        .await
+        .expect("crd");
 }
 
 /// A process under measurement, with the identity its requests carry.

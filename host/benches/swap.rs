@@ -119,6 +119,8 @@ async fn main() {
         .unwrap(),
     )
     .unwrap();
+    // v1alpha1 alone: this host serves no conversion webhook.
+    let crd = wasmop_testenv::crd::single_version(crd, "v1alpha1").unwrap();
     let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> = Api::all(client.clone());
     crds.patch(
         "caches.apps.example.com",

@@ -231,6 +231,22 @@ pub struct ProductionArgs {
     /// How long SIGTERM waits for running reconciles before it exits.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub graceful_shutdown_timeout: std::time::Duration,
+    /// Where the admission and conversion webhooks are served (`:9443`,
+    /// `127.0.0.1:9443`; `0`: off). Only with --webhook-host.
+    #[arg(long, default_value = ":9443")]
+    pub webhook_bind_address: String,
+    /// The address the API server reaches this host's webhooks at, `host`
+    /// or `host:port` (the bound port when none is given); in a cluster the
+    /// webhook Service (`wasmop-webhook.wasmop-system.svc:443`). Without
+    /// it no webhook is served or registered.
+    #[arg(long)]
+    pub webhook_host: Option<String>,
+    /// The `kubernetes.io/tls` Secret with the webhooks' certificate,
+    /// `<namespace>/<name>` (`tls.crt`, `tls.key`, `ca.crt`); without it
+    /// the host issues one at start (one replica only: each replica would
+    /// issue its own).
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    pub webhook_cert_secret: Option<String>,
     /// Log lines as text or JSON (with the reconcile span's fields).
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,
@@ -252,8 +268,20 @@ pub struct RenderArgs {
     #[arg(long)]
     pub guest: PathBuf,
     /// The parent object (YAML or JSON).
-    #[arg(long)]
-    pub parent: PathBuf,
+    #[arg(long, required_unless_present_any = ["admission", "convert"])]
+    pub parent: Option<PathBuf>,
+    /// Instead of a reconcile: an `admission.k8s.io/v1` AdmissionReview
+    /// (YAML or JSON) run through the guest's `admit` as the host's
+    /// mutating and then validating webhook would.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["parent", "convert"])]
+    pub admission: Option<PathBuf>,
+    /// Instead of a reconcile: objects (YAML, several documents allowed)
+    /// converted by the guest's `convert` to `--to`.
+    #[arg(long, value_name = "FILE", requires = "to", conflicts_with = "parent")]
+    pub convert: Option<PathBuf>,
+    /// The apiVersion `--convert` converts to, e.g. apps.example.com/v1beta1.
+    #[arg(long, value_name = "API_VERSION", requires = "convert")]
+    pub to: Option<String>,
     /// Observed children (YAML, several documents allowed); repeatable.
     #[arg(long)]
     pub observed: Vec<PathBuf>,
@@ -307,6 +335,10 @@ pub struct RbacArgs {
     /// what it describes); repeatable.
     #[arg(long = "settings", value_name = "NAME=FILE")]
     pub settings: Vec<String>,
+    /// The host's `--webhook-cert-secret` name (in the guest list's
+    /// namespace), which it reads or creates.
+    #[arg(long, value_name = "NAME")]
+    pub webhook_cert_secret: Option<String>,
     /// A `pullSecret` of the guest list, which the host reads; repeatable.
     #[arg(long = "pull-secret", value_name = "NAME")]
     pub pull_secrets: Vec<String>,
@@ -562,6 +594,21 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         tracing::info!(%bound, "serving probes on /healthz and /readyz");
     }
     let mut host = Host::new(clients.clone(), runtime, protected, health);
+    if let Some(config) = webhook_config(prod)? {
+        if prod.leader_elect && config.cert_secret.is_none() {
+            tracing::warn!(
+                "--leader-elect with a self-issued webhook certificate: every replica issues its own, and the API server trusts only the leader's; give --webhook-cert-secret"
+            );
+        }
+        let webhooks = crate::webhook::Webhooks::start(
+            config,
+            clients.host(),
+            leadership.clone(),
+            metrics.clone(),
+        )
+        .await?;
+        host = host.with_webhooks(webhooks);
+    }
     for spec in specs {
         let name = spec.name.clone();
         host.upsert(spec)
@@ -597,6 +644,33 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     prober.abort();
     tracing::info!("wasmop host stopped");
     Ok(())
+}
+
+/// The webhooks' settings, or none when they are off.
+fn webhook_config(prod: &ProductionArgs) -> anyhow::Result<Option<crate::webhook::Config>> {
+    let Some(host) = &prod.webhook_host else {
+        return Ok(None);
+    };
+    let Some(bind) = crate::server::parse_bind(&prod.webhook_bind_address)? else {
+        return Ok(None);
+    };
+    let cert_secret = prod
+        .webhook_cert_secret
+        .as_deref()
+        .map(|text| {
+            text.split_once('/')
+                .filter(|(ns, name)| !ns.is_empty() && !name.is_empty())
+                .map(|(ns, name)| (ns.to_owned(), name.to_owned()))
+                .with_context(|| {
+                    format!("--webhook-cert-secret takes <namespace>/<name>, got {text:?}")
+                })
+        })
+        .transpose()?;
+    Ok(Some(crate::webhook::Config {
+        bind,
+        host: host.clone(),
+        cert_secret,
+    }))
 }
 
 async fn shutdown_signal() {
@@ -669,11 +743,46 @@ fn render(args: &RenderArgs) -> anyhow::Result<()> {
         ..args.limits.limits()
     };
     let guest = load_one(&args.guest, limits, settings, args.cache_dir.as_deref())?;
-    let mut parents = read_objects(&args.parent)?;
+    if let Some(path) = &args.admission {
+        let mut reviews = read_objects(path)?;
+        if reviews.len() != 1 {
+            bail!(
+                "{}: expected exactly one AdmissionReview, found {}",
+                path.display(),
+                reviews.len()
+            );
+        }
+        let admitted = crate::webhook::offline::admit(&guest, reviews.remove(0))
+            .with_context(|| format!("admitting {}", path.display()))?;
+        match args.output {
+            Output::Json => println!("{}", serde_json::to_string_pretty(&admitted)?),
+            Output::Yaml => print!("{}", serde_saphyr::to_string(&admitted)?),
+        }
+        return Ok(());
+    }
+    if let (Some(path), Some(to)) = (&args.convert, &args.to) {
+        let objects = read_objects(path)?;
+        let converted = crate::webhook::offline::convert(&guest, &objects, to)
+            .with_context(|| format!("converting {}", path.display()))?;
+        return match args.output {
+            Output::Json => {
+                println!("{}", serde_json::to_string_pretty(&converted)?);
+                Ok(())
+            }
+            Output::Yaml => {
+                for object in &converted {
+                    print!("---\n{}", serde_saphyr::to_string(object)?);
+                }
+                Ok(())
+            }
+        };
+    }
+    let parent = args.parent.as_ref().context("--parent is required")?;
+    let mut parents = read_objects(parent)?;
     if parents.len() != 1 {
         bail!(
             "{}: expected exactly one parent object, found {}",
-            args.parent.display(),
+            parent.display(),
             parents.len()
         );
     }
@@ -770,6 +879,8 @@ fn rbac(args: &RbacArgs) -> anyhow::Result<()> {
         guests.push(crate::rbac::GuestRbac {
             name,
             description: guest.description().clone(),
+            admits: guest.admits(),
+            converts: guest.converts(),
         });
     }
     if let Some(name) = settings.keys().next() {
@@ -784,6 +895,7 @@ fn rbac(args: &RbacArgs) -> anyhow::Result<()> {
         namespace: &args.namespace,
         lease: &args.lease_name,
         pull_secrets: &args.pull_secrets,
+        webhook_cert_secret: args.webhook_cert_secret.as_deref(),
     };
     print!("{}", crate::rbac::roles(&args.name, host, &guests)?);
     Ok(())

@@ -19,6 +19,7 @@ use crate::health::Health;
 use crate::protected::ProtectedObjects;
 use crate::runtime::{CacheOutcome, Guest, Limits, ModuleBytes, Runtime};
 use crate::telemetry::metrics::SwapLabels;
+use crate::webhook::{Served, Webhooks};
 
 /// Why a guest could not be (re)loaded. The running version, if any, keeps
 /// serving.
@@ -125,6 +126,8 @@ pub enum Change {
 
 struct Running {
     slot: GuestSlot,
+    /// The primary kind's resource, for the webhooks.
+    primary: kube::core::ApiResource,
     controller: RunningController,
     limits: Limits,
     controller_settings: ControllerSettings,
@@ -138,6 +141,7 @@ pub struct Host {
     protected: ProtectedObjects,
     health: Health,
     guests: HashMap<String, Running>,
+    webhooks: Option<Webhooks>,
 }
 
 impl Host {
@@ -154,6 +158,41 @@ impl Host {
             protected,
             health,
             guests: HashMap::new(),
+            webhooks: None,
+        }
+    }
+
+    /// Serves the guests' admission and conversion through `webhooks`.
+    #[must_use]
+    pub fn with_webhooks(mut self, webhooks: Webhooks) -> Self {
+        self.webhooks = Some(webhooks);
+        self
+    }
+
+    /// Tells the webhooks what `name` now serves, or says why a guest's
+    /// exports go unserved.
+    fn publish(&self, name: &str) {
+        let Some(running) = self.guests.get(name) else {
+            return;
+        };
+        let current = running.slot.current();
+        match &self.webhooks {
+            Some(webhooks) => webhooks.set(
+                name,
+                Served {
+                    slot: running.slot.clone(),
+                    primary: running.primary.clone(),
+                    namespaces: running.controller_settings.namespaces.clone(),
+                    failure_policy: running.controller_settings.admission_failure_policy,
+                },
+            ),
+            None if current.admits() || current.converts() => tracing::info!(
+                guest = %name,
+                admits = current.admits(),
+                converts = current.converts(),
+                "the guest's module has webhook exports, which are not served without --webhook-host"
+            ),
+            None => {}
         }
     }
 
@@ -301,6 +340,8 @@ impl Host {
             let old = running.slot.swap(guest);
             running.limits = spec.limits;
             running.controller.requeue_all();
+            let name = spec.name.clone();
+            self.publish(&name);
             tracing::info!(guest = %spec.name, from = %short(old.digest()), to = %short(&outcome.digest), cache = ?outcome.hit, elapsed_us = micros(&outcome), "swapped guest module");
             self.evict_unused();
             return Ok(Change::Swapped(outcome));
@@ -319,6 +360,7 @@ impl Host {
             None => false,
         };
         let slot = GuestSlot::new(guest);
+        let primary = kinds.primary.resource.clone();
         let controller = RunningController::start(
             Environment {
                 client,
@@ -336,6 +378,7 @@ impl Host {
             spec.name.clone(),
             Running {
                 slot,
+                primary,
                 controller,
                 limits: spec.limits,
                 controller_settings: spec.controller,
@@ -343,6 +386,7 @@ impl Host {
             },
         );
         self.evict_unused();
+        self.publish(&spec.name);
         if restarted {
             tracing::info!(guest = %spec.name, to = %short(&outcome.digest), cache = ?outcome.hit, elapsed_us = micros(&outcome), watches_restarted = true, "swapped guest module");
             Ok(Change::Restarted(outcome))
@@ -355,6 +399,9 @@ impl Host {
     /// Stops a guest's controller; its children stay as they are.
     pub fn remove(&mut self, name: &str) -> bool {
         self.health.removed(name);
+        if let Some(webhooks) = &self.webhooks {
+            webhooks.remove(name);
+        }
         match self.guests.remove(name) {
             Some(running) => {
                 let old = running.slot.current().digest().to_owned();

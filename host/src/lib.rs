@@ -16,7 +16,8 @@
 //! builds the API clients (counted, and fenced by `leader`'s election);
 //! `protected` holds the host's own objects, which no guest may write;
 //! `telemetry` the metrics and logs, `health` what the probes report,
-//! `server` the HTTP endpoints.
+//! `server` the HTTP endpoints, `webhook` the admission and conversion
+//! webhooks served by guests.
 
 pub mod cli;
 pub mod client;
@@ -35,3 +36,4 @@ pub mod server;
 pub mod source;
 pub mod telemetry;
 pub mod validate;
+pub mod webhook;

@@ -49,6 +49,12 @@ pub struct GuestRbac {
     pub name: String,
     /// What it describes.
     pub description: Description,
+    /// Whether its module exports `admit` (the host writes its webhook
+    /// configurations).
+    pub admits: bool,
+    /// Whether its module exports `convert` (the host sets its CRD's
+    /// conversion).
+    pub converts: bool,
 }
 
 /// Why the roles cannot be printed.
@@ -77,6 +83,9 @@ pub struct HostObjects<'a> {
     pub lease: &'a str,
     /// The guest list's `pullSecret`s, which the host reads.
     pub pull_secrets: &'a [String],
+    /// The webhooks' certificate Secret (`--webhook-cert-secret`) in the
+    /// guest list's namespace, which the host reads or creates.
+    pub webhook_cert_secret: Option<&'a str>,
 }
 
 /// The roles for `guests`: a ClusterRole `name` and a Role `name` in the
@@ -86,6 +95,7 @@ pub fn roles(name: &str, host: HostObjects<'_>, guests: &[GuestRbac]) -> Result<
         namespace,
         lease,
         pull_secrets,
+        webhook_cert_secret,
     } = host;
     let mut rules: BTreeMap<(String, String), Rule> = BTreeMap::new();
     fn grant<'a>(
@@ -103,6 +113,8 @@ pub fn roles(name: &str, host: HostObjects<'_>, guests: &[GuestRbac]) -> Result<
     };
     let mut notes: Vec<((String, String), String)> = Vec::new();
     let mut crds: BTreeSet<String> = BTreeSet::new();
+    let mut converted_crds: BTreeSet<String> = BTreeSet::new();
+    let mut webhook_configs: BTreeSet<String> = BTreeSet::new();
     for guest in guests {
         let d = &guest.description;
         let p = plural(&d.primary);
@@ -118,6 +130,12 @@ pub fn roles(name: &str, host: HostObjects<'_>, guests: &[GuestRbac]) -> Result<
             &["get"],
         );
         crds.insert(format!("{p}.{}", d.primary.group));
+        if guest.converts {
+            converted_crds.insert(format!("{p}.{}", d.primary.group));
+        }
+        if guest.admits {
+            webhook_configs.insert(crate::webhook::config_name(&guest.name));
+        }
         for c in &d.children {
             let resource = plural(&c.kind);
             if let Some(what) = sensitive(&c.kind, c.cluster_scoped) {
@@ -156,6 +174,30 @@ pub fn roles(name: &str, host: HostObjects<'_>, guests: &[GuestRbac]) -> Result<
         rule.resource_names = crds;
     }
 
+    // Webhooks: the configurations of the guests that admit, by name (create
+    // cannot be limited to names), and the conversion of the CRDs of the
+    // guests that convert, by name.
+    let mut extra = String::new();
+    if !webhook_configs.is_empty() {
+        let names: Vec<_> = webhook_configs.iter().map(String::as_str).collect();
+        let _ = write!(
+            extra,
+            "  # Webhook configurations of the guests that admit (wasmop-<guest>)\n\
+             \x20 - apiGroups: [admissionregistration.k8s.io]\n    resources: [mutatingwebhookconfigurations, validatingwebhookconfigurations]\n    verbs: [create]\n\
+             \x20 - apiGroups: [admissionregistration.k8s.io]\n    resources: [mutatingwebhookconfigurations, validatingwebhookconfigurations]\n    resourceNames: [{}]\n    verbs: [delete, get, patch]\n",
+            names.join(", ")
+        );
+    }
+    if !converted_crds.is_empty() {
+        let names: Vec<_> = converted_crds.iter().map(String::as_str).collect();
+        let _ = write!(
+            extra,
+            "  # The conversion of the CRDs whose guests convert\n\
+             \x20 - apiGroups: [apiextensions.k8s.io]\n    resources: [customresourcedefinitions]\n    resourceNames: [{}]\n    verbs: [patch]\n",
+            names.join(", ")
+        );
+    }
+
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -177,6 +219,7 @@ pub fn roles(name: &str, host: HostObjects<'_>, guests: &[GuestRbac]) -> Result<
         let verbs: Vec<_> = rule.verbs.iter().copied().collect();
         let _ = writeln!(out, "    verbs: [{}]", verbs.join(", "));
     }
+    out.push_str(&extra);
     let _ = write!(
         out,
         "---\n# The guest list and the module ConfigMaps it names, and the leader-election\n\
@@ -195,6 +238,14 @@ pub fn roles(name: &str, host: HostObjects<'_>, guests: &[GuestRbac]) -> Result<
             "  # Secrets: the guest list's pull Secrets, read by the host, by name only\n\
              \x20 - apiGroups: [\"\"]\n    resources: [secrets]\n    resourceNames: [{}]\n    verbs: [get]\n",
             names.join(", ")
+        );
+    }
+    if let Some(secret) = webhook_cert_secret {
+        let _ = write!(
+            out,
+            "  # Secrets: the webhooks' certificate, read (or created, when absent) by the host\n\
+             \x20 - apiGroups: [\"\"]\n    resources: [secrets]\n    verbs: [create]\n\
+             \x20 - apiGroups: [\"\"]\n    resources: [secrets]\n    resourceNames: [{secret}]\n    verbs: [get]\n"
         );
     }
     Ok(out)
@@ -230,6 +281,7 @@ mod tests {
 
     const HOST: HostObjects<'static> = HostObjects {
         pull_secrets: &[],
+        webhook_cert_secret: None,
         namespace: "wasmop-system",
         lease: "wasmop",
     };
@@ -276,6 +328,8 @@ mod tests {
                 )))
                 .child(ChildKind::namespaced(KindRef::new("", "v1", "ConfigMap")))
                 .finalizer("apps.example.com/cleanup"),
+            admits: false,
+            converts: false,
         }
     }
 
@@ -387,6 +441,8 @@ mod tests {
                     "v1",
                     "Namespace",
                 ))),
+            admits: false,
+            converts: false,
         };
         let text = roles("wasmop", HOST, &[guest]).unwrap();
         for note in [
@@ -397,5 +453,57 @@ mod tests {
             assert!(text.contains(note), "{note} missing in:\n{text}");
         }
         assert!(!text.contains('*'));
+    }
+
+    #[test]
+    fn webhooks_get_their_configurations_and_crd_by_name_and_the_certificate_secret() {
+        let guest = GuestRbac {
+            admits: true,
+            converts: true,
+            ..cache()
+        };
+        let host = HostObjects {
+            webhook_cert_secret: Some("wasmop-webhook-tls"),
+            ..HOST
+        };
+        let text = roles("wasmop", host, &[guest]).unwrap();
+        let (cluster, role) = parse(&text);
+        let rules = cluster.rules.unwrap();
+        let named = rules
+            .iter()
+            .find(|r| {
+                r.api_groups.as_deref() == Some(&["admissionregistration.k8s.io".to_owned()])
+                    && r.resource_names.is_some()
+            })
+            .expect("named webhook rule");
+        assert_eq!(
+            named.resource_names.as_deref(),
+            Some(&["wasmop-cache-operator".to_owned()][..])
+        );
+        assert_eq!(named.verbs, ["delete", "get", "patch"]);
+        let crd_patch = rules
+            .iter()
+            .find(|r| {
+                r.resources.as_deref() == Some(&["customresourcedefinitions".to_owned()])
+                    && r.verbs == ["patch"]
+            })
+            .expect("CRD patch rule");
+        assert_eq!(
+            crd_patch.resource_names.as_deref(),
+            Some(&["caches.apps.example.com".to_owned()][..])
+        );
+        let secret = role
+            .rules
+            .unwrap()
+            .into_iter()
+            .find(|r| r.resource_names.as_deref() == Some(&["wasmop-webhook-tls".to_owned()][..]))
+            .expect("certificate Secret rule");
+        assert_eq!(secret.verbs, ["get"]);
+        // A guest without the exports gets none of it.
+        let plain = roles("wasmop", HOST, &[cache()]).unwrap();
+        assert!(
+            !plain.contains("admissionregistration")
+                && !plain.contains("verbs: [patch]\n  - apiGroups: [apiextensions")
+        );
     }
 }

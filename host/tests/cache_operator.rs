@@ -15,7 +15,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use support::{
-    HostProcess, at, caches, create_cache, guest_module, install_yaml, wait_for, workspace,
+    HostProcess, at, caches, create_cache, guest_module, install_cache_crd, wait_for, workspace,
 };
 use wasmop_testenv::TestEnv;
 use wasmop_testenv::harness::run;
@@ -139,7 +139,7 @@ async fn setup(
     lang: Lang,
 ) -> anyhow::Result<(Client, String, HostProcess)> {
     let client = env.client();
-    install_yaml(&client, &workspace().join("deploy/crds/cache.yaml")).await?;
+    install_cache_crd(&client).await?;
     let ns = env
         .create_namespace(&format!("{prefix}-{}", lang.suffix()))
         .await?;
@@ -518,7 +518,7 @@ async fn the_crd_rejects_what_its_cel_rule_and_schema_forbid(
     env: Arc<TestEnv>,
 ) -> anyhow::Result<()> {
     let client = env.client();
-    install_yaml(&client, &workspace().join("deploy/crds/cache.yaml")).await?;
+    install_cache_crd(&client).await?;
     let ns = env.create_namespace("cel").await?;
     for (spec, needle) in [
         (json!({"image": "redis:7.2", "replicas": 0}), "replicas"),
@@ -577,7 +577,7 @@ async fn the_seeds_null_comparison_rule_is_refused_and_our_has_form_compiles(
         "unexpected refusal: {msg}"
     );
     // Ours is accepted (installed by the other tests) and fires on its own.
-    install_yaml(&client, &workspace().join("deploy/crds/cache.yaml")).await?;
+    install_cache_crd(&client).await?;
     Ok(())
 }
 
@@ -648,7 +648,7 @@ async fn a_failure_that_recovered_leaves_nothing_to_write_after_a_restart(
     lang: Lang,
 ) -> anyhow::Result<()> {
     let client = env.client();
-    install_yaml(&client, &workspace().join("deploy/crds/cache.yaml")).await?;
+    install_cache_crd(&client).await?;
     let ns = env
         .create_namespace(&format!("recover-{}", lang.suffix()))
         .await?;
@@ -852,7 +852,7 @@ async fn a_child_watch_the_host_may_not_list_is_reported_instead_of_waited_for(
 ) -> anyhow::Result<()> {
     use k8s_openapi::api::rbac::v1::ClusterRole;
     let client = env.client();
-    install_yaml(&client, &workspace().join("deploy/crds/cache.yaml")).await?;
+    install_cache_crd(&client).await?;
     let ns = env.create_namespace("watchfail").await?;
     let (_, kubeconfig) = support::least_privilege(&env, &ns, &ns, &[GUEST]).await?;
     // Take Services away from the host's role.

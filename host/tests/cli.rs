@@ -163,6 +163,8 @@ fn rbac_output_matches_the_committed_roles() {
         guest("cache-operator").to_str().unwrap(),
         "--guest",
         guest("cache-operator-v2").to_str().unwrap(),
+        "--webhook-cert-secret",
+        "wasmop-webhook-tls",
     ]);
     assert!(
         out.status.success(),

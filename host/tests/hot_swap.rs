@@ -15,8 +15,8 @@ use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::{
-    HostProcess, caches, guest_module, install_yaml, put_guest_list, put_module, wait_for,
-    wait_for_event, workspace,
+    HostProcess, caches, guest_module, install_cache_crd, install_yaml, put_guest_list, put_module,
+    wait_for, wait_for_event, workspace,
 };
 use wasmop_testenv::TestEnv;
 use wasmop_testenv::harness::{Test, run};
@@ -41,7 +41,7 @@ fn cache_entry(ns: &str, extra: &str) -> String {
 /// host following that list.
 async fn setup(env: &TestEnv, prefix: &str) -> anyhow::Result<(Client, String, HostProcess)> {
     let client = env.client();
-    install_yaml(&client, &workspace().join("deploy/crds/cache.yaml")).await?;
+    install_cache_crd(&client).await?;
     let ns = env.create_namespace(prefix).await?;
     use_version(&client, &ns, "cache-operator").await?;
     put_guest_list(
@@ -529,7 +529,7 @@ async fn a_file_guest_keeps_running_while_the_guest_list_is_followed_too(
     env: Arc<TestEnv>,
 ) -> anyhow::Result<()> {
     let client = env.client();
-    install_yaml(&client, &workspace().join("deploy/crds/cache.yaml")).await?;
+    install_cache_crd(&client).await?;
     install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
     let ns = env.create_namespace("both").await?;
     put_module(

@@ -15,8 +15,8 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 use support::{
-    HostProcess, events_about, guest_module, install_yaml, put_guest_list, wait_for,
-    wait_for_event, wait_ready, workspace,
+    HostProcess, events_about, guest_module, install_cache_crd, install_yaml, put_guest_list,
+    wait_for, wait_for_event, wait_ready, workspace,
 };
 use wasmop_testenv::harness::run;
 use wasmop_testenv::{BasicAuth, Registry, TestEnv};
@@ -82,7 +82,7 @@ async fn setup(
     guests_yaml: impl Fn(&str) -> String,
 ) -> anyhow::Result<(Client, String, HostProcess)> {
     let client = env.client();
-    install_yaml(&client, &workspace().join("deploy/crds/cache.yaml")).await?;
+    install_cache_crd(&client).await?;
     let ns = env.create_namespace(prefix).await?;
     put_guest_list(&client, &ns, LIST, &guests_yaml(&ns)).await?;
     let host = HostProcess::follow_list(env, &ns, LIST).await?;

@@ -19,7 +19,8 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 use support::{
-    HostProcess, at, caches, guest_module, install_yaml, wait_for, wait_for_event, workspace,
+    HostProcess, at, caches, guest_module, install_cache_crd, install_yaml, wait_for,
+    wait_for_event, workspace,
 };
 use wasmop_testenv::TestEnv;
 use wasmop_testenv::harness::{Test, run};
@@ -116,7 +117,7 @@ async fn registry_host(
     recorder: &Recorder,
 ) -> anyhow::Result<(Client, String, HostProcess)> {
     let client = env.client();
-    install_yaml(&client, &workspace().join("deploy/crds/cache.yaml")).await?;
+    install_cache_crd(&client).await?;
     let ns = env.create_namespace(prefix).await?;
     let (_, kubeconfig) = support::least_privilege(env, &ns, &ns, &["cache-operator"]).await?;
     let settings = temp_file(env, prefix, &format!("registryUrl: {}\n", recorder.url()))?;

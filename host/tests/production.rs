@@ -14,8 +14,8 @@ use kube::Client;
 use kube::api::PostParams;
 use serde_json::{Value, json};
 use support::{
-    HostProcess, guest_module, http_get, install_yaml, parse_prometheus, put_guest_list,
-    put_module, sample, successful_writes_by, wait_for, workspace,
+    HostProcess, guest_module, http_get, install_cache_crd, install_yaml, parse_prometheus,
+    put_guest_list, put_module, sample, successful_writes_by, wait_for, workspace,
 };
 use wasmop_testenv::TestEnv;
 use wasmop_testenv::harness::{Test, run};
@@ -39,7 +39,7 @@ const LEASE_DURATION: Duration = Duration::from_secs(6);
 /// guest list naming it.
 async fn list_namespace(env: &TestEnv, prefix: &str) -> anyhow::Result<(Client, String)> {
     let client = env.client();
-    install_yaml(&client, &workspace().join("deploy/crds/cache.yaml")).await?;
+    install_cache_crd(&client).await?;
     let ns = env.create_namespace(prefix).await?;
     put_module(
         &client,
@@ -624,7 +624,7 @@ async fn sigterm_lets_running_reconciles_finish_and_exits_zero(
 
 async fn json_logs_carry_the_reconcile_span(env: Arc<TestEnv>) -> anyhow::Result<()> {
     let client = env.client();
-    install_yaml(&client, &workspace().join("deploy/crds/cache.yaml")).await?;
+    install_cache_crd(&client).await?;
     let ns = env.create_namespace("json").await?;
     let (_, kubeconfig) = support::admin_identity(&env, &format!("wasmop-{ns}")).await?;
     let mut host = HostProcess::start(
@@ -708,6 +708,7 @@ async fn deploy_installs_everything_and_grants_what_wasmop_rbac_prints(
         "deployment.apps/wasmop",
         "poddisruptionbudget.policy/wasmop",
         "service/wasmop-metrics",
+        "service/wasmop-webhook",
     ] {
         ensure!(
             stdout.contains(object),
@@ -732,6 +733,11 @@ async fn deploy_installs_everything_and_grants_what_wasmop_rbac_prints(
     ensure!(
         args.contains(&"--leader-elect"),
         "leader election is off in deploy/: {args:?}"
+    );
+    ensure!(
+        args.contains(&"--webhook-host=wasmop-webhook.wasmop-system.svc:443")
+            && args.contains(&"--webhook-cert-secret=wasmop-system/wasmop-webhook-tls"),
+        "webhooks are off in deploy/: {args:?}"
     );
     ensure!(
         container["livenessProbe"]["httpGet"]["path"] == "/healthz"
@@ -761,6 +767,7 @@ async fn deploy_installs_everything_and_grants_what_wasmop_rbac_prints(
         .arg(guest_module("cache-operator")?)
         .arg("--guest")
         .arg(guest_module("cache-operator-v2")?)
+        .args(["--webhook-cert-secret", "wasmop-webhook-tls"])
         .output()?;
     let generated: Vec<Value> = serde_saphyr::from_multiple(&String::from_utf8(generated.stdout)?)?;
     for role in generated.iter().filter(|d| !d.is_null()) {

@@ -19,8 +19,8 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use sha2::Digest as _;
 use support::{
-    HostProcess, at, caches, dyn_api, events_about, guest_module, install_yaml, put_guest_list,
-    put_module, wait_for, workspace,
+    HostProcess, at, caches, dyn_api, events_about, guest_module, install_cache_crd, install_yaml,
+    put_guest_list, put_module, wait_for, workspace,
 };
 use wasmop_testenv::TestEnv;
 use wasmop_testenv::harness::{Test, run};
@@ -107,7 +107,7 @@ async fn a_cache_waits_for_its_secret_and_rolls_when_it_rotates(
     env: Arc<TestEnv>,
 ) -> anyhow::Result<()> {
     let client = env.client();
-    install_yaml(&client, &workspace().join("deploy/crds/cache.yaml")).await?;
+    install_cache_crd(&client).await?;
     let ns = env.create_namespace("auth").await?;
     let (user, kubeconfig) = support::least_privilege(&env, &ns, &ns, &["cache-operator"]).await?;
     let module = format!(

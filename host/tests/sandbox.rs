@@ -15,7 +15,8 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 use support::{
-    HostProcess, at, caches, guest_module, install_yaml, wait_for, wait_for_event, workspace,
+    HostProcess, at, caches, guest_module, install_cache_crd, install_yaml, wait_for,
+    wait_for_event, workspace,
 };
 use wasmop_testenv::TestEnv;
 use wasmop_testenv::harness::{Test, run};
@@ -30,7 +31,7 @@ async fn setup(
     prefix: &str,
 ) -> anyhow::Result<(Client, String, String, HostProcess)> {
     let client = env.client();
-    install_yaml(&client, &workspace().join("deploy/crds/cache.yaml")).await?;
+    install_cache_crd(&client).await?;
     install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
     let ns = env.create_namespace(prefix).await?;
     let (user, kubeconfig) =
@@ -270,7 +271,7 @@ async fn the_cache_operator_flow_passes_under_the_generated_least_privilege_role
     env: Arc<TestEnv>,
 ) -> anyhow::Result<()> {
     let client = env.client();
-    install_yaml(&client, &workspace().join("deploy/crds/cache.yaml")).await?;
+    install_cache_crd(&client).await?;
     let ns = env.create_namespace("rbac").await?;
     let module = guest_module("cache-operator")?;
     let (user, kubeconfig) = support::least_privilege(&env, &ns, &ns, &["cache-operator"]).await?;

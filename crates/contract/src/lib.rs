@@ -15,6 +15,7 @@
 //! supports maps onto these types in a module of its own
 //! (`host/src/runtime/abi/`), so the host's logic sees one model.
 
+mod admission;
 mod description;
 mod kind;
 pub mod names;
@@ -22,6 +23,7 @@ mod reason;
 mod request;
 mod response;
 
+pub use admission::{AdmissionResponse, AdmissionReview, Operation};
 pub use description::Description;
 #[cfg(feature = "k8s")]
 pub use kind::ObjectScope;
@@ -35,3 +37,9 @@ pub const WIT_PACKAGE: &str = "wasmop:operator@0.1.0";
 
 /// The interface a guest exports, as its component names it.
 pub const OPERATOR_INTERFACE: &str = "wasmop:operator/operator@0.1.0";
+
+/// The optional admission interface, as a component names it.
+pub const ADMISSION_INTERFACE: &str = "wasmop:operator/admission@0.1.0";
+
+/// The optional conversion interface, as a component names it.
+pub const CONVERSION_INTERFACE: &str = "wasmop:operator/conversion@0.1.0";

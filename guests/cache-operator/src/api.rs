@@ -109,6 +109,11 @@ pub struct CacheSettings {
     /// groups, one guest name each.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_group: Option<String>,
+    /// The Cache version the guest reconciles: `v1alpha1` (default) or
+    /// `v1beta1`, the storage version of the CRD with both. Objects reach
+    /// `reconcile` in it; the logic reads both shapes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
     /// An external registry every Ready Cache is registered with, and
     /// removed from before its finalizer goes (`crate::registry`): an
     /// `http://` or `https://` base URL, which the guest-list entry must
@@ -140,6 +145,13 @@ impl CacheSettings {
                 "settings.apiGroup {group:?} is not an API group (a lowercase DNS name with a dot)"
             ));
         }
+        if let Some(version) = parsed.version.as_deref()
+            && ![crate::conversion::V1ALPHA1, crate::conversion::V1BETA1].contains(&version)
+        {
+            return Err(format!(
+                "settings.version {version:?} is not a Cache version (v1alpha1 or v1beta1)"
+            ));
+        }
         if parsed.registry_url.is_some()
             && cfg!(target_arch = "wasm32")
             && !cfg!(feature = "registry")
@@ -161,6 +173,15 @@ impl CacheSettings {
             ));
         }
         Ok(parsed)
+    }
+}
+
+impl CacheSettings {
+    /// The Cache version reconciled: `version`, default `v1alpha1`.
+    pub fn version(&self) -> &str {
+        self.version
+            .as_deref()
+            .unwrap_or(crate::conversion::V1ALPHA1)
     }
 }
 

@@ -32,9 +32,11 @@
 //! The logic is plain Rust ([`CacheOperator`] implements
 //! [`wasmop_guest::Operator`]); only on wasm32 is it exported as a component.
 
+mod admission;
 mod api;
 mod auth;
 mod children;
+pub mod conversion;
 mod finalizer;
 mod flavor;
 mod observed;
@@ -43,6 +45,7 @@ mod reconcile;
 pub mod registry;
 mod status;
 
+pub use admission::{DEFAULT_MAXMEMORY_POLICY, REDIS_DIRECTIVES};
 pub use api::{Cache, CacheAuth, CacheSettings, CacheSpec, CacheStatus, Phase, SecretKeyRef};
 pub use auth::{PASSWORD_ENV, SECRET_HASH_ANNOTATION, SECRET_NAME_POINTER};
 pub use children::{CONFIG_HASH_ANNOTATION, CONFIG_MOUNT_PATH, config_hash};
@@ -53,8 +56,10 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use wasmop_guest::admission::AdmissionResponse;
 use wasmop_guest::{
-    ChildKind, Description, KindRef, Operator, RelatedKind, Request, Response, Result, Settings,
+    Admission, ChildKind, Conversion, Description, KindRef, Operator, RelatedKind, Request,
+    Response, Result, Review, Settings,
 };
 
 /// The Cache operator, in the flavor this build was compiled as
@@ -65,7 +70,11 @@ pub struct CacheOperator;
 impl Operator for CacheOperator {
     fn describe(settings: &Settings) -> std::result::Result<Description, String> {
         let settings = CacheSettings::parse(settings)?;
-        Ok(describe_in(Flavor::CURRENT, settings.api_group.as_deref()))
+        let mut description = describe_in(Flavor::CURRENT, settings.api_group.as_deref());
+        settings
+            .version()
+            .clone_into(&mut description.primary.version);
+        Ok(description)
     }
 
     fn reconcile(request: Request) -> Result<Response> {
@@ -105,6 +114,21 @@ pub fn describe_in(flavor: Flavor, group: Option<&str>) -> Description {
 /// with the clock and the flavor made explicit, for tests and benchmarks.
 pub fn reconcile_at(request: &Request, now: &Time, flavor: Flavor) -> Result<Response> {
     reconcile::reconcile(request, now, flavor)
+}
+
+impl Admission for CacheOperator {
+    fn admit(review: &Review) -> AdmissionResponse {
+        admission::admit(review)
+    }
+}
+
+impl Conversion for CacheOperator {
+    fn convert(
+        object: serde_json::Value,
+        desired_api_version: &str,
+    ) -> std::result::Result<serde_json::Value, String> {
+        conversion::convert(object, desired_api_version)
+    }
 }
 
 #[cfg(target_arch = "wasm32")]

@@ -13,6 +13,7 @@ use wasmop_guest::{Error, Event, Request, Response, Result};
 use crate::api::{Cache, CacheSettings, CacheStatus, Phase};
 use crate::auth::{Password, password};
 use crate::children::Children;
+use crate::conversion::V1ALPHA1;
 use crate::finalizer::reconcile_deletion;
 use crate::flavor::Flavor;
 use crate::observed::{Fingerprint, ObservedDeployment};
@@ -22,8 +23,22 @@ use crate::status;
 
 /// Reconciles one Cache as the build `flavor`, at time `now`.
 pub fn reconcile(request: &Request, now: &Time, flavor: Flavor) -> Result<Response> {
-    let mut cache: Cache = request.parent_as()?;
     let settings = CacheSettings::parse(request.settings()).map_err(Error::permanent)?;
+    let mut cache: Cache = if settings.version() == V1ALPHA1 {
+        request.parent_as()?
+    } else {
+        // The stored version, read in the shape the logic is written for.
+        let parent = request.parent().clone();
+        let group = parent["apiVersion"]
+            .as_str()
+            .and_then(|v| v.split_once('/'))
+            .map_or("", |(group, _)| group)
+            .to_owned();
+        let alpha = crate::conversion::convert(parent, &format!("{group}/{V1ALPHA1}"))
+            .map_err(Error::permanent)?;
+        serde_json::from_value(alpha)
+            .map_err(|e| Error::permanent(format!("cannot read the parent: {e}")))?
+    };
     cache.spec = std::mem::take(&mut cache.spec).with_defaults(&settings);
     let name = cache.name();
     if name.is_empty() {

@@ -43,11 +43,13 @@
 //! | `sleep` | sleeps an hour (the WASI clock) | stop it at the deadline, though it waits in the host |
 //! | `echo-related` | status `{"related": [...], "observedSecrets": [...]}`: every related object and observed child Secret it got, as it got them | hand it Secret values only with `secretValues: true` |
 //!
-//! An unknown attack is a permanent error.
+//! An unknown attack is a permanent error. `admit` and `convert` have
+//! attacks of their own ([`webhooks`]).
 
 pub mod attack;
 pub mod authority;
 pub mod describe;
+pub mod webhooks;
 
 use serde_json::Value;
 use wasmop_guest::{Description, Error, Operator, Request, Response, Result, Settings};
@@ -136,6 +138,25 @@ impl Operator for HostileGuest {
 }
 
 #[cfg(target_arch = "wasm32")]
+impl wasmop_guest::Admission for HostileGuest {
+    fn admit(review: &wasmop_guest::Review) -> wasmop_guest::admission::AdmissionResponse {
+        webhooks::admit(review)
+    }
+}
+
+impl wasmop_guest::Conversion for HostileGuest {
+    fn convert(object: Value, desired_api_version: &str) -> std::result::Result<Value, String> {
+        webhooks::convert(object, desired_api_version)
+    }
+
+    fn convert_all(
+        objects: Vec<String>,
+        desired_api_version: &str,
+    ) -> std::result::Result<Vec<String>, String> {
+        webhooks::convert_all(objects, desired_api_version)
+    }
+}
+
 wasmop_guest::export_operator!(HostileGuest);
 
 #[cfg(test)]

@@ -4,22 +4,42 @@
 //! carried). Only compiled for wasm32; guests reach it through
 //! [`export_operator!`](crate::export_operator).
 
+#[cfg(feature = "admission")]
+use crate::Admission;
+#[cfg(feature = "conversion")]
+use crate::Conversion;
+#[cfg(feature = "admission")]
+use crate::admission::{AdmissionResponse, Operation};
 use crate::{
     ChildKind, Description, Error, ErrorKind, Event, EventType, KindRef, ObjectRef, ObservedObject,
     Operator, ReconcileRequest, ReconcileResponse, RelatedBy, RelatedKind, Request, Settings,
 };
 
-/// The bindings `wit-bindgen` generates from `wit/` for the `operator-guest`
-/// world. Not a stable API: use the SDK's types instead.
+/// The bindings `wit-bindgen` generates from `wit/` for the world the SDK's
+/// features select: `operator-guest`, or with `admission` and `conversion`
+/// the world that also exports those. Not a stable API: use the SDK's types
+/// instead.
 #[allow(missing_docs)]
 pub mod bindings {
-    wit_bindgen::generate!({
-        path: "../../wit",
-        world: "operator-guest",
-        pub_export_macro: true,
-        export_macro_name: "export_guest",
-        default_bindings_module: "::wasmop_guest::export::bindings",
-    });
+    macro_rules! world {
+        ($world:literal) => {
+            wit_bindgen::generate!({
+                path: "../../wit",
+                world: $world,
+                pub_export_macro: true,
+                export_macro_name: "export_guest",
+                default_bindings_module: "::wasmop_guest::export::bindings",
+            });
+        };
+    }
+    #[cfg(not(any(feature = "admission", feature = "conversion")))]
+    world!("operator-guest");
+    #[cfg(all(feature = "admission", not(feature = "conversion")))]
+    world!("admission-guest");
+    #[cfg(all(feature = "conversion", not(feature = "admission")))]
+    world!("conversion-guest");
+    #[cfg(all(feature = "admission", feature = "conversion"))]
+    world!("webhook-guest");
 }
 
 pub use bindings::exports::wasmop::operator::operator::Guest;
@@ -185,4 +205,61 @@ fn observed_object(
         name,
         object,
     }
+}
+
+#[cfg(feature = "admission")]
+/// `admit` for the operator `O`, in WIT types.
+pub fn admit<O: Admission>(review: wit::AdmissionReview) -> wit::AdmissionResponse {
+    report_panics();
+    let wit::AdmissionReview {
+        operation,
+        object,
+        old_object,
+        sub_resource,
+        dry_run,
+        username,
+        groups,
+        mutating,
+        settings,
+    } = review;
+    let review = crate::Review::from_wire(crate::admission::AdmissionReview {
+        operation: match operation {
+            wit::Operation::Create => Operation::Create,
+            wit::Operation::Update => Operation::Update,
+            wit::Operation::Delete => Operation::Delete,
+            wit::Operation::Connect => Operation::Connect,
+        },
+        object,
+        old_object,
+        sub_resource,
+        dry_run,
+        username,
+        groups,
+        mutating,
+        settings,
+    });
+    let AdmissionResponse {
+        allowed,
+        message,
+        code,
+        patch,
+        warnings,
+    } = O::admit(&review);
+    wit::AdmissionResponse {
+        allowed,
+        message,
+        code,
+        patch,
+        warnings,
+    }
+}
+
+#[cfg(feature = "conversion")]
+/// `convert` for the operator `O`.
+pub fn convert<O: Conversion>(
+    objects: Vec<String>,
+    desired_api_version: &str,
+) -> Result<Vec<String>, String> {
+    report_panics();
+    O::convert_all(objects, desired_api_version)
 }

@@ -77,6 +77,7 @@
 //! reaches the host log. The SDK also builds for `wasm32-wasip2`, for guests
 //! that want WASI.
 
+pub mod admission;
 #[cfg(all(feature = "call-heap", target_arch = "wasm32", target_os = "unknown"))]
 mod alloc;
 pub mod condition;
@@ -93,6 +94,7 @@ mod response;
 mod settings;
 pub mod time;
 
+pub use admission::{Admission, Conversion, Review};
 pub use error::{Error, ErrorKind, Result};
 pub use operator::Operator;
 pub use request::{Request, observed_from_json};
@@ -111,10 +113,12 @@ pub(crate) fn json_text(value: &serde_json::Value) -> String {
 }
 
 /// Exports an [`Operator`] as the component's `wasmop:operator/operator`
-/// interface.
+/// interface; with the SDK's feature `admission` also its [`Admission`],
+/// with `conversion` its [`Conversion`] (the component then targets the
+/// WIT world `admission-guest`, `conversion-guest` or `webhook-guest`).
 ///
 /// Invoke it once, at the top level of the guest crate (a `cdylib`). On
-/// wasm32 it implements the generated WIT `Guest` trait by converting JSON
+/// wasm32 it implements the generated WIT `Guest` traits by converting JSON
 /// text to and from the SDK's types; on any other target it expands to
 /// nothing, so the same crate builds natively for tests and benchmarks.
 #[macro_export]
@@ -144,9 +148,62 @@ macro_rules! export_operator {
                 }
             }
 
+            $crate::__export_admission!($operator);
+            $crate::__export_conversion!($operator);
+
             $crate::export::bindings::export_guest!(
                 WasmopGuestExport with_types_in $crate::export::bindings
             );
         };
     };
+}
+
+#[cfg(feature = "admission")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __export_admission {
+    ($operator:ty) => {
+        impl $crate::export::bindings::exports::wasmop::operator::admission::Guest
+            for WasmopGuestExport
+        {
+            fn admit(
+                review: $crate::export::bindings::wasmop::operator::types::AdmissionReview,
+            ) -> $crate::export::bindings::wasmop::operator::types::AdmissionResponse {
+                $crate::export::admit::<$operator>(review)
+            }
+        }
+    };
+}
+
+#[cfg(not(feature = "admission"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __export_admission {
+    ($operator:ty) => {};
+}
+
+#[cfg(feature = "conversion")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __export_conversion {
+    ($operator:ty) => {
+        impl $crate::export::bindings::exports::wasmop::operator::conversion::Guest
+            for WasmopGuestExport
+        {
+            fn convert(
+                objects: ::std::vec::Vec<::std::string::String>,
+                desired_api_version: ::std::string::String,
+            ) -> ::core::result::Result<::std::vec::Vec<::std::string::String>, ::std::string::String>
+            {
+                $crate::export::convert::<$operator>(objects, &desired_api_version)
+            }
+        }
+    };
+}
+
+#[cfg(not(feature = "conversion"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __export_conversion {
+    ($operator:ty) => {};
 }

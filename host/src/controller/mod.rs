@@ -72,6 +72,8 @@ pub struct ControllerSettings {
     /// Whether the guest gets the values of the Secrets it sees instead of
     /// their SHA-256 ([`crate::secrets`]). Default false.
     pub secret_values: bool,
+    /// What a failed admission call answers (guests that export `admit`).
+    pub admission_failure_policy: crate::webhook::FailurePolicy,
 }
 
 impl Default for ControllerSettings {
@@ -82,6 +84,7 @@ impl Default for ControllerSettings {
             namespaces: Vec::new(),
             adopt_orphans: false,
             secret_values: false,
+            admission_failure_policy: crate::webhook::FailurePolicy::Fail,
         }
     }
 }

@@ -10,7 +10,10 @@
 //! one beside it, mapping onto the same contract types, so guests built
 //! against either keep running.
 
-use wasmop_contract::{Description, ReconcileError, ReconcileRequest, ReconcileResponse};
+use wasmop_contract::{
+    AdmissionResponse, AdmissionReview, Description, ReconcileError, ReconcileRequest,
+    ReconcileResponse,
+};
 
 /// `wasmop:operator@0.1.0`: the generated world.
 pub mod v0_1 {
@@ -20,6 +23,20 @@ pub mod v0_1 {
     });
 
     pub use wasmop::operator::log::Level;
+
+    /// The worlds with the optional exports: loading a module that has one
+    /// type-checks it against its world.
+    pub mod admission {
+        wasmtime::component::bindgen!({ path: "../wit", world: "admission-guest" });
+    }
+    /// See [`admission`].
+    pub mod conversion {
+        wasmtime::component::bindgen!({ path: "../wit", world: "conversion-guest" });
+    }
+    /// See [`admission`].
+    pub mod webhook {
+        wasmtime::component::bindgen!({ path: "../wit", world: "webhook-guest" });
+    }
 }
 
 /// The interface a guest exports, as its component names it.
@@ -34,3 +51,19 @@ pub type DescribeResults = (Result<Description, String>,);
 pub type ReconcileParams<'a> = (&'a ReconcileRequest,);
 /// See [`ReconcileParams`].
 pub type ReconcileResults = (Result<ReconcileResponse, ReconcileError>,);
+
+/// The optional admission interface, as a component names it.
+pub const ADMISSION_INTERFACE: &str = wasmop_contract::ADMISSION_INTERFACE;
+
+/// The optional conversion interface, as a component names it.
+pub const CONVERSION_INTERFACE: &str = wasmop_contract::CONVERSION_INTERFACE;
+
+/// Parameters and results of `admit`.
+pub type AdmitParams<'a> = (&'a AdmissionReview,);
+/// See [`AdmitParams`].
+pub type AdmitResults = (AdmissionResponse,);
+
+/// Parameters and results of `convert`.
+pub type ConvertParams<'a> = (&'a [String], &'a str);
+/// See [`ConvertParams`].
+pub type ConvertResults = (Result<Vec<String>, String>,);

@@ -13,12 +13,15 @@ use wasmtime::component::{
 };
 use wasmtime::{Store, Trap};
 
-use super::abi::{self, DescribeParams, DescribeResults, ReconcileParams, ReconcileResults};
+use super::abi::{
+    self, AdmitParams, AdmitResults, ConvertParams, ConvertResults, DescribeParams,
+    DescribeResults, ReconcileParams, ReconcileResults,
+};
 use super::http::Outbound;
 use super::sandbox::GuestState;
 use super::{EPOCH_TICK, Error, Limits, Result, Runtime};
 use crate::model::{Description, ErrorKind, GuestError, ReconcileResponse, Request, response_size};
-use wasmop_contract::Reason;
+use wasmop_contract::{AdmissionResponse, AdmissionReview, Reason};
 
 /// What the host copies out of a guest per call beyond its response limit:
 /// room for the strings' headers and the lists of a legitimate answer.
@@ -117,6 +120,10 @@ struct GuestInner {
     /// type-checks only the function it calls, not every export as a
     /// generated `instantiate` does.
     reconcile: ComponentExportIndex,
+    /// `admit`, when the module exports the admission interface.
+    admit: Option<ComponentExportIndex>,
+    /// `convert`, when the module exports the conversion interface.
+    convert: Option<ComponentExportIndex>,
     description: Description,
     limits: Limits,
     imports: Imports,
@@ -182,6 +189,28 @@ impl Guest {
         };
         let reconcile = export("reconcile")?;
         let describe = export("describe")?;
+        let optional = |interface: &str, name: &str| {
+            component
+                .get_export_index(None, interface)
+                .and_then(|i| component.get_export_index(Some(&i), name))
+        };
+        let admit = optional(abi::ADMISSION_INTERFACE, "admit");
+        let convert = optional(abi::CONVERSION_INTERFACE, "convert");
+        // An optional export is type-checked against the world that has it.
+        match (admit.is_some(), convert.is_some()) {
+            (false, false) => {}
+            (true, false) => {
+                abi::v0_1::admission::AdmissionGuestPre::new(pre.clone())
+                    .map_err(Error::WrongWorld)?;
+            }
+            (false, true) => {
+                abi::v0_1::conversion::ConversionGuestPre::new(pre.clone())
+                    .map_err(Error::WrongWorld)?;
+            }
+            (true, true) => {
+                abi::v0_1::webhook::WebhookGuestPre::new(pre.clone()).map_err(Error::WrongWorld)?;
+            }
+        }
         let imports = Imports::of(&component, runtime.engine());
         let description =
             Self::call_describe(&runtime, &pre, describe, &identity, &limits, imports)?;
@@ -192,6 +221,8 @@ impl Guest {
                 runtime,
                 pre,
                 reconcile,
+                admit,
+                convert,
                 description,
                 limits,
                 imports,
@@ -263,6 +294,77 @@ impl Guest {
     /// `allowedOutboundHosts`).
     pub fn imports_http(&self) -> bool {
         self.inner.imports.http
+    }
+
+    /// Whether the module exports `admit`.
+    pub fn admits(&self) -> bool {
+        self.inner.admit.is_some()
+    }
+
+    /// Whether the module exports `convert`.
+    pub fn converts(&self) -> bool {
+        self.inner.convert.is_some()
+    }
+
+    /// Calls `admit` in a fresh store, with the guest's deadline and memory
+    /// cap and no outbound HTTP. `None` when the module has no `admit`.
+    /// Blocking, as [`Self::reconcile`].
+    pub fn admit(&self, review: &AdmissionReview) -> Option<Result<AdmissionResponse, CallError>> {
+        let export = self.inner.admit?;
+        Some(
+            self.call_offline::<AdmitParams<'_>, AdmitResults>(export, "admit", (review,))
+                .map(|(response,)| response),
+        )
+    }
+
+    /// Calls `convert` in a fresh store, as [`Self::admit`]: the converted
+    /// objects, or the guest's error message.
+    pub fn convert(
+        &self,
+        objects: &[String],
+        desired_api_version: &str,
+    ) -> Option<Result<Result<Vec<String>, String>, CallError>> {
+        let export = self.inner.convert?;
+        Some(
+            self.call_offline::<ConvertParams<'_>, ConvertResults>(
+                export,
+                "convert",
+                (objects, desired_api_version),
+            )
+            .map(|(result,)| result),
+        )
+    }
+
+    /// One call of `export` that may not call out, with the response limit
+    /// enforced by the copy limit.
+    fn call_offline<P, R>(
+        &self,
+        export: ComponentExportIndex,
+        name: &'static str,
+        params: P,
+    ) -> Result<R, CallError>
+    where
+        P: ComponentNamedList + Lower + Send + Sync,
+        R: ComponentNamedList + Lift + Send + Sync + 'static,
+    {
+        let inner = &*self.inner;
+        let limits = Limits {
+            outbound: Arc::default(),
+            ..inner.limits.clone()
+        };
+        let mut store = new_store(&inner.runtime, &inner.identity.name, &limits, inner.imports);
+        let started = Instant::now();
+        let result = invoke::<P, R>(
+            &inner.pre,
+            &mut store,
+            export,
+            params,
+            inner.imports,
+            &limits,
+        );
+        store.data().flush_output();
+        observe_call(&inner.runtime, &inner.identity.name, name, started);
+        result.map_err(|e| classify(e, &store, &limits, started))
     }
 
     /// Runs one reconcile in a fresh store. Blocking: call it from a thread

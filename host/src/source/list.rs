@@ -17,6 +17,7 @@
 //!     resync: 10m
 //!     adoptOrphans: false      # adopt existing objects no controller owns (never Secrets)
 //!     secretValues: false      # hand the guest Secret values, not their SHA-256
+//!     admissionFailurePolicy: Fail  # Fail|Ignore: what a failed admit answers
 //!     settings: {}             # any YAML value, handed to the guest
 //!     allowedOutboundHosts: []  # what a guest importing wasi:http may call:
 //!                              # "https://registry.example.com", "http://10.0.0.7:8089",
@@ -130,6 +131,10 @@ pub struct GuestEntry {
     /// false.
     #[serde(default)]
     pub secret_values: Option<bool>,
+    /// What the API server does when the guest's `admit` fails: `Fail`
+    /// (deny, the default) or `Ignore` (admit with a warning).
+    #[serde(default)]
+    pub admission_failure_policy: Option<crate::webhook::FailurePolicy>,
     /// The guest's own settings: any YAML value, handed to `describe` and to
     /// every reconcile as JSON.
     #[serde(default)]
@@ -308,6 +313,9 @@ impl GuestEntry {
             namespaces: self.namespaces.clone(),
             adopt_orphans: self.adopt_orphans.unwrap_or(d.adopt_orphans),
             secret_values: self.secret_values.unwrap_or(d.secret_values),
+            admission_failure_policy: self
+                .admission_failure_policy
+                .unwrap_or(d.admission_failure_policy),
         })
     }
 }

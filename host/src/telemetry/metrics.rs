@@ -121,6 +121,23 @@ pub struct OutboundLabels {
     pub code: String,
 }
 
+/// `webhook` of a webhook request: the path served.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WebhookLabels {
+    /// `/mutate/<guest>`, `/validate/<guest>`, `/convert/<guest>`, or
+    /// `/unknown` for a guest not served.
+    pub webhook: String,
+}
+
+/// `webhook`, `code` of a webhook request.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WebhookCodeLabels {
+    /// As in [`WebhookLabels`].
+    pub webhook: String,
+    /// The HTTP status of the answer.
+    pub code: String,
+}
+
 /// controller-runtime's buckets for `controller_runtime_reconcile_time_seconds`.
 const RECONCILE_BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
@@ -191,6 +208,13 @@ pub struct Metrics {
     pub writes_skipped: Family<GuestLabels, Counter>,
     /// `wasmop_guest_http_requests_total{guest,method,host,code}`.
     pub outbound_requests: Family<OutboundLabels, Counter>,
+    /// `controller_runtime_webhook_requests_total{webhook,code}`: `webhook`
+    /// is the path served (`/validate/<guest>`), `code` the HTTP status.
+    pub webhook_requests: Family<WebhookCodeLabels, Counter>,
+    /// `controller_runtime_webhook_latency_seconds{webhook}`.
+    pub webhook_latency: Histograms<WebhookLabels>,
+    /// `controller_runtime_webhook_requests_in_flight{webhook}`.
+    pub webhook_in_flight: Family<WebhookLabels, Gauge>,
     queues: Arc<Mutex<BTreeMap<String, Arc<QueueTracker>>>>,
 }
 
@@ -216,6 +240,9 @@ impl Default for Metrics {
             module_compile: compile_histogram(),
             writes_skipped: Family::default(),
             outbound_requests: Family::default(),
+            webhook_requests: Family::default(),
+            webhook_latency: Family::new_with_constructor(reconcile_histogram),
+            webhook_in_flight: Family::default(),
             queues: Arc::default(),
         }
     }
@@ -320,6 +347,21 @@ impl Metrics {
             "wasmop_guest_http_requests",
             "Outbound HTTP requests of guests, by method, host and status (`refused`: denied by the host).",
             self.outbound_requests.clone(),
+        );
+        r.register(
+            "controller_runtime_webhook_requests",
+            "Total number of admission requests by HTTP status code.",
+            self.webhook_requests.clone(),
+        );
+        r.register(
+            "controller_runtime_webhook_latency_seconds",
+            "Histogram of the latency of processing admission requests.",
+            self.webhook_latency.clone(),
+        );
+        r.register(
+            "controller_runtime_webhook_requests_in_flight",
+            "Current number of admission requests being served.",
+            self.webhook_in_flight.clone(),
         );
         r.register_collector(Box::new(QueueGauges(self.queues.clone())));
         r.register_collector(Box::new(ProcessCollector));

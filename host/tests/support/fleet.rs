@@ -18,8 +18,8 @@ use serde_json::{Value, json};
 use wasmop_testenv::TestEnv;
 
 use super::{
-    HostProcess, Write, at, caches, dyn_api, guest_module, install_yaml, put_guest_list,
-    put_module, timed_successful_writes_by, wait_for, workspace,
+    HostProcess, Write, at, caches, dyn_api, guest_module, install_cache_crd, put_guest_list,
+    put_module, timed_successful_writes_by, wait_for,
 };
 
 /// How long a fleet may take to converge.
@@ -84,7 +84,7 @@ impl Fleet {
     /// host runs yet.
     pub async fn new(env: &Arc<TestEnv>, prefix: &str, size: usize) -> anyhow::Result<Self> {
         let client = env.client();
-        install_yaml(&client, &workspace().join("deploy/crds/cache.yaml")).await?;
+        install_cache_crd(&client).await?;
         let ns = env.create_namespace(prefix).await?;
         let case = Self::in_namespace(env, ns, size).await?;
         case.use_version("cache-operator").await?;

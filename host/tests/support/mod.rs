@@ -45,32 +45,58 @@ pub async fn install_yaml(client: &Client, path: &Path) -> anyhow::Result<()> {
     let docs: Vec<Value> = serde_saphyr::from_multiple(&text)?;
     for doc in docs.into_iter().filter(|d| !d.is_null()) {
         if doc["kind"] == "CustomResourceDefinition" {
-            let crd: CustomResourceDefinition = serde_json::from_value(doc)?;
-            let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-            let name = crd.name_any();
-            api.patch(
-                &name,
-                &PatchParams::apply("wasmop-tests").force(),
-                &Patch::Apply(&crd),
-            )
-            .await?;
-            wait_for(Duration::from_secs(30), || async {
-                let crd = api.get(&name).await?;
-                let ok = crd
-                    .status
-                    .and_then(|s| s.conditions)
-                    .unwrap_or_default()
-                    .iter()
-                    .any(|c| c.type_ == "Established" && c.status == "True");
-                Ok(ok.then_some(()))
-            })
-            .await
-            .with_context(|| format!("CRD {name} not established"))?;
+            install_crd(client, serde_json::from_value(doc)?).await?;
         } else {
             bail!("install_yaml only installs CRDs, found {}", doc["kind"]);
         }
     }
     Ok(())
+}
+
+/// The Cache CRD of `deploy/` as JSON, with its group replaced by `group`.
+pub fn cache_crd(group: &str) -> anyhow::Result<Value> {
+    let path = workspace().join("deploy/crds/cache.yaml");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("reading {}", path.display()))?
+        .replace("apps.example.com", group);
+    Ok(serde_saphyr::from_str(&text)?)
+}
+
+/// Installs the Cache CRD of `deploy/` with its v1alpha1 version alone: the
+/// tests that run no conversion webhook need a version the API server
+/// serves without one.
+pub async fn install_cache_crd(client: &Client) -> anyhow::Result<()> {
+    install_cache_crd_in(client, "apps.example.com").await
+}
+
+/// [`install_cache_crd`] under `group`.
+pub async fn install_cache_crd_in(client: &Client, group: &str) -> anyhow::Result<()> {
+    let crd = wasmop_testenv::crd::single_version(cache_crd(group)?, "v1alpha1")?;
+    install_crd(client, serde_json::from_value(crd)?).await
+}
+
+/// Applies `crd` and waits until it is established.
+pub async fn install_crd(client: &Client, crd: CustomResourceDefinition) -> anyhow::Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let name = crd.name_any();
+    api.patch(
+        &name,
+        &PatchParams::apply("wasmop-tests").force(),
+        &Patch::Apply(&crd),
+    )
+    .await?;
+    wait_for(Duration::from_secs(30), || async {
+        let crd = api.get(&name).await?;
+        let ok = crd
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True");
+        Ok(ok.then_some(()))
+    })
+    .await
+    .with_context(|| format!("CRD {name} not established"))
 }
 
 /// Polls `f` every 200 ms until it returns `Some`, or fails after `timeout`

@@ -57,6 +57,7 @@
 mod audit;
 mod binaries;
 pub mod cache;
+pub mod crd;
 mod env;
 mod faults;
 mod gobuild;

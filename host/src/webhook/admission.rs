@@ -1,0 +1,345 @@
+//! One admission request: the API server's `AdmissionReview` in, the
+//! guest's verdict checked, the review answered.
+//!
+//! A verdict is hostile until checked: a denial's code must be an HTTP
+//! error status, warnings are bounded, and a patch may change only the
+//! object's spec-like content and the labels and annotations that are not
+//! the host's. A verdict that breaks a rule is a guest failure, answered as
+//! the guest's `admissionFailurePolicy` says.
+
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse as KubeResponse, Operation};
+use serde_json::Value;
+use wasmop_contract::names::is_host_key;
+use wasmop_contract::{AdmissionResponse, AdmissionReview};
+
+/// The most warnings a verdict may carry.
+pub const MAX_WARNINGS: usize = 16;
+/// The longest warning, in bytes.
+pub const MAX_WARNING_BYTES: usize = 256;
+/// The longest message kept, in bytes.
+pub const MAX_MESSAGE_BYTES: usize = 1024;
+
+/// Why a verdict is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum VerdictError {
+    /// A denial's code is not 400–599.
+    #[error("the denial's code {0} is not an HTTP error status (400-599)")]
+    Code(u16),
+    /// Too many or too long warnings.
+    #[error("{0}")]
+    Warnings(String),
+    /// The patch is not a JSON Patch or does not apply.
+    #[error("the patch {0}")]
+    Patch(String),
+    /// The patch changes what a guest may not change.
+    #[error("the patch changes {0}, which an admission patch may not change")]
+    Forbidden(String),
+}
+
+/// The request as the guest sees it.
+pub fn review(
+    request: &AdmissionRequest<DynamicObject>,
+    mutating: bool,
+    settings: Option<&str>,
+) -> AdmissionReview {
+    let text = |o: &Option<DynamicObject>| {
+        o.as_ref()
+            .map(|o| serde_json::to_string(o).expect("an object serialises"))
+    };
+    AdmissionReview {
+        operation: match request.operation {
+            Operation::Create => wasmop_contract::Operation::Create,
+            Operation::Update => wasmop_contract::Operation::Update,
+            Operation::Delete => wasmop_contract::Operation::Delete,
+            Operation::Connect => wasmop_contract::Operation::Connect,
+        },
+        object: text(&request.object),
+        old_object: text(&request.old_object),
+        sub_resource: request.sub_resource.clone().unwrap_or_default(),
+        dry_run: request.dry_run,
+        username: request.user_info.username.clone().unwrap_or_default(),
+        groups: request.user_info.groups.clone().unwrap_or_default(),
+        mutating,
+        settings: settings.map(str::to_owned),
+    }
+}
+
+/// The answer to the API server for the guest's `verdict`, or why the
+/// verdict is refused. `mutating` says whether its patch is applied.
+pub fn answer(
+    request: &AdmissionRequest<DynamicObject>,
+    verdict: AdmissionResponse,
+    mutating: bool,
+) -> Result<KubeResponse, VerdictError> {
+    if verdict.warnings.len() > MAX_WARNINGS {
+        return Err(VerdictError::Warnings(format!(
+            "{} warnings, at most {MAX_WARNINGS}",
+            verdict.warnings.len()
+        )));
+    }
+    if let Some(long) = verdict
+        .warnings
+        .iter()
+        .find(|w| w.len() > MAX_WARNING_BYTES)
+    {
+        return Err(VerdictError::Warnings(format!(
+            "a warning of {} bytes, at most {MAX_WARNING_BYTES}",
+            long.len()
+        )));
+    }
+    let mut response = KubeResponse::from(request);
+    if !verdict.warnings.is_empty() {
+        response.warnings = Some(verdict.warnings);
+    }
+    if !verdict.allowed {
+        let code = verdict.code.unwrap_or(403);
+        if !(400..=599).contains(&code) {
+            return Err(VerdictError::Code(code));
+        }
+        let mut response = response.deny(truncate(&verdict.message, MAX_MESSAGE_BYTES));
+        response.result.code = code;
+        response.result.reason = reason_for(code).to_owned();
+        return Ok(response);
+    }
+    match (&verdict.patch, mutating, &request.object) {
+        (Some(patch), true, Some(object)) => {
+            let patch = checked_patch(object, patch)?;
+            response
+                .with_patch(patch)
+                .map_err(|e| VerdictError::Patch(e.to_string()))
+        }
+        _ => Ok(response),
+    }
+}
+
+/// The `reason` of a Status for `code`, as the API server names it.
+fn reason_for(code: u16) -> &'static str {
+    match code {
+        400 => "BadRequest",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "NotFound",
+        409 => "Conflict",
+        422 => "Invalid",
+        429 => "TooManyRequests",
+        500..=599 => "InternalError",
+        _ => "",
+    }
+}
+
+/// `patch` parsed, applied to `object` and checked.
+fn checked_patch(object: &DynamicObject, patch: &str) -> Result<json_patch::Patch, VerdictError> {
+    let parsed: json_patch::Patch = serde_json::from_str(patch)
+        .map_err(|e| VerdictError::Patch(format!("is not a JSON Patch: {e}")))?;
+    let before = serde_json::to_value(object).expect("an object serialises");
+    let mut after = before.clone();
+    json_patch::patch(&mut after, &parsed)
+        .map_err(|e| VerdictError::Patch(format!("does not apply: {e}")))?;
+    check_changes(&before, &after)?;
+    Ok(parsed)
+}
+
+/// What a patch may change: anything but `apiVersion`, `kind`, `status`
+/// and `metadata`, and in `metadata` only labels and annotations that are
+/// not the host's (`wasmop.dev/`).
+pub fn check_changes(before: &Value, after: &Value) -> Result<(), VerdictError> {
+    let (Some(b), Some(a)) = (before.as_object(), after.as_object()) else {
+        return Err(VerdictError::Forbidden(
+            "the object into a non-object".into(),
+        ));
+    };
+    for field in ["apiVersion", "kind", "status"] {
+        if b.get(field) != a.get(field) {
+            return Err(VerdictError::Forbidden(field.into()));
+        }
+    }
+    let empty = serde_json::Map::new();
+    let meta = |o: &serde_json::Map<String, Value>| -> Result<serde_json::Map<String, Value>, VerdictError> {
+        match o.get("metadata") {
+            None => Ok(empty.clone()),
+            Some(Value::Object(m)) => Ok(m.clone()),
+            Some(_) => Err(VerdictError::Forbidden("metadata into a non-object".into())),
+        }
+    };
+    let (mb, ma) = (meta(b)?, meta(a)?);
+    for key in mb.keys().chain(ma.keys()) {
+        if key == "labels" || key == "annotations" {
+            continue;
+        }
+        if mb.get(key) != ma.get(key) {
+            return Err(VerdictError::Forbidden(format!("metadata.{key}")));
+        }
+    }
+    for field in ["labels", "annotations"] {
+        let map = |m: &serde_json::Map<String, Value>| -> Result<serde_json::Map<String, Value>, VerdictError> {
+            match m.get(field) {
+                None | Some(Value::Null) => Ok(serde_json::Map::new()),
+                Some(Value::Object(m)) => Ok(m.clone()),
+                Some(_) => Err(VerdictError::Forbidden(format!("metadata.{field} into a non-map"))),
+            }
+        };
+        let (lb, la) = (map(&mb)?, map(&ma)?);
+        for key in lb.keys().chain(la.keys()) {
+            if is_host_key(key) && lb.get(key) != la.get(key) {
+                return Err(VerdictError::Forbidden(format!(
+                    "metadata.{field} key {key:?}"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `text` cut to at most `max` bytes at a character boundary.
+pub fn truncate(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn request(object: Value) -> AdmissionRequest<DynamicObject> {
+        let review: kube::core::admission::AdmissionReview<DynamicObject> =
+            serde_json::from_value(json!({
+                "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                "request": {"uid": "u1", "kind": {"group": "g.io", "version": "v1", "kind": "K"},
+                    "resource": {"group": "g.io", "version": "v1", "resource": "ks"},
+                    "operation": "CREATE", "userInfo": {"username": "alice", "groups": ["devs"]},
+                    "object": object, "oldObject": null, "dryRun": false}
+            }))
+            .unwrap();
+        review.try_into().unwrap()
+    }
+
+    fn object() -> Value {
+        json!({"apiVersion": "g.io/v1", "kind": "K",
+            "metadata": {"name": "a", "namespace": "n", "labels": {"x": "1", "wasmop.dev/guest": "g"}},
+            "spec": {"image": "redis"}})
+    }
+
+    fn verdict(patch: Value) -> AdmissionResponse {
+        AdmissionResponse {
+            patch: Some(patch.to_string()),
+            ..AdmissionResponse::allow()
+        }
+    }
+
+    #[test]
+    fn the_guest_sees_the_request() {
+        let review = review(&request(object()), true, Some("{}"));
+        assert_eq!(review.operation, wasmop_contract::Operation::Create);
+        assert_eq!(review.username, "alice");
+        assert_eq!(review.groups, ["devs"]);
+        let object: Value = serde_json::from_str(review.object.as_deref().unwrap()).unwrap();
+        assert_eq!(object["spec"]["image"], "redis");
+        assert!(review.old_object.is_none() && review.mutating);
+    }
+
+    #[test]
+    fn a_spec_patch_is_passed_on_only_when_mutating() {
+        let request = request(object());
+        let v = verdict(json!([{"op": "add", "path": "/spec/port", "value": 1}]));
+        let answer = answer(&request, v.clone(), true).unwrap();
+        assert!(answer.allowed && answer.patch.is_some());
+        assert_eq!(answer.uid, "u1");
+        let plain = super::answer(&request, v, false).unwrap();
+        assert!(plain.allowed && plain.patch.is_none());
+        let labels = verdict(json!([{"op": "add", "path": "/metadata/labels/y", "value": "2"}]));
+        assert!(super::answer(&request, labels, true).is_ok());
+    }
+
+    #[test]
+    fn hostile_patches_are_refused_naming_what_they_touch() {
+        let request = request(object());
+        for (patch, says) in [
+            (
+                json!([{"op": "replace", "path": "/kind", "value": "Secret"}]),
+                "kind",
+            ),
+            (
+                json!([{"op": "replace", "path": "/metadata/name", "value": "b"}]),
+                "metadata.name",
+            ),
+            (
+                json!([{"op": "add", "path": "/metadata/ownerReferences", "value": []}]),
+                "metadata.ownerReferences",
+            ),
+            (
+                json!([{"op": "add", "path": "/metadata/finalizers", "value": ["x/y"]}]),
+                "metadata.finalizers",
+            ),
+            (
+                json!([{"op": "remove", "path": "/metadata/labels/wasmop.dev~1guest"}]),
+                "wasmop.dev/guest",
+            ),
+            (
+                json!([{"op": "add", "path": "/metadata/annotations", "value": {"wasmop.dev/desired-hash": "0"}}]),
+                "wasmop.dev/desired-hash",
+            ),
+            (
+                json!([{"op": "add", "path": "/status", "value": {"phase": "Ready"}}]),
+                "status",
+            ),
+            (
+                json!([{"op": "remove", "path": "/spec/missing"}]),
+                "does not apply",
+            ),
+            (json!({"op": "add"}), "not a JSON Patch"),
+        ] {
+            let err = answer(&request, verdict(patch.clone()), true).unwrap_err();
+            assert!(err.to_string().contains(says), "{patch}: {err}");
+        }
+        let text = AdmissionResponse {
+            patch: Some("not json".into()),
+            ..AdmissionResponse::allow()
+        };
+        assert!(answer(&request, text, true).is_err());
+    }
+
+    #[test]
+    fn denials_keep_a_bounded_message_and_an_error_code() {
+        let request = request(object());
+        let deny = AdmissionResponse {
+            code: Some(422),
+            ..AdmissionResponse::deny("é".repeat(2000))
+        };
+        let answer = answer(&request, deny, true).unwrap();
+        assert!(!answer.allowed);
+        assert_eq!(answer.result.code, 422);
+        assert!(answer.result.message.len() <= MAX_MESSAGE_BYTES);
+        assert_eq!(
+            super::answer(&request, AdmissionResponse::deny("no"), true)
+                .unwrap()
+                .result
+                .code,
+            403
+        );
+        for code in [200, 302, 600, 0] {
+            let bad = AdmissionResponse {
+                code: Some(code),
+                ..AdmissionResponse::deny("no")
+            };
+            assert!(super::answer(&request, bad, true).is_err(), "{code}");
+        }
+        let many = AdmissionResponse {
+            warnings: vec!["w".into(); MAX_WARNINGS + 1],
+            ..AdmissionResponse::allow()
+        };
+        assert!(super::answer(&request, many, true).is_err());
+        let long = AdmissionResponse {
+            warnings: vec!["w".repeat(MAX_WARNING_BYTES + 1)],
+            ..AdmissionResponse::allow()
+        };
+        assert!(super::answer(&request, long, true).is_err());
+    }
+}

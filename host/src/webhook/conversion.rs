@@ -1,0 +1,96 @@
+//! One conversion request: the objects of a `ConversionReview` converted by
+//! the guest, each answer checked against the object it came from.
+//!
+//! The API server checks that a converted object keeps its name, namespace
+//! and uid; the host checks them too, and the count, the desired
+//! apiVersion and the kind, so a guest's mistake is reported with the
+//! guest's name instead of as an API server error about the webhook.
+
+use serde_json::Value;
+
+/// Why converted objects are refused.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConvertedError(String);
+
+/// The guest's converted `texts`, parsed and checked against `objects`.
+pub fn check(
+    objects: &[Value],
+    texts: Vec<String>,
+    desired_api_version: &str,
+) -> Result<Vec<Value>, ConvertedError> {
+    if texts.len() != objects.len() {
+        return Err(ConvertedError(format!(
+            "answered {} objects for {}",
+            texts.len(),
+            objects.len()
+        )));
+    }
+    objects
+        .iter()
+        .zip(texts)
+        .enumerate()
+        .map(|(i, (original, text))| {
+            let converted: Value = serde_json::from_str(&text)
+                .map_err(|e| ConvertedError(format!("object {i} is not JSON: {e}")))?;
+            if !converted.is_object() {
+                return Err(ConvertedError(format!("object {i} is not a JSON object")));
+            }
+            if converted["apiVersion"] != desired_api_version {
+                return Err(ConvertedError(format!(
+                    "object {i} has apiVersion {}, not {desired_api_version}",
+                    converted["apiVersion"]
+                )));
+            }
+            if converted["kind"] != original["kind"] {
+                return Err(ConvertedError(format!("object {i} changed its kind")));
+            }
+            for field in ["name", "namespace", "uid", "resourceVersion", "generation"] {
+                if converted["metadata"][field] != original["metadata"][field] {
+                    return Err(ConvertedError(format!(
+                        "object {i} changed metadata.{field}"
+                    )));
+                }
+            }
+            Ok(converted)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn object(version: &str) -> Value {
+        json!({"apiVersion": format!("g.io/{version}"), "kind": "K",
+            "metadata": {"name": "a", "namespace": "n", "uid": "u"}, "spec": {}})
+    }
+
+    #[test]
+    fn a_faithful_answer_passes() {
+        let out = check(&[object("v1")], vec![object("v2").to_string()], "g.io/v2").unwrap();
+        assert_eq!(out, [object("v2")]);
+    }
+
+    #[test]
+    fn a_hostile_answer_is_refused_with_the_reason() {
+        let original = [object("v1")];
+        let mut renamed = object("v2");
+        renamed["metadata"]["name"] = json!("b");
+        let mut rekinded = object("v2");
+        rekinded["kind"] = json!("Secret");
+        for (texts, says) in [
+            (vec![], "answered 0 objects for 1"),
+            (vec![object("v2").to_string(); 2], "answered 2"),
+            (vec!["{".into()], "not JSON"),
+            (vec!["[]".into()], "not a JSON object"),
+            (vec![object("v1").to_string()], "apiVersion"),
+            (vec![renamed.to_string()], "metadata.name"),
+            (vec![rekinded.to_string()], "kind"),
+        ] {
+            let err = check(&original, texts, "g.io/v2").unwrap_err();
+            assert!(err.to_string().contains(says), "{err}");
+        }
+    }
+}

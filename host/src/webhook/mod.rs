@@ -1,0 +1,276 @@
+//! Admission and conversion served by guests.
+//!
+//! A guest whose module exports `admit` gets a mutating and a validating
+//! webhook for its primary kind; one that exports `convert` becomes its
+//! CRD's conversion webhook. The host serves both over HTTPS
+//! (`serve.rs`) with a certificate from a Secret or issued at start
+//! (`tls.rs`), writes the webhook configurations and the CRD's conversion
+//! (`configs.rs`), and checks every verdict and converted object before the
+//! API server sees it (`admission.rs`, `conversion.rs`). Each request is
+//! answered by the guest's current module version: a hot swap changes
+//! verdicts for the requests that arrive after it.
+//!
+//! Webhooks are served only with `--webhook-host`: without an address the
+//! API server can reach, nothing is registered.
+
+pub mod admission;
+mod configs;
+pub mod conversion;
+pub mod offline;
+mod serve;
+mod tls;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock};
+
+use anyhow::Context;
+use kube::core::ApiResource;
+use serde::{Deserialize, Serialize};
+
+pub use configs::{config_name, timeout_seconds};
+pub use tls::Certificate;
+
+use crate::controller::GuestSlot;
+use crate::leader::Leadership;
+use crate::telemetry::Metrics;
+use crate::telemetry::metrics::ReasonLabels;
+use wasmop_contract::Reason;
+
+/// What the API server does when a guest cannot answer an admission
+/// request (a trap, a timeout, a refused verdict): the guest-list entry's
+/// `admissionFailurePolicy`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum FailurePolicy {
+    /// Deny the request (the default).
+    #[default]
+    Fail,
+    /// Admit it, with a warning.
+    Ignore,
+}
+
+impl FailurePolicy {
+    /// The name in a webhook configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Fail => "Fail",
+            Self::Ignore => "Ignore",
+        }
+    }
+}
+
+/// Where and how webhooks are served.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The address to listen on.
+    pub bind: SocketAddr,
+    /// The host (and port) the API server reaches this process at:
+    /// `--webhook-host`. Without a port, the bound port.
+    pub host: String,
+    /// The Secret with the serving certificate, `namespace/name`; none to
+    /// issue one at start.
+    pub cert_secret: Option<(String, String)>,
+}
+
+/// One guest as its webhooks serve it.
+#[derive(Clone, Debug)]
+pub struct Served {
+    /// The guest's module versions, swapped in place.
+    pub slot: GuestSlot,
+    /// The primary kind's resource (group, version, plural).
+    pub primary: ApiResource,
+    /// The namespaces the guest watches; empty for all.
+    pub namespaces: Vec<String>,
+    /// What a failed admission call answers.
+    pub failure_policy: FailurePolicy,
+}
+
+/// The guests whose webhooks this process serves. Cheap to clone.
+#[derive(Clone)]
+pub struct Webhooks {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    guests: RwLock<BTreeMap<String, Served>>,
+    changed: tokio::sync::watch::Sender<u64>,
+    /// `https://<host>:<port>`.
+    base_url: String,
+    certificate: Certificate,
+    metrics: Arc<Metrics>,
+}
+
+impl Webhooks {
+    /// Loads or issues the certificate, starts serving on `config.bind` and
+    /// keeps the webhook configurations and CRD conversions of the served
+    /// guests written while this process leads (`client` writes them).
+    pub async fn start(
+        config: Config,
+        client: kube::Client,
+        leadership: Leadership,
+        metrics: Arc<Metrics>,
+    ) -> anyhow::Result<Self> {
+        let listener = tokio::net::TcpListener::bind(config.bind)
+            .await
+            .with_context(|| format!("cannot listen on --webhook-bind-address {}", config.bind))?;
+        let bound = listener.local_addr()?;
+        let (host, port) = split_host(&config.host, bound.port())?;
+        let certificate = match &config.cert_secret {
+            Some((namespace, name)) => {
+                Certificate::from_secret(client.clone(), namespace, name, &host).await?
+            }
+            None => Certificate::self_issued(&host)?,
+        };
+        let server = certificate.server_config()?;
+        let host_in_url = if host.contains(':') {
+            format!("[{host}]")
+        } else {
+            host.clone()
+        };
+        let webhooks = Self {
+            inner: Arc::new(Inner {
+                guests: RwLock::default(),
+                changed: tokio::sync::watch::channel(0).0,
+                base_url: format!("https://{host_in_url}:{port}"),
+                certificate,
+                metrics,
+            }),
+        };
+        serve::spawn(listener, server, webhooks.clone());
+        tokio::spawn(configs::keep_written(webhooks.clone(), client, leadership));
+        tracing::info!(%bound, url = %webhooks.inner.base_url, self_issued = config.cert_secret.is_none(), "serving webhooks on /mutate, /validate and /convert");
+        Ok(webhooks)
+    }
+
+    /// Serves `served` for guest `name` (new, or with new settings).
+    pub fn set(&self, name: &str, served: Served) {
+        self.inner
+            .guests
+            .write()
+            .expect("webhook guests lock")
+            .insert(name.to_owned(), served);
+        self.changed();
+    }
+
+    /// Stops serving guest `name`; its webhook configurations go.
+    pub fn remove(&self, name: &str) {
+        let removed = self
+            .inner
+            .guests
+            .write()
+            .expect("webhook guests lock")
+            .remove(name);
+        if removed.is_some() {
+            self.changed();
+        }
+    }
+
+    /// The guest's module version changed: its exports may have.
+    pub fn changed(&self) {
+        self.inner.changed.send_modify(|n| *n += 1);
+    }
+
+    fn served(&self, name: &str) -> Option<Served> {
+        self.inner
+            .guests
+            .read()
+            .expect("webhook guests lock")
+            .get(name)
+            .cloned()
+    }
+
+    fn snapshot(&self) -> BTreeMap<String, Served> {
+        self.inner
+            .guests
+            .read()
+            .expect("webhook guests lock")
+            .clone()
+    }
+
+    /// `path` when `name` is served, else `/unknown`: the metric label
+    /// stays bounded whatever paths a client sends.
+    fn known_path(&self, name: &str, path: String) -> String {
+        if self.served(name).is_some() {
+            path
+        } else {
+            "/unknown".into()
+        }
+    }
+
+    fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
+    }
+
+    fn count_failure(&self, name: &str, reason: Reason) {
+        self.inner
+            .metrics
+            .guest_failures
+            .get_or_create(&ReasonLabels {
+                guest: name.to_owned(),
+                reason: reason.as_str(),
+            })
+            .inc();
+    }
+
+    /// The URL of `path` on this host.
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.inner.base_url)
+    }
+}
+
+/// `host` or `host:port` (`[v6]:port`) of `--webhook-host`, the port
+/// defaulting to `bound`.
+fn split_host(text: &str, bound: u16) -> anyhow::Result<(String, u16)> {
+    let text = text.trim();
+    anyhow::ensure!(!text.is_empty(), "--webhook-host is empty");
+    if let Ok(addr) = text.parse::<SocketAddr>() {
+        return Ok((addr.ip().to_string(), addr.port()));
+    }
+    if text.parse::<std::net::IpAddr>().is_ok() {
+        return Ok((text.to_owned(), bound));
+    }
+    let (host, port) = match text.rsplit_once(':') {
+        Some((host, port)) => {
+            let port = port
+                .parse()
+                .with_context(|| format!("--webhook-host {text:?}: {port:?} is not a port"))?;
+            (host, port)
+        }
+        None => (text, bound),
+    };
+    crate::validate::names::dns_subdomain(host).map_err(|why| {
+        anyhow::anyhow!("--webhook-host {text:?} is not an IP address or a DNS name: {why}")
+    })?;
+    Ok((host.to_owned(), port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_webhook_host_takes_a_port_or_the_bound_one() {
+        assert_eq!(
+            split_host("127.0.0.1", 9443).unwrap(),
+            ("127.0.0.1".into(), 9443)
+        );
+        assert_eq!(
+            split_host("127.0.0.1:443", 9443).unwrap(),
+            ("127.0.0.1".into(), 443)
+        );
+        assert_eq!(split_host("::1", 9443).unwrap(), ("::1".into(), 9443));
+        assert_eq!(
+            split_host("[::1]:8443", 9443).unwrap(),
+            ("::1".into(), 8443)
+        );
+        assert_eq!(
+            split_host("wasmop-webhook.wasmop-system.svc:443", 9443).unwrap(),
+            ("wasmop-webhook.wasmop-system.svc".into(), 443)
+        );
+        assert_eq!(split_host("svc", 1).unwrap(), ("svc".into(), 1));
+        assert!(split_host("svc:port", 1).is_err());
+        assert!(split_host(" ", 1).is_err());
+        assert!(split_host("not a host!", 1).is_err());
+        assert!(split_host("https://svc", 1).is_err());
+    }
+}

@@ -1,0 +1,324 @@
+//! The HTTPS endpoint: `POST /mutate/<guest>`, `/validate/<guest>` and
+//! `/convert/<guest>`, each answered by the guest's current module version
+//! in a fresh instance under its limits.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse as KubeResponse, AdmissionReview};
+use kube::core::conversion::{ConversionRequest, ConversionResponse, ConversionReview};
+use kube::core::{Status, response::StatusSummary};
+use tokio::net::TcpListener;
+
+use super::{FailurePolicy, Webhooks, admission, conversion};
+use crate::telemetry::metrics::{WebhookCodeLabels, WebhookLabels};
+
+/// The largest request body: an AdmissionReview carries up to two objects
+/// of the API server's 3 MiB limit; a ConversionReview a page of a list.
+const MAX_BODY: usize = 64 << 20;
+
+/// Serves `webhooks` on `listener` with TLS `config` until the process
+/// ends.
+pub(super) fn spawn(listener: TcpListener, config: Arc<rustls::ServerConfig>, webhooks: Webhooks) {
+    let router = Router::new()
+        .route("/mutate/{guest}", post(mutate))
+        .route("/validate/{guest}", post(validate))
+        .route("/convert/{guest}", post(convert))
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(webhooks);
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    tokio::spawn(async move {
+        loop {
+            let (stream, peer) = match listener.accept().await {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    tracing::warn!("webhook listener: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            let (acceptor, router) = (acceptor.clone(), router.clone());
+            tokio::spawn(async move { connection(stream, peer, acceptor, router).await });
+        }
+    });
+}
+
+async fn connection(
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    acceptor: tokio_rustls::TlsAcceptor,
+    router: Router,
+) {
+    let handshake =
+        tokio::time::timeout(std::time::Duration::from_secs(10), acceptor.accept(stream));
+    let tls = match handshake.await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(e)) => {
+            tracing::debug!(%peer, "webhook TLS handshake failed: {e}");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!(%peer, "webhook TLS handshake timed out");
+            return;
+        }
+    };
+    let service = hyper_util::service::TowerToHyperService::new(router);
+    if let Err(e) = hyper::server::conn::http1::Builder::new()
+        .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+        .await
+    {
+        tracing::debug!(%peer, "webhook connection: {e}");
+    }
+}
+
+/// Counts a request in the controller-runtime webhook metrics while it runs.
+struct InFlight<'a> {
+    webhooks: &'a Webhooks,
+    path: String,
+    started: Instant,
+}
+
+impl<'a> InFlight<'a> {
+    fn start(webhooks: &'a Webhooks, path: String) -> Self {
+        webhooks
+            .metrics()
+            .webhook_in_flight
+            .get_or_create(&WebhookLabels {
+                webhook: path.clone(),
+            })
+            .inc();
+        Self {
+            webhooks,
+            path,
+            started: Instant::now(),
+        }
+    }
+
+    fn done(self, code: StatusCode) {
+        let metrics = self.webhooks.metrics();
+        let webhook = WebhookLabels {
+            webhook: self.path.clone(),
+        };
+        metrics
+            .webhook_latency
+            .get_or_create(&webhook)
+            .observe(self.started.elapsed().as_secs_f64());
+        metrics
+            .webhook_requests
+            .get_or_create(&WebhookCodeLabels {
+                webhook: self.path.clone(),
+                code: code.as_u16().to_string(),
+            })
+            .inc();
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.webhooks
+            .metrics()
+            .webhook_in_flight
+            .get_or_create(&WebhookLabels {
+                webhook: self.path.clone(),
+            })
+            .dec();
+    }
+}
+
+async fn mutate(state: State<Webhooks>, guest: Path<String>, body: axum::body::Bytes) -> Response {
+    admit(state, guest, body, true).await
+}
+
+async fn validate(
+    state: State<Webhooks>,
+    guest: Path<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    admit(state, guest, body, false).await
+}
+
+async fn admit(
+    State(webhooks): State<Webhooks>,
+    Path(guest): Path<String>,
+    body: axum::body::Bytes,
+    mutating: bool,
+) -> Response {
+    let path = format!("/{}/{guest}", if mutating { "mutate" } else { "validate" });
+    let path = webhooks.known_path(&guest, path);
+    let flight = InFlight::start(&webhooks, path);
+    let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(&body) {
+        Ok(review) => review,
+        Err(e) => {
+            flight.done(StatusCode::BAD_REQUEST);
+            return (
+                StatusCode::BAD_REQUEST,
+                format!("not an AdmissionReview: {e}"),
+            )
+                .into_response();
+        }
+    };
+    let request: AdmissionRequest<DynamicObject> = match review.try_into() {
+        Ok(request) => request,
+        Err(e) => {
+            flight.done(StatusCode::BAD_REQUEST);
+            return (StatusCode::BAD_REQUEST, format!("{e}")).into_response();
+        }
+    };
+    let response = verdict(&webhooks, &guest, &request, mutating).await;
+    flight.done(StatusCode::OK);
+    json(&response.into_review())
+}
+
+/// The guest's verdict, or the failure policy's.
+async fn verdict(
+    webhooks: &Webhooks,
+    name: &str,
+    request: &AdmissionRequest<DynamicObject>,
+    mutating: bool,
+) -> KubeResponse {
+    let Some(served) = webhooks.served(name) else {
+        return KubeResponse::from(request)
+            .deny(format!("wasmop guest {name:?} is not running on this host"));
+    };
+    let guest = served.slot.current();
+    let review = admission::review(request, mutating, guest.settings());
+    let call = {
+        let guest = guest.clone();
+        tokio::task::spawn_blocking(move || guest.admit(&review)).await
+    };
+    let failure = match call {
+        Ok(None) => return KubeResponse::from(request),
+        Ok(Some(Ok(verdict))) => match admission::answer(request, verdict, mutating) {
+            Ok(response) => {
+                tracing::debug!(guest = %name, uid = %request.uid, allowed = response.allowed, mutating, "admission verdict");
+                return response;
+            }
+            Err(e) => format!("refused verdict: {e}"),
+        },
+        Ok(Some(Err(e))) => {
+            webhooks.count_failure(name, e.reason());
+            e.to_string()
+        }
+        Err(e) => format!("the call did not finish: {e}"),
+    };
+    let message = format!("wasmop guest {name:?} failed to admit: {failure}");
+    tracing::warn!(guest = %name, uid = %request.uid, policy = ?served.failure_policy, "{message}");
+    match served.failure_policy {
+        FailurePolicy::Fail => {
+            let mut response = KubeResponse::from(request)
+                .deny(admission::truncate(&message, admission::MAX_MESSAGE_BYTES));
+            response.result.code = 500;
+            response.result.reason = "InternalError".into();
+            response
+        }
+        FailurePolicy::Ignore => {
+            let mut response = KubeResponse::from(request);
+            response.warnings = Some(vec![admission::truncate(
+                &format!("{message} (admitted: admissionFailurePolicy Ignore)"),
+                admission::MAX_WARNING_BYTES,
+            )]);
+            response
+        }
+    }
+}
+
+async fn convert(
+    State(webhooks): State<Webhooks>,
+    Path(name): Path<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    let path = webhooks.known_path(&name, format!("/convert/{name}"));
+    let flight = InFlight::start(&webhooks, path);
+    let review: ConversionReview = match serde_json::from_slice(&body) {
+        Ok(review) => review,
+        Err(e) => {
+            flight.done(StatusCode::BAD_REQUEST);
+            return (
+                StatusCode::BAD_REQUEST,
+                format!("not a ConversionReview: {e}"),
+            )
+                .into_response();
+        }
+    };
+    let request = match ConversionRequest::from_review(review) {
+        Ok(request) => request,
+        Err(e) => {
+            flight.done(StatusCode::BAD_REQUEST);
+            return (StatusCode::BAD_REQUEST, e.to_string()).into_response();
+        }
+    };
+    let objects = request.objects.clone();
+    let desired = request.desired_api_version.clone();
+    let response = ConversionResponse::for_request(request);
+    let response = match converted(&webhooks, &name, &objects, &desired).await {
+        Ok(converted) => response.success(converted),
+        Err(message) => {
+            tracing::warn!(guest = %name, "{message}");
+            response.failure(failure(message))
+        }
+    };
+    flight.done(StatusCode::OK);
+    json(&response.into_review())
+}
+
+async fn converted(
+    webhooks: &Webhooks,
+    name: &str,
+    objects: &[serde_json::Value],
+    desired: &str,
+) -> Result<Vec<serde_json::Value>, String> {
+    let fail = |why: String| format!("wasmop guest {name:?} failed to convert to {desired}: {why}");
+    let served = webhooks
+        .served(name)
+        .ok_or_else(|| fail("it is not running on this host".into()))?;
+    let guest = served.slot.current();
+    let texts: Vec<String> = objects.iter().map(serde_json::Value::to_string).collect();
+    let call = {
+        let (guest, desired) = (guest.clone(), desired.to_owned());
+        tokio::task::spawn_blocking(move || guest.convert(&texts, &desired)).await
+    };
+    match call {
+        Ok(None) => Err(fail("its module has no convert".into())),
+        Ok(Some(Ok(Ok(texts)))) => conversion::check(objects, texts, desired)
+            .map_err(|e| fail(format!("refused answer: {e}"))),
+        Ok(Some(Ok(Err(message)))) => Err(fail(admission::truncate(
+            &message,
+            admission::MAX_MESSAGE_BYTES,
+        ))),
+        Ok(Some(Err(e))) => {
+            webhooks.count_failure(name, e.reason());
+            Err(fail(e.to_string()))
+        }
+        Err(e) => Err(fail(format!("the call did not finish: {e}"))),
+    }
+}
+
+fn failure(message: String) -> Status {
+    Status {
+        status: Some(StatusSummary::Failure),
+        code: 500,
+        message,
+        reason: "InternalError".into(),
+        metadata: None,
+        details: None,
+    }
+}
+
+/// `value` as an `application/json` response.
+fn json(value: &impl serde::Serialize) -> Response {
+    match serde_json::to_vec(value) {
+        Ok(body) => (
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}

@@ -1,0 +1,628 @@
+//! End to end on the real control plane: admission and conversion served by
+//! guests (issue: admission and conversion served by guests,
+//! hot-swappable). The API server calls the host: `kubectl apply` is
+//! defaulted and refused by the cache-operator's `admit`, objects are read
+//! in both versions through its `convert`, a module swap changes a verdict,
+//! and a looping `admit` is answered as its failure policy says.
+//!
+//! Each test uses a Cache CRD of its own group (the setting `apiGroup`), so
+//! the cluster-wide CRD conversion of one test never reaches another; each
+//! guest watches only its namespace, which its webhooks' namespace selector
+//! follows.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail, ensure};
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt as _;
+use kube::api::{Api, PostParams};
+use kube::core::DynamicObject;
+use serde_json::{Value, json};
+use support::{
+    HostProcess, admin_identity, cache_crd, dyn_api, guest_module, install_crd, install_yaml,
+    put_guest_list, put_module, wait_for, workspace,
+};
+use wasmop_testenv::TestEnv;
+use wasmop_testenv::harness::{Test, run};
+
+const LONG: Duration = Duration::from_secs(120);
+const LIST: &str = "wasmop-guests";
+
+/// A host following the guest list in `ns`, serving webhooks on a free
+/// local port that the API server (on this machine) reaches.
+async fn webhook_host(env: &TestEnv, ns: &str) -> anyhow::Result<HostProcess> {
+    let (_, kubeconfig) = admin_identity(env, &format!("wasmop-{ns}")).await?;
+    let cache_dir = env.temp_dir().join("cache-webhooks");
+    HostProcess::start(
+        env,
+        &kubeconfig,
+        ns,
+        &[
+            "--guests-configmap",
+            &format!("{ns}/{LIST}"),
+            "--cache-dir",
+            cache_dir.to_str().context("utf-8")?,
+            "--webhook-host",
+            "127.0.0.1",
+            "--webhook-bind-address",
+            "127.0.0.1:0",
+        ],
+    )
+}
+
+/// The guest list entry of the cache-operator in module ConfigMap `module`,
+/// for Caches of `group` in `version`, in `ns` only.
+fn cache_entry(ns: &str, group: &str, version: &str, extra: &str) -> String {
+    format!(
+        "guests:\n  - name: {}\n    module:\n      configMap: {{name: module, key: module.wasm}}\n    namespaces: [{ns}]\n    settings: {{apiGroup: {group}, version: {version}}}\n{extra}",
+        guest_of(group)
+    )
+}
+
+/// The guest serving `group`: `cache-<first label>`, so that the
+/// cluster-wide webhook configurations of the tests (`wasmop-<guest>`) are
+/// each their own.
+fn guest_of(group: &str) -> String {
+    format!("cache-{}", group.split('.').next().unwrap_or(group))
+}
+
+/// Runs kubectl as the cluster admin; returns (success, stdout, stderr).
+fn kubectl(
+    env: &TestEnv,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> anyhow::Result<(bool, String, String)> {
+    use std::io::Write as _;
+    let mut child = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(env.kubeconfig_path())
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .context("running kubectl")?;
+    if let Some(input) = stdin {
+        child
+            .stdin
+            .take()
+            .context("stdin")?
+            .write_all(input.as_bytes())?;
+    }
+    drop(child.stdin.take());
+    let out = child.wait_with_output()?;
+    Ok((
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+/// Installs the two-version Cache CRD of `deploy/` under `group`.
+async fn install_two_versions(client: &kube::Client, group: &str) -> anyhow::Result<()> {
+    install_crd(client, serde_json::from_value(cache_crd(group)?)?).await
+}
+
+/// Waits until the host wrote both webhook configurations of guest `cache`
+/// and returns the validating one.
+async fn configured(
+    client: &kube::Client,
+    group: &str,
+) -> anyhow::Result<ValidatingWebhookConfiguration> {
+    let name = format!("wasmop-{}", guest_of(group));
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    wait_for(LONG, || async {
+        match (
+            validating.get_opt(&name).await?,
+            mutating.get_opt(&name).await?,
+        ) {
+            (Some(v), Some(_)) => Ok(Some(v)),
+            _ => bail!("the webhook configurations {name} are not written yet"),
+        }
+    })
+    .await
+}
+
+/// Waits until the CRD of `group` converts through the host.
+async fn converting(client: &kube::Client, group: &str) -> anyhow::Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    wait_for(LONG, || async {
+        let crd = crds.get(&format!("caches.{group}")).await?;
+        let url = crd
+            .spec
+            .conversion
+            .and_then(|c| c.webhook)
+            .and_then(|w| w.client_config)
+            .and_then(|c| c.url)
+            .unwrap_or_default();
+        if url.starts_with("https://127.0.0.1:")
+            && url.ends_with(&format!("/convert/{}", guest_of(group)))
+        {
+            Ok(Some(()))
+        } else {
+            bail!("the CRD's conversion URL is {url:?}")
+        }
+    })
+    .await
+}
+
+fn caches_in(client: &kube::Client, group: &str, version: &str, ns: &str) -> Api<DynamicObject> {
+    dyn_api(client, group, version, "Cache", "caches", ns)
+}
+
+fn cache_yaml(group: &str, version: &str, ns: &str, name: &str, spec: &Value) -> String {
+    serde_json::to_string(&json!({
+        "apiVersion": format!("{group}/{version}"), "kind": "Cache",
+        "metadata": {"name": name, "namespace": ns}, "spec": spec,
+    }))
+    .expect("json")
+}
+
+async fn kubectl_apply_is_defaulted_and_refused_by_the_guest(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    const GROUP: &str = "admit.example.com";
+    let client = env.client();
+    install_two_versions(&client, GROUP).await?;
+    let ns = env.create_namespace("admit").await?;
+    put_module(
+        &client,
+        &ns,
+        "module",
+        "module.wasm",
+        &std::fs::read(guest_module("cache-operator")?)?,
+    )
+    .await?;
+    put_guest_list(
+        &client,
+        &ns,
+        LIST,
+        &cache_entry(&ns, GROUP, "v1beta1", "    timeout: 2s\n"),
+    )
+    .await?;
+    let mut host = webhook_host(&env, &ns).await?;
+    host.wait_for_log("serving webhooks on", LONG).await?;
+    let config = configured(&client, GROUP).await?;
+    let webhook = &config.webhooks.context("no webhooks")?[0];
+    ensure!(
+        webhook.failure_policy.as_deref() == Some("Fail"),
+        "failurePolicy {:?}",
+        webhook.failure_policy
+    );
+    ensure!(
+        webhook.timeout_seconds == Some(3),
+        "timeoutSeconds {:?} for a 2 s deadline",
+        webhook.timeout_seconds
+    );
+    converting(&client, GROUP).await?;
+
+    // No tag: refused with the guest's message, nothing stored.
+    let bad = cache_yaml(
+        GROUP,
+        "v1alpha1",
+        &ns,
+        "untagged",
+        &json!({"image": "redis"}),
+    );
+    let (ok, _, stderr) = kubectl(&env, &["apply", "-f", "-"], Some(&bad))?;
+    ensure!(!ok, "kubectl applied a Cache with image redis");
+    ensure!(
+        stderr.contains("denied the request") && stderr.contains("has no tag"),
+        "not the guest's message: {stderr}"
+    );
+    ensure!(
+        caches_in(&client, GROUP, "v1alpha1", &ns)
+            .get_opt("untagged")
+            .await?
+            .is_none(),
+        "the refused Cache was stored"
+    );
+    // An unknown Redis directive: refused, naming the key.
+    let unknown = cache_yaml(
+        GROUP,
+        "v1alpha1",
+        &ns,
+        "unknown",
+        &json!({"image": "redis:7.2", "config": {"maxmemory": "64mb", "no-such-directive": "1"}}),
+    );
+    let (ok, _, stderr) = kubectl(&env, &["apply", "-f", "-"], Some(&unknown))?;
+    ensure!(
+        !ok && stderr.contains("\"no-such-directive\""),
+        "unknown directive: {stderr}"
+    );
+
+    // A valid one is defaulted: visible on `kubectl get -o yaml`.
+    let good = cache_yaml(
+        GROUP,
+        "v1alpha1",
+        &ns,
+        "good",
+        &json!({"image": "redis:7.2", "replicas": 1, "config": {"maxmemory": "64mb"}}),
+    );
+    let (ok, _, stderr) = kubectl(&env, &["apply", "-f", "-"], Some(&good))?;
+    ensure!(ok, "kubectl apply of a valid Cache failed: {stderr}");
+    let (ok, yaml, stderr) = kubectl(
+        &env,
+        &[
+            "get",
+            &format!("caches.v1alpha1.{GROUP}"),
+            "good",
+            "-n",
+            &ns,
+            "-o",
+            "yaml",
+        ],
+        None,
+    )?;
+    ensure!(ok, "kubectl get: {stderr}");
+    let got: Value = serde_saphyr::from_str(&yaml)?;
+    ensure!(
+        got["spec"]["config"]["maxmemory-policy"] == "allkeys-lru"
+            && got["spec"]["config"]["maxmemory"] == "64mb",
+        "not defaulted: {}",
+        got["spec"]
+    );
+    // The reconcile reads the stored version (v1beta1) through the guest's
+    // conversion and builds the Deployment.
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    wait_for(LONG, || async {
+        match deployments.get_opt("good").await? {
+            Some(_) => Ok(Some(())),
+            None => bail!("no Deployment good yet"),
+        }
+    })
+    .await?;
+    // The webhook metrics count what was served.
+    let guest = guest_of(GROUP);
+    let (_, metrics) = support::http_get(host.endpoint("metrics").await?, "/metrics").await?;
+    ensure!(
+        metrics.contains(
+            &format!("controller_runtime_webhook_requests_total{{webhook=\"/validate/{guest}\",code=\"200\"}}")
+        ) && metrics.contains(
+            &format!("controller_runtime_webhook_latency_seconds_count{{webhook=\"/mutate/{guest}\"}}")
+        ) && metrics
+            .contains(&format!("controller_runtime_webhook_requests_in_flight{{webhook=\"/convert/{guest}\"}}")),
+        "webhook metrics missing:\n{}",
+        metrics
+            .lines()
+            .filter(|l| l.contains("webhook"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    Ok(())
+}
+
+async fn objects_read_back_in_both_versions_unchanged_in_meaning(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    const GROUP: &str = "convert.example.com";
+    let client = env.client();
+    // Before v1beta1 is served: v1alpha1 alone, stored as v1alpha1.
+    let alpha_only = wasmop_testenv::crd::single_version(cache_crd(GROUP)?, "v1alpha1")?;
+    install_crd(&client, serde_json::from_value(alpha_only)?).await?;
+    let ns = env.create_namespace("convert").await?;
+    let sample: Value = serde_saphyr::from_str(&std::fs::read_to_string(
+        workspace().join("deploy/samples/cache.yaml"),
+    )?)?;
+    let old_spec = json!({"image": "redis:7.2", "replicas": 3, "port": 7000,
+        "config": {"maxmemory": "64mb", "maxmemory-policy": "noeviction"}, "paused": true});
+    let alpha = caches_in(&client, GROUP, "v1alpha1", &ns);
+    for (name, spec) in [("old", &old_spec), ("sample", &sample["spec"])] {
+        let object = serde_json::from_str(&cache_yaml(GROUP, "v1alpha1", &ns, name, spec))?;
+        alpha.create(&PostParams::default(), &object).await?;
+    }
+    // Now both versions, v1beta1 stored, converted by the host's guest.
+    install_two_versions(&client, GROUP).await?;
+    put_module(
+        &client,
+        &ns,
+        "module",
+        "module.wasm",
+        &std::fs::read(guest_module("cache-operator")?)?,
+    )
+    .await?;
+    put_guest_list(&client, &ns, LIST, &cache_entry(&ns, GROUP, "v1beta1", "")).await?;
+    let mut host = webhook_host(&env, &ns).await?;
+    host.wait_for_log("serving webhooks on", LONG).await?;
+    converting(&client, GROUP).await?;
+
+    let beta = caches_in(&client, GROUP, "v1beta1", &ns);
+    let read = wait_for(LONG, || async { Ok(Some(beta.get("old").await?)) }).await?;
+    ensure!(
+        read.data["spec"]["ports"] == json!({"client": 7000})
+            && read.data["spec"]["config"]
+                == json!([{"name": "maxmemory", "value": "64mb"}, {"name": "maxmemory-policy", "value": "noeviction"}])
+            && read.data["spec"]["replicas"] == 3
+            && read.data["spec"].get("port").is_none(),
+        "v1alpha1 object read as v1beta1: {}",
+        read.data["spec"]
+    );
+    for (name, spec) in [("old", &old_spec), ("sample", &sample["spec"])] {
+        let back = alpha.get(name).await?;
+        for (field, value) in spec.as_object().context("spec")? {
+            ensure!(
+                &back.data["spec"][field] == value,
+                "{name}: spec.{field} is {} read back as v1alpha1, was {value}",
+                back.data["spec"][field]
+            );
+        }
+    }
+    // A v1beta1 object reads as v1alpha1.
+    let new_spec = json!({"image": "redis:7.4", "replicas": 2, "ports": {"client": 6380},
+        "config": [{"name": "maxmemory", "value": "32mb"}]});
+    beta.create(
+        &PostParams::default(),
+        &serde_json::from_str(&cache_yaml(GROUP, "v1beta1", &ns, "new", &new_spec))?,
+    )
+    .await?;
+    let as_alpha = alpha.get("new").await?;
+    ensure!(
+        as_alpha.data["spec"]["port"] == 6380
+            && as_alpha.data["spec"]["config"]["maxmemory"] == "32mb"
+            && as_alpha.data["spec"]["config"]["maxmemory-policy"] == "allkeys-lru",
+        "v1beta1 object read as v1alpha1: {}",
+        as_alpha.data["spec"]
+    );
+    // And a write in v1alpha1 updates what v1beta1 shows.
+    let mut update = as_alpha.clone();
+    update.data["spec"]["port"] = json!(6390);
+    alpha
+        .replace("new", &PostParams::default(), &update)
+        .await?;
+    ensure!(
+        beta.get("new").await?.data["spec"]["ports"]["client"] == 6390,
+        "update through v1alpha1"
+    );
+    Ok(())
+}
+
+async fn a_swap_changes_verdicts_and_a_looping_admit_obeys_its_policy(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    const GROUP: &str = "swap.example.com";
+    let client = env.client();
+    install_two_versions(&client, GROUP).await?;
+    let ns = env.create_namespace("admit-swap").await?;
+    put_module(
+        &client,
+        &ns,
+        "module",
+        "module.wasm",
+        &std::fs::read(guest_module("cache-operator")?)?,
+    )
+    .await?;
+    put_guest_list(
+        &client,
+        &ns,
+        LIST,
+        &cache_entry(&ns, GROUP, "v1beta1", "    timeout: 1s\n"),
+    )
+    .await?;
+    let mut host = webhook_host(&env, &ns).await?;
+    host.wait_for_log("serving webhooks on", LONG).await?;
+    configured(&client, GROUP).await?;
+    converting(&client, GROUP).await?;
+    let pid = host.pid();
+    let single = |name: &str| {
+        cache_yaml(
+            GROUP,
+            "v1alpha1",
+            &ns,
+            name,
+            &json!({"image": "redis:7.2", "replicas": 1}),
+        )
+    };
+    let (ok, _, stderr) = kubectl(&env, &["apply", "-f", "-"], Some(&single("one")))?;
+    ensure!(ok, "v1 admits a single replica: {stderr}");
+
+    // v2 refuses a single replica: the swap changes the verdict for the
+    // next request, without a restart.
+    put_module(
+        &client,
+        &ns,
+        "module",
+        "module.wasm",
+        &std::fs::read(guest_module("cache-operator-v2")?)?,
+    )
+    .await?;
+    host.wait_for_log("swapped guest module", LONG).await?;
+    let (ok, _, stderr) = kubectl(&env, &["apply", "-f", "-"], Some(&single("two")))?;
+    ensure!(
+        !ok && stderr.contains("PodDisruptionBudget"),
+        "v2 admitted a single replica: {stderr}"
+    );
+    ensure!(host.pid() == pid && host.is_running(), "the host restarted");
+
+    // A hostile admit that never returns, for its own kind: denied at the
+    // guest's 1 s deadline under Fail, naming the guest.
+    install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
+    put_module(
+        &client,
+        &ns,
+        "hostile",
+        "module.wasm",
+        &std::fs::read(guest_module("hostile")?)?,
+    )
+    .await?;
+    let hostile_entry = |policy: &str| {
+        format!(
+            "  - name: hostile\n    module:\n      configMap: {{name: hostile, key: module.wasm}}\n    namespaces: [{ns}]\n    timeout: 1s\n    admissionFailurePolicy: {policy}\n"
+        )
+    };
+    let list = |policy: &str| {
+        format!(
+            "{}{}",
+            cache_entry(&ns, GROUP, "v1beta1", "    timeout: 1s\n"),
+            hostile_entry(policy)
+        )
+    };
+    put_guest_list(&client, &ns, LIST, &list("Fail")).await?;
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let policy_is = |policy: &'static str| {
+        let validating = validating.clone();
+        async move {
+            wait_for(LONG, || async {
+                let c = validating.get_opt("wasmop-hostile").await?;
+                let have = c
+                    .and_then(|c| c.webhooks)
+                    .and_then(|w| w[0].failure_policy.clone());
+                if have.as_deref() == Some(policy) {
+                    Ok(Some(()))
+                } else {
+                    bail!("wasmop-hostile failurePolicy {have:?}")
+                }
+            })
+            .await
+        }
+    };
+    policy_is("Fail").await?;
+    let looping = |name: &str| {
+        serde_json::to_string(
+            &json!({"apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
+            "metadata": {"name": name, "namespace": ns}, "spec": {"attack": "admit-loop"}}),
+        )
+        .expect("json")
+    };
+    let started = Instant::now();
+    let (ok, _, stderr) = kubectl(&env, &["apply", "-f", "-"], Some(&looping("spin")))?;
+    let took = started.elapsed();
+    ensure!(!ok, "a looping admit admitted under Fail");
+    ensure!(
+        stderr.contains("wasmop guest \\\"hostile\\\" failed to admit")
+            || stderr.contains("wasmop guest \"hostile\" failed to admit"),
+        "the denial does not name the guest: {stderr}"
+    );
+    ensure!(
+        stderr.contains("deadline exceeded"),
+        "not the deadline: {stderr}"
+    );
+    ensure!(
+        took < Duration::from_secs(3),
+        "the denial took {took:?}, past timeoutSeconds"
+    );
+    // Under Ignore the same request is admitted, with a warning.
+    put_guest_list(&client, &ns, LIST, &list("Ignore")).await?;
+    policy_is("Ignore").await?;
+    let (ok, _, stderr) = kubectl(&env, &["apply", "-f", "-"], Some(&looping("spin")))?;
+    ensure!(ok, "a looping admit was not ignored under Ignore: {stderr}");
+    ensure!(
+        stderr.contains("Warning") && stderr.contains("admissionFailurePolicy Ignore"),
+        "no warning: {stderr}"
+    );
+    ensure!(host.is_running(), "the host died");
+    Ok(())
+}
+
+async fn hostile_verdicts_are_refused_before_the_api_server_sees_them(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    let client = env.client();
+    install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
+    let ns = env.create_namespace("hostile-admit").await?;
+    put_module(
+        &client,
+        &ns,
+        "hostile",
+        "module.wasm",
+        &std::fs::read(guest_module("hostile")?)?,
+    )
+    .await?;
+    put_guest_list(
+        &client,
+        &ns,
+        LIST,
+        &format!("guests:\n  - name: hostile-{ns}\n    module:\n      configMap: {{name: hostile, key: module.wasm}}\n    namespaces: [{ns}]\n    timeout: 1s\n"),
+    )
+    .await?;
+    let mut host = webhook_host(&env, &ns).await?;
+    host.wait_for_log("serving webhooks on", LONG).await?;
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let name = format!("wasmop-hostile-{ns}");
+    wait_for(LONG, || async {
+        match validating.get_opt(&name).await? {
+            Some(_) => Ok(Some(())),
+            None => bail!("no {name} yet"),
+        }
+    })
+    .await?;
+    let hostiles = dyn_api(
+        &client,
+        "test.wasmop.dev",
+        "v1alpha1",
+        "Hostile",
+        "hostiles",
+        &ns,
+    );
+    // A harmless object is admitted and labelled by the mutating call.
+    let ok = hostiles
+        .create(&PostParams::default(), &serde_json::from_value(json!({"apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile", "metadata": {"name": "fine"}, "spec": {"attack": "none"}}))?)
+        .await?;
+    ensure!(
+        ok.labels().get("hostile").map(String::as_str) == Some("admitted"),
+        "not mutated: {:?}",
+        ok.metadata.labels
+    );
+    for (attack, says) in [
+        ("admit-rename", "metadata.name"),
+        ("admit-owner", "metadata.ownerReferences"),
+        ("admit-finalizer", "metadata.finalizers"),
+        ("admit-host-label", "wasmop.dev/guest"),
+        ("admit-status", "status"),
+        ("admit-kind", "kind"),
+        ("admit-bad-patch", "not a JSON Patch"),
+        ("admit-bad-code", "not an HTTP error status"),
+        ("admit-warnings", "1000 warnings"),
+        ("admit-memory", "memory limit exceeded"),
+        ("admit-trap", "guest trapped"),
+        ("admit-deny", "hostile says no"),
+    ] {
+        let object = serde_json::from_value(
+            json!({"apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
+            "metadata": {"name": attack}, "spec": {"attack": attack}}),
+        )?;
+        match hostiles.create(&PostParams::default(), &object).await {
+            Ok(_) => bail!("{attack}: admitted"),
+            Err(kube::Error::Api(status)) => ensure!(
+                status.message.contains(says),
+                "{attack}: the denial does not say {says:?}: {}",
+                status.message
+            ),
+            Err(e) => bail!("{attack}: {e}"),
+        }
+    }
+    ensure!(host.is_running(), "the host died");
+    Ok(())
+}
+
+fn main() -> std::process::ExitCode {
+    run(vec![
+        Test::new(
+            "kubectl_apply_is_defaulted_and_refused_by_the_guest",
+            kubectl_apply_is_defaulted_and_refused_by_the_guest,
+        )
+        .with_timeout(Duration::from_secs(240)),
+        Test::new(
+            "objects_read_back_in_both_versions_unchanged_in_meaning",
+            objects_read_back_in_both_versions_unchanged_in_meaning,
+        )
+        .with_timeout(Duration::from_secs(240)),
+        Test::new(
+            "a_swap_changes_verdicts_and_a_looping_admit_obeys_its_policy",
+            a_swap_changes_verdicts_and_a_looping_admit_obeys_its_policy,
+        )
+        .with_timeout(Duration::from_secs(300)),
+        Test::new(
+            "hostile_verdicts_are_refused_before_the_api_server_sees_them",
+            hostile_verdicts_are_refused_before_the_api_server_sees_them,
+        )
+        .with_timeout(Duration::from_secs(240)),
+    ])
+}
