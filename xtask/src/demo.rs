@@ -159,7 +159,7 @@ async fn demo(keep: bool, ha: bool, oci: bool) -> Result<()> {
 
     step(
         5,
-        "create the sample Cache (deploy/samples/cache.yaml) and watch the operator build it",
+        "create the sample Cache (deploy/samples/cache.yaml) and watch the operator build it; its guest also converts and admits Caches",
     );
     apply_file(
         &client,
@@ -192,6 +192,7 @@ async fn demo(keep: bool, ha: bool, oci: bool) -> Result<()> {
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     show_children(&client).await?;
+    show_webhooks(&client).await?;
 
     let v2_path = guest_dir.join("cache-operator-v2.wasm");
     let swap_started = match &reference {
@@ -318,6 +319,14 @@ fn start_host(wasmop: &Path, kubeconfig: &Path, log: &Path, extra: &[&str]) -> R
             "127.0.0.1:0",
             "--health-probe-bind-address",
             "127.0.0.1:0",
+            // The guest's admission and conversion, reached by the local
+            // API server; the certificate is shared through its Secret.
+            "--webhook-host",
+            "127.0.0.1",
+            "--webhook-bind-address",
+            "127.0.0.1:0",
+            "--webhook-cert-secret",
+            &format!("{NS}/wasmop-webhook-tls"),
             "--kubeconfig",
         ])
         .arg(kubeconfig)
@@ -494,9 +503,9 @@ async fn install(client: &Client, guest_dir: &Path, reference: Option<&str>) -> 
 /// ConfigMap `cache-operator-module`, or from `reference`.
 fn demo_guest_list(reference: Option<&str>) -> Value {
     let guests = match reference {
-        None => "guests:\n  - name: cache-operator\n    module:\n      configMap: {name: cache-operator-module, key: module.wasm}\n".to_owned(),
+        None => "guests:\n  - name: cache-operator\n    module:\n      configMap: {name: cache-operator-module, key: module.wasm}\n    settings: {version: v1beta1}\n".to_owned(),
         Some(reference) => format!(
-            "guests:\n  - name: cache-operator\n    module:\n      oci: {reference}\n    insecure: true\n    ociPollInterval: {OCI_POLL}\n"
+            "guests:\n  - name: cache-operator\n    module:\n      oci: {reference}\n    insecure: true\n    ociPollInterval: {OCI_POLL}\n    settings: {{version: v1beta1}}\n"
         ),
     };
     serde_json::json!([{
@@ -567,6 +576,42 @@ async fn apply_docs(
         api.patch(&name, &pp, &Patch::Apply(&doc))
             .await
             .with_context(|| format!("{origin}: applying {} {name}", gvk.kind))?;
+    }
+    Ok(())
+}
+
+/// What the guest's admission and conversion did: the sample as the
+/// stored v1beta1, and a Cache with an untagged image refused.
+async fn show_webhooks(client: &Client) -> Result<()> {
+    let beta = Api::<DynamicObject>::namespaced_with(
+        client.clone(),
+        "default",
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("apps.example.com", "v1beta1", "Cache"),
+            "caches",
+        ),
+    );
+    let stored = beta.get("demo-cache").await?;
+    println!(
+        "   conversion: demo-cache read as v1beta1 (stored): spec.ports {}, spec.config {}",
+        stored.data["spec"]["ports"], stored.data["spec"]["config"]
+    );
+    let untagged: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "apps.example.com/v1alpha1", "kind": "Cache",
+        "metadata": {"name": "untagged"}, "spec": {"image": "redis"},
+    }))?;
+    match cache_api(client)
+        .create(&kube::api::PostParams::default(), &untagged)
+        .await
+    {
+        Ok(_) => bail!("the guest's admission let a Cache with image `redis` in"),
+        Err(kube::Error::Api(status)) => {
+            println!(
+                "   admission: a Cache with image `redis` is refused: {}",
+                status.message
+            );
+        }
+        Err(e) => return Err(e.into()),
     }
     Ok(())
 }
