@@ -431,3 +431,168 @@ fn render_keeps_the_compiled_module_in_its_cache_dir_and_loads_it_from_there() {
     assert!(std::fs::read_dir(&cache).unwrap().next().is_some());
     std::fs::remove_dir_all(&cache).unwrap();
 }
+
+/// An `admission.k8s.io/v1` AdmissionReview creating `object`.
+fn admission_review(object: &Value) -> PathBuf {
+    let review = serde_json::json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "b6a1", "operation": "CREATE", "userInfo": {"username": "alice"},
+            "kind": {"group": "apps.example.com", "version": "v1alpha1", "kind": "Cache"},
+            "resource": {"group": "apps.example.com", "version": "v1alpha1", "resource": "caches"},
+            "object": object, "dryRun": false,
+        },
+    });
+    let name = format!(
+        "review-{}.json",
+        object["metadata"]["name"].as_str().unwrap()
+    );
+    write(&name, &review.to_string())
+}
+
+fn cache_object(name: &str, spec: Value) -> Value {
+    serde_json::json!({"apiVersion": "apps.example.com/v1alpha1", "kind": "Cache",
+        "metadata": {"name": name, "namespace": "default"}, "spec": spec})
+}
+
+fn render_json(guest_name: &str, args: &[&str]) -> Result<Value, String> {
+    let guest = guest(guest_name);
+    let mut all = vec!["render", "--guest", guest.to_str().unwrap(), "-o", "json"];
+    all.extend_from_slice(args);
+    let out = wasmop(&all);
+    if out.status.success() {
+        Ok(serde_json::from_slice(&out.stdout).expect("JSON on stdout"))
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+#[test]
+fn render_admission_defaults_then_validates_as_the_two_webhooks_would() {
+    let review = admission_review(&cache_object(
+        "plain",
+        serde_json::json!({"image": "redis:7.2"}),
+    ));
+    let out = render_json("cache-operator", &["--admission", review.to_str().unwrap()]).unwrap();
+    assert_eq!(out["mutating"]["allowed"], true);
+    assert_eq!(
+        out["mutating"]["patch"],
+        serde_json::json!([{"op": "add", "path": "/spec/config", "value": {"maxmemory-policy": "allkeys-lru"}}])
+    );
+    assert_eq!(
+        out["object"]["spec"]["config"]["maxmemory-policy"],
+        "allkeys-lru"
+    );
+    assert_eq!(out["validating"]["allowed"], true);
+    assert!(out["validating"].get("patch").is_none());
+
+    // A denial is a verdict, printed with the guest's message and code.
+    let review = admission_review(&cache_object(
+        "untagged",
+        serde_json::json!({"image": "redis"}),
+    ));
+    let out = render_json("cache-operator", &["--admission", review.to_str().unwrap()]).unwrap();
+    assert_eq!(out["mutating"]["allowed"], false);
+    assert_eq!(out["mutating"]["code"], 403);
+    assert!(
+        out["mutating"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("has no tag")
+    );
+    assert!(out.get("validating").is_none());
+
+    // A module without admit says so.
+    let err = render_json(
+        "cache-operator-ts",
+        &["--admission", review.to_str().unwrap()],
+    )
+    .unwrap_err();
+    assert!(
+        err.contains("does not export wasmop:operator/admission"),
+        "{err}"
+    );
+}
+
+#[test]
+fn render_convert_round_trips_the_sample_byte_for_byte() {
+    let sample = workspace().join("deploy/samples/cache.yaml");
+    let beta = render_json(
+        "cache-operator",
+        &[
+            "--convert",
+            sample.to_str().unwrap(),
+            "--to",
+            "apps.example.com/v1beta1",
+        ],
+    )
+    .unwrap();
+    assert_eq!(beta[0]["apiVersion"], "apps.example.com/v1beta1");
+    assert_eq!(
+        beta[0]["spec"]["ports"],
+        serde_json::json!({"client": 6379})
+    );
+    assert_eq!(beta[0]["spec"]["config"][0]["name"], "redis.conf");
+    let beta_file = write("sample-v1beta1.json", &beta[0].to_string());
+    let alpha = render_json(
+        "cache-operator",
+        &[
+            "--convert",
+            beta_file.to_str().unwrap(),
+            "--to",
+            "apps.example.com/v1alpha1",
+        ],
+    )
+    .unwrap();
+    let original: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(&sample).unwrap()).unwrap();
+    assert_eq!(alpha[0].to_string(), original.to_string());
+}
+
+#[test]
+fn render_refuses_hostile_verdicts_and_conversions_naming_the_rule() {
+    let hostile = |attack: &str| {
+        serde_json::json!({"apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
+            "metadata": {"name": attack, "namespace": "default", "uid": "u-1"}, "spec": {"attack": attack}})
+    };
+    for (attack, says) in [
+        ("convert-rename", "changed metadata.name"),
+        ("convert-drop", "answered 0 objects for 1"),
+        ("convert-stale", "has apiVersion"),
+        ("convert-loop", "deadline exceeded"),
+    ] {
+        let file = write(&format!("{attack}.json"), &hostile(attack).to_string());
+        let err = render_json(
+            "hostile",
+            &[
+                "--convert",
+                file.to_str().unwrap(),
+                "--to",
+                "test.wasmop.dev/v1beta1",
+                "--timeout",
+                "500ms",
+            ],
+        )
+        .unwrap_err();
+        assert!(err.contains(says), "{attack}: {err}");
+    }
+    for (attack, says) in [
+        ("admit-rename", "metadata.name"),
+        ("admit-owner", "metadata.ownerReferences"),
+        ("admit-bad-code", "not an HTTP error status"),
+        ("admit-loop", "deadline exceeded"),
+    ] {
+        let mut review: Value = serde_json::from_str(
+            &std::fs::read_to_string(admission_review(&hostile(attack))).unwrap(),
+        )
+        .unwrap();
+        review["request"]["kind"] = serde_json::json!({"group": "test.wasmop.dev", "version": "v1alpha1", "kind": "Hostile"});
+        let file = write(&format!("{attack}-review.json"), &review.to_string());
+        let err = render_json(
+            "hostile",
+            &["--admission", file.to_str().unwrap(), "--timeout", "500ms"],
+        )
+        .unwrap_err();
+        assert!(err.contains(says), "{attack}: {err}");
+    }
+}
