@@ -69,12 +69,24 @@ pub fn test(test_args: &[String]) -> Result<()> {
 }
 
 /// The benches of `host/benches`, by name.
-const BENCHES: &[&str] = &["reconcile", "swap", "failover", "soak", "scale"];
+const BENCHES: &[&str] = &[
+    "reconcile",
+    "swap",
+    "failover",
+    "soak",
+    "scale",
+    "admission",
+];
 
 /// `cargo bench -p wasmop-host` (only `--bench <name>` when `args` starts
 /// with a bench's name), the rest of `args` passed on, after building the
 /// guests, the control-plane binaries and the registry the benches use.
 pub fn bench(args: &[String]) -> Result<()> {
+    if let Some(name) = args.first().filter(|a| !a.starts_with('-'))
+        && !BENCHES.contains(&name.as_str())
+    {
+        anyhow::bail!("no bench {name:?}: the benches are {}", BENCHES.join(", "));
+    }
     let binaries = wasmop_testenv::ensure_binaries()?;
     let registry = wasmop_testenv::ensure_registry_binary()?;
     crate::guests::build_all()?;
