@@ -527,6 +527,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let prod = &args.production;
     let metrics_addr = crate::server::parse_bind(&prod.metrics_bind_address)?;
     let probe_addr = crate::server::parse_bind(&prod.health_probe_bind_address)?;
+    let webhook = webhook_config(prod)?;
     let lease_namespace = match (&prod.leader_elect_namespace, &list) {
         (Some(ns), _) => ns.clone(),
         (None, Some((ns, _))) => ns.clone(),
@@ -594,17 +595,13 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         tracing::info!(%bound, "serving probes on /healthz and /readyz");
     }
     let mut host = Host::new(clients.clone(), runtime, protected, health);
-    if let Some(config) = webhook_config(prod)? {
-        if prod.leader_elect && config.cert_secret.is_none() {
-            tracing::warn!(
-                "--leader-elect with a self-issued webhook certificate: every replica issues its own, and the API server trusts only the leader's; give --webhook-cert-secret"
-            );
-        }
+    if let Some(config) = webhook {
         let webhooks = crate::webhook::Webhooks::start(
             config,
             clients.host(),
             leadership.clone(),
             metrics.clone(),
+            host.protected().clone(),
         )
         .await?;
         host = host.with_webhooks(webhooks);
@@ -666,6 +663,11 @@ fn webhook_config(prod: &ProductionArgs) -> anyhow::Result<Option<crate::webhook
                 })
         })
         .transpose()?;
+    if prod.leader_elect && cert_secret.is_none() {
+        bail!(
+            "--leader-elect with --webhook-host needs --webhook-cert-secret: every replica would issue its own certificate, and the API server trusts one"
+        );
+    }
     Ok(Some(crate::webhook::Config {
         bind,
         host: host.clone(),

@@ -184,6 +184,9 @@ impl Host {
                     primary: running.primary.clone(),
                     namespaces: running.controller_settings.namespaces.clone(),
                     failure_policy: running.controller_settings.admission_failure_policy,
+                    permits: std::sync::Arc::new(tokio::sync::Semaphore::new(usize::from(
+                        running.controller_settings.concurrency.max(1),
+                    ))),
                 },
             ),
             None if current.admits() || current.converts() => tracing::info!(

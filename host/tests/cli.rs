@@ -559,6 +559,8 @@ fn render_refuses_hostile_verdicts_and_conversions_naming_the_rule() {
         ("convert-rename", "changed metadata.name"),
         ("convert-drop", "answered 0 objects for 1"),
         ("convert-stale", "has apiVersion"),
+        ("convert-host-label", "under wasmop.dev/"),
+        ("convert-host-condition", "GuestReconciled"),
         ("convert-loop", "deadline exceeded"),
     ] {
         let file = write(&format!("{attack}.json"), &hostile(attack).to_string());

@@ -688,6 +688,9 @@ async fn deploy_installs_everything_and_grants_what_wasmop_rbac_prints(
         "-k",
         "deploy/",
         "--server-side",
+        // Other tests of this control plane installed the Cache CRD with
+        // its v1alpha1 version alone, under their own field manager.
+        "--force-conflicts",
         "--dry-run=server",
     ])?;
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -38,6 +38,11 @@ const LIST: &str = "wasmop-guests";
 /// A host following the guest list in `ns`, serving webhooks on a free
 /// local port that the API server (on this machine) reaches.
 async fn webhook_host(env: &TestEnv, ns: &str) -> anyhow::Result<HostProcess> {
+    webhook_host_with(env, ns, &[]).await
+}
+
+/// [`webhook_host`] with more flags.
+async fn webhook_host_with(env: &TestEnv, ns: &str, extra: &[&str]) -> anyhow::Result<HostProcess> {
     let (_, kubeconfig) = admin_identity(env, &format!("wasmop-{ns}")).await?;
     let cache_dir = env.temp_dir().join("cache-webhooks");
     HostProcess::start(
@@ -53,7 +58,10 @@ async fn webhook_host(env: &TestEnv, ns: &str) -> anyhow::Result<HostProcess> {
             "127.0.0.1",
             "--webhook-bind-address",
             "127.0.0.1:0",
-        ],
+        ]
+        .into_iter()
+        .chain(extra.iter().copied())
+        .collect::<Vec<_>>(),
     )
 }
 
@@ -188,10 +196,31 @@ async fn kubectl_apply_is_defaulted_and_refused_by_the_guest(
         &cache_entry(&ns, GROUP, "v1beta1", "    timeout: 2s\n"),
     )
     .await?;
-    let mut host = webhook_host(&env, &ns).await?;
+    // The certificate from a Secret the host creates when absent.
+    let secret_ref = format!("{ns}/webhook-tls");
+    let mut host = webhook_host_with(&env, &ns, &["--webhook-cert-secret", &secret_ref]).await?;
     host.wait_for_log("serving webhooks on", LONG).await?;
     let config = configured(&client, GROUP).await?;
     let webhook = &config.webhooks.context("no webhooks")?[0];
+    let secret = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), &ns)
+        .get("webhook-tls")
+        .await
+        .context("the host did not create its certificate's Secret")?;
+    ensure!(
+        secret.type_.as_deref() == Some("kubernetes.io/tls"),
+        "Secret type {:?}",
+        secret.type_
+    );
+    let ca = secret
+        .data
+        .unwrap_or_default()
+        .get("ca.crt")
+        .cloned()
+        .context("no ca.crt")?;
+    ensure!(
+        webhook.client_config.ca_bundle.as_ref() == Some(&ca),
+        "the caBundle is not the Secret's ca.crt"
+    );
     ensure!(
         webhook.failure_policy.as_deref() == Some("Fail"),
         "failurePolicy {:?}",

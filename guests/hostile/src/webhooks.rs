@@ -14,6 +14,8 @@
 //! | `convert-rename` | | renames the object | refuse the answer |
 //! | `convert-drop` | | answers no objects | refuse the answer |
 //! | `convert-stale` | | leaves the apiVersion as it was | refuse the answer |
+//! | `convert-host-label` | | labels the object `wasmop.dev/guest: someone-else` | refuse the answer |
+//! | `convert-host-condition` | | forges the host's `GuestReconciled` condition | refuse the answer |
 //! | `convert-loop` | | spins forever | stop it at the deadline |
 //!
 //! Anything else: `admit` admits unchanged (labelling the object
@@ -96,6 +98,17 @@ pub fn convert(mut object: Value, desired_api_version: &str) -> Result<Value, St
             Ok(object)
         }
         "convert-stale" => Ok(object),
+        "convert-host-label" => {
+            object["metadata"]["labels"] = json!({"wasmop.dev/guest": "someone-else"});
+            object["apiVersion"] = json!(desired_api_version);
+            Ok(object)
+        }
+        "convert-host-condition" => {
+            object["status"] = json!({"conditions": [{"type": "GuestReconciled", "status": "True",
+                "reason": "Forged", "message": "", "lastTransitionTime": "2024-01-01T00:00:00Z"}]});
+            object["apiVersion"] = json!(desired_api_version);
+            Ok(object)
+        }
         _ => {
             object["apiVersion"] = json!(desired_api_version);
             Ok(object)

@@ -7,7 +7,9 @@
 //! (`matchPolicy: Equivalent`: a request in another version reaches the
 //! guest converted), in the namespaces it watches, with `timeoutSeconds`
 //! one second past its deadline and its `admissionFailurePolicy`. They go
-//! when the guest goes or its module stops exporting `admit`. Per guest
+//! when the guest goes or its module stops exporting `admit` (those this
+//! process wrote: one left by a guest removed while no host ran stays).
+//! Per guest
 //! that exports `convert`: its CRD's `spec.conversion` set to `Webhook`
 //! (left so when the guest goes: objects stored in one version stay
 //! readable in the others only through it).
@@ -38,6 +40,9 @@ use crate::leader::Leadership;
 const MANAGER: &str = "wasmop-webhooks";
 /// How long a failed write waits before the next try.
 const RETRY: Duration = Duration::from_secs(5);
+/// How often everything is checked again, changes or not (a configuration
+/// deleted by hand comes back).
+const RESYNC: Duration = Duration::from_secs(300);
 
 /// Writes the configurations whenever the served guests or leadership
 /// change, retrying failures, until the process ends.
@@ -53,13 +58,7 @@ pub(super) async fn keep_written(webhooks: Webhooks, client: Client, leadership:
             tracing::warn!("writing webhook configurations failed (retried in {RETRY:?}): {e:#}");
             retry = true;
         }
-        let wait = async {
-            if retry {
-                tokio::time::sleep(RETRY).await;
-            } else {
-                std::future::pending::<()>().await;
-            }
-        };
+        let wait = tokio::time::sleep(if retry { RETRY } else { RESYNC });
         tokio::select! {
             r = changed.changed() => if r.is_err() { return },
             r = leading.changed() => if r.is_err() { return },
@@ -76,28 +75,49 @@ async fn sync(
     written: &mut BTreeSet<String>,
 ) -> anyhow::Result<()> {
     let served = webhooks.snapshot();
-    let ca = base64::engine::general_purpose::STANDARD.encode(&webhooks.inner.certificate.ca_pem);
+    let ca = base64::engine::general_purpose::STANDARD.encode(webhooks.ca_pem());
+    // One guest's failure does not hold up the others: each is tried, and
+    // the first error is reported (and the pass retried).
+    let mut first_error: Option<anyhow::Error> = None;
+    let mut note = |name: &str, result: anyhow::Result<()>| {
+        if let Err(e) = result {
+            let e = e.context(format!("guest {name:?}"));
+            if first_error.is_none() {
+                first_error = Some(e);
+            } else {
+                tracing::warn!("webhooks: {e:#}");
+            }
+        }
+    };
     for (name, guest) in &served {
         let current = guest.slot.current();
         if current.admits() {
             let timeout = current.limits().timeout;
+            let mut result = Ok(());
             for mutating in [true, false] {
                 let desired = configuration(webhooks, name, guest, mutating, timeout, &ca);
-                apply(client, &desired, mutating).await?;
+                if let Err(e) = apply(client, &desired, mutating).await {
+                    result = Err(e.into());
+                    break;
+                }
             }
-            written.insert(name.clone());
-        } else {
-            remove(client, name).await?;
-            written.remove(name);
+            if result.is_ok() {
+                written.insert(name.clone());
+            }
+            note(name, result);
+        } else if written.contains(name) {
+            let result = remove(client, name).await;
+            if result.is_ok() {
+                written.remove(name);
+            }
+            note(name, result.map_err(Into::into));
         }
         if current.converts() {
-            set_conversion(
-                client,
-                &guest.primary,
-                &webhooks.url(&format!("/convert/{name}")),
-                &ca,
-            )
-            .await?;
+            let url = webhooks.url(&format!("/convert/{name}"));
+            note(
+                name,
+                set_conversion(client, &guest.primary, &url, &ca).await,
+            );
         }
     }
     let gone: Vec<String> = written
@@ -106,10 +126,13 @@ async fn sync(
         .cloned()
         .collect();
     for name in gone {
-        remove(client, &name).await?;
-        written.remove(&name);
+        let result = remove(client, &name).await;
+        if result.is_ok() {
+            written.remove(&name);
+        }
+        note(&name, result.map_err(Into::into));
     }
-    Ok(())
+    first_error.map_or(Ok(()), Err)
 }
 
 /// The configuration object for guest `name`.
@@ -139,7 +162,7 @@ fn configuration(
             "apiVersions": [guest.primary.version],
             "resources": [guest.primary.plural],
             "operations": ["CREATE", "UPDATE"],
-            "scope": "Namespaced",
+            "scope": "*",
         }],
     });
     if mutating {
@@ -223,9 +246,11 @@ where
 /// Deletes guest `name`'s configurations, if there are any.
 async fn remove(client: &Client, name: &str) -> kube::Result<()> {
     let name = config_name(name);
+    // 404: already gone; 403: not this host's to delete (`wasmop rbac`
+    // grants delete only on the configurations of guests that admit).
     let gone = |r: kube::Result<_>| match r {
         Ok(_) => Ok(true),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 403 => Ok(false),
         Err(e) => Err(e),
     };
     let dp = DeleteParams::default();

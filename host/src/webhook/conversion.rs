@@ -7,6 +7,7 @@
 //! guest's name instead of as an API server error about the webhook.
 
 use serde_json::Value;
+use wasmop_contract::names::{HOST_CONDITION, is_host_key};
 
 /// Why converted objects are refused.
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +53,38 @@ pub fn check(
                     )));
                 }
             }
+            // The API server keeps a conversion's labels, annotations and
+            // status: the host's own keys and condition must pass unchanged.
+            for field in ["labels", "annotations"] {
+                let host_keys = |o: &Value| -> Vec<(String, Value)> {
+                    o["metadata"][field]
+                        .as_object()
+                        .map(|m| {
+                            m.iter()
+                                .filter(|(k, _)| is_host_key(k))
+                                .map(|(k, v)| (k.clone(), v.clone()))
+                                .collect()
+                        })
+                        .unwrap_or_default()
+                };
+                if host_keys(&converted) != host_keys(original) {
+                    return Err(ConvertedError(format!(
+                        "object {i} changed metadata.{field} under wasmop.dev/"
+                    )));
+                }
+            }
+            let host_condition = |o: &Value| -> Option<Value> {
+                o["status"]["conditions"]
+                    .as_array()?
+                    .iter()
+                    .find(|c| c["type"] == HOST_CONDITION)
+                    .cloned()
+            };
+            if host_condition(&converted) != host_condition(original) {
+                return Err(ConvertedError(format!(
+                    "object {i} changed the host's condition {HOST_CONDITION}"
+                )));
+            }
             Ok(converted)
         })
         .collect()
@@ -80,6 +113,11 @@ mod tests {
         renamed["metadata"]["name"] = json!("b");
         let mut rekinded = object("v2");
         rekinded["kind"] = json!("Secret");
+        let mut relabelled = object("v2");
+        relabelled["metadata"]["labels"] = json!({"wasmop.dev/guest": "other"});
+        let mut recondition = object("v2");
+        recondition["status"] =
+            json!({"conditions": [{"type": "GuestReconciled", "status": "True"}]});
         for (texts, says) in [
             (vec![], "answered 0 objects for 1"),
             (vec![object("v2").to_string(); 2], "answered 2"),
@@ -88,6 +126,8 @@ mod tests {
             (vec![object("v1").to_string()], "apiVersion"),
             (vec![renamed.to_string()], "metadata.name"),
             (vec![rekinded.to_string()], "kind"),
+            (vec![relabelled.to_string()], "under wasmop.dev/"),
+            (vec![recondition.to_string()], "GuestReconciled"),
         ] {
             let err = check(&original, texts, "g.io/v2").unwrap_err();
             assert!(err.to_string().contains(says), "{err}");

@@ -33,9 +33,13 @@ pub use tls::Certificate;
 
 use crate::controller::GuestSlot;
 use crate::leader::Leadership;
+use crate::protected::{ProtectedObjects, ProtectedRef};
 use crate::telemetry::Metrics;
 use crate::telemetry::metrics::ReasonLabels;
 use wasmop_contract::Reason;
+
+/// How often the certificate's Secret is read again.
+const CERTIFICATE_CHECK: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// What the API server does when a guest cannot answer an admission
 /// request (a trap, a timeout, a refused verdict): the guest-list entry's
@@ -83,6 +87,9 @@ pub struct Served {
     pub namespaces: Vec<String>,
     /// What a failed admission call answers.
     pub failure_policy: FailurePolicy,
+    /// Webhook calls of this guest that may run at once (its
+    /// concurrency); a request waits for one at most the guest's deadline.
+    pub permits: Arc<tokio::sync::Semaphore>,
 }
 
 /// The guests whose webhooks this process serves. Cheap to clone.
@@ -96,32 +103,44 @@ struct Inner {
     changed: tokio::sync::watch::Sender<u64>,
     /// `https://<host>:<port>`.
     base_url: String,
-    certificate: Certificate,
+    certificate: RwLock<Certificate>,
+    resolver: Arc<tls::Resolver>,
     metrics: Arc<Metrics>,
+    protected: ProtectedObjects,
 }
 
 impl Webhooks {
     /// Loads or issues the certificate, starts serving on `config.bind` and
     /// keeps the webhook configurations and CRD conversions of the served
-    /// guests written while this process leads (`client` writes them).
+    /// guests written while this process leads (`client` writes them). The
+    /// certificate's Secret and the configurations join `protected`: no
+    /// guest may write them.
     pub async fn start(
         config: Config,
         client: kube::Client,
         leadership: Leadership,
         metrics: Arc<Metrics>,
+        protected: ProtectedObjects,
     ) -> anyhow::Result<Self> {
         let listener = tokio::net::TcpListener::bind(config.bind)
             .await
             .with_context(|| format!("cannot listen on --webhook-bind-address {}", config.bind))?;
         let bound = listener.local_addr()?;
         let (host, port) = split_host(&config.host, bound.port())?;
+        if let Some((namespace, name)) = &config.cert_secret {
+            protected.set(
+                "webhook-certificate",
+                [ProtectedRef::namespaced("", "Secret", namespace, name)],
+            );
+        }
         let certificate = match &config.cert_secret {
             Some((namespace, name)) => {
                 Certificate::from_secret(client.clone(), namespace, name, &host).await?
             }
             None => Certificate::self_issued(&host)?,
         };
-        let server = certificate.server_config()?;
+        let resolver = tls::Resolver::new(certificate.certified_key()?);
+        let server = resolver.server_config()?;
         let host_in_url = if host.contains(':') {
             format!("[{host}]")
         } else {
@@ -132,14 +151,101 @@ impl Webhooks {
                 guests: RwLock::default(),
                 changed: tokio::sync::watch::channel(0).0,
                 base_url: format!("https://{host_in_url}:{port}"),
-                certificate,
+                certificate: RwLock::new(certificate),
+                resolver,
                 metrics,
+                protected,
             }),
         };
         serve::spawn(listener, server, webhooks.clone());
-        tokio::spawn(configs::keep_written(webhooks.clone(), client, leadership));
+        tokio::spawn(configs::keep_written(
+            webhooks.clone(),
+            client.clone(),
+            leadership,
+        ));
+        if let Some((namespace, name)) = config.cert_secret.clone() {
+            tokio::spawn(
+                webhooks
+                    .clone()
+                    .follow_secret(client, namespace, name, host),
+            );
+        }
         tracing::info!(%bound, url = %webhooks.inner.base_url, self_issued = config.cert_secret.is_none(), "serving webhooks on /mutate, /validate and /convert");
         Ok(webhooks)
+    }
+
+    /// Reads the certificate's Secret every minute and serves a renewed
+    /// certificate from the next handshake on (its CA rewritten into the
+    /// configurations).
+    async fn follow_secret(
+        self,
+        client: kube::Client,
+        namespace: String,
+        name: String,
+        host: String,
+    ) {
+        loop {
+            tokio::time::sleep(CERTIFICATE_CHECK).await;
+            let read = Certificate::from_secret(client.clone(), &namespace, &name, &host).await;
+            let renewed = match read {
+                Ok(c) if c != *self.inner.certificate.read().expect("certificate lock") => c,
+                Ok(_) => continue,
+                Err(e) => {
+                    tracing::warn!("reading the webhook certificate's Secret: {e:#}");
+                    continue;
+                }
+            };
+            match renewed.certified_key() {
+                Ok(key) => {
+                    self.inner.resolver.replace(key);
+                    *self.inner.certificate.write().expect("certificate lock") = renewed;
+                    tracing::info!(secret = %format!("{namespace}/{name}"), "serving the renewed webhook certificate");
+                    self.changed();
+                }
+                Err(e) => tracing::warn!(
+                    "the renewed webhook certificate is unusable, the old one stays: {e:#}"
+                ),
+            }
+        }
+    }
+
+    /// The CA bundle the API server trusts this host's certificate by.
+    fn ca_pem(&self) -> String {
+        self.inner
+            .certificate
+            .read()
+            .expect("certificate lock")
+            .ca_pem
+            .clone()
+    }
+
+    /// Protects the configurations of the served guests.
+    fn protect(&self) {
+        let names: Vec<String> = self
+            .inner
+            .guests
+            .read()
+            .expect("webhook guests lock")
+            .keys()
+            .map(|n| config_name(n))
+            .collect();
+        self.inner.protected.set(
+            "webhook-configurations",
+            names.iter().flat_map(|name| {
+                [
+                    ProtectedRef::cluster(
+                        "admissionregistration.k8s.io",
+                        "MutatingWebhookConfiguration",
+                        name,
+                    ),
+                    ProtectedRef::cluster(
+                        "admissionregistration.k8s.io",
+                        "ValidatingWebhookConfiguration",
+                        name,
+                    ),
+                ]
+            }),
+        );
     }
 
     /// Serves `served` for guest `name` (new, or with new settings).
@@ -149,6 +255,7 @@ impl Webhooks {
             .write()
             .expect("webhook guests lock")
             .insert(name.to_owned(), served);
+        self.protect();
         self.changed();
     }
 
@@ -161,6 +268,7 @@ impl Webhooks {
             .expect("webhook guests lock")
             .remove(name);
         if removed.is_some() {
+            self.protect();
             self.changed();
         }
     }

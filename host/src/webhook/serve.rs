@@ -20,9 +20,15 @@ use tokio::net::TcpListener;
 use super::{FailurePolicy, Webhooks, admission, conversion};
 use crate::telemetry::metrics::{WebhookCodeLabels, WebhookLabels};
 
-/// The largest request body: an AdmissionReview carries up to two objects
-/// of the API server's 3 MiB limit; a ConversionReview a page of a list.
-const MAX_BODY: usize = 64 << 20;
+/// The largest AdmissionReview: two objects of the API server's ~3 MiB
+/// limit.
+const MAX_ADMISSION_BODY: usize = 8 << 20;
+/// The largest ConversionReview: the objects of a page of a list.
+const MAX_CONVERSION_BODY: usize = 64 << 20;
+/// Connections served at once; more wait to be accepted.
+const MAX_CONNECTIONS: usize = 256;
+/// How long a client may take to send a request's headers, and its body.
+const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Serves `webhooks` on `listener` with TLS `config` until the process
 /// ends.
@@ -31,11 +37,15 @@ pub(super) fn spawn(listener: TcpListener, config: Arc<rustls::ServerConfig>, we
         .route("/mutate/{guest}", post(mutate))
         .route("/validate/{guest}", post(validate))
         .route("/convert/{guest}", post(convert))
-        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(DefaultBodyLimit::disable())
         .with_state(webhooks);
     let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     tokio::spawn(async move {
         loop {
+            let Ok(permit) = connections.clone().acquire_owned().await else {
+                return;
+            };
             let (stream, peer) = match listener.accept().await {
                 Ok(accepted) => accepted,
                 Err(e) => {
@@ -45,7 +55,10 @@ pub(super) fn spawn(listener: TcpListener, config: Arc<rustls::ServerConfig>, we
                 }
             };
             let (acceptor, router) = (acceptor.clone(), router.clone());
-            tokio::spawn(async move { connection(stream, peer, acceptor, router).await });
+            tokio::spawn(async move {
+                connection(stream, peer, acceptor, router).await;
+                drop(permit);
+            });
         }
     });
 }
@@ -71,6 +84,8 @@ async fn connection(
     };
     let service = hyper_util::service::TowerToHyperService::new(router);
     if let Err(e) = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(READ_TIMEOUT)
         .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
         .await
     {
@@ -132,27 +147,43 @@ impl Drop for InFlight<'_> {
     }
 }
 
-async fn mutate(state: State<Webhooks>, guest: Path<String>, body: axum::body::Bytes) -> Response {
+async fn mutate(state: State<Webhooks>, guest: Path<String>, body: axum::body::Body) -> Response {
     admit(state, guest, body, true).await
 }
 
-async fn validate(
-    state: State<Webhooks>,
-    guest: Path<String>,
-    body: axum::body::Bytes,
-) -> Response {
+async fn validate(state: State<Webhooks>, guest: Path<String>, body: axum::body::Body) -> Response {
     admit(state, guest, body, false).await
+}
+
+/// The request body, at most `limit` bytes, within [`READ_TIMEOUT`].
+async fn read_body(body: axum::body::Body, limit: usize) -> Result<axum::body::Bytes, Response> {
+    match tokio::time::timeout(READ_TIMEOUT, axum::body::to_bytes(body, limit)).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(e)) => Err((
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the body is unreadable or over {limit} bytes: {e}"),
+        )
+            .into_response()),
+        Err(_) => Err((StatusCode::REQUEST_TIMEOUT, "the body took too long").into_response()),
+    }
 }
 
 async fn admit(
     State(webhooks): State<Webhooks>,
     Path(guest): Path<String>,
-    body: axum::body::Bytes,
+    body: axum::body::Body,
     mutating: bool,
 ) -> Response {
     let path = format!("/{}/{guest}", if mutating { "mutate" } else { "validate" });
     let path = webhooks.known_path(&guest, path);
     let flight = InFlight::start(&webhooks, path);
+    let body = match read_body(body, MAX_ADMISSION_BODY).await {
+        Ok(body) => body,
+        Err(response) => {
+            flight.done(response.status());
+            return response;
+        }
+    };
     let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(&body) {
         Ok(review) => review,
         Err(e) => {
@@ -189,24 +220,40 @@ async fn verdict(
     };
     let guest = served.slot.current();
     let review = admission::review(request, mutating, guest.settings());
-    let call = {
-        let guest = guest.clone();
-        tokio::task::spawn_blocking(move || guest.admit(&review)).await
-    };
-    let failure = match call {
-        Ok(None) => return KubeResponse::from(request),
-        Ok(Some(Ok(verdict))) => match admission::answer(request, verdict, mutating) {
-            Ok(response) => {
-                tracing::debug!(guest = %name, uid = %request.uid, allowed = response.allowed, mutating, "admission verdict");
-                return response;
+    let failure = match tokio::time::timeout(
+        guest.limits().timeout,
+        served.permits.clone().acquire_owned(),
+    )
+    .await
+    {
+        Ok(Ok(permit)) => {
+            let call = {
+                let guest = guest.clone();
+                tokio::task::spawn_blocking(move || {
+                    let answer = guest.admit(&review);
+                    drop(permit);
+                    answer
+                })
+                .await
+            };
+            match call {
+                Ok(None) => return KubeResponse::from(request),
+                Ok(Some(Ok(verdict))) => match admission::answer(request, verdict, mutating) {
+                    Ok(response) => {
+                        tracing::debug!(guest = %name, uid = %request.uid, allowed = response.allowed, mutating, "admission verdict");
+                        return response;
+                    }
+                    Err(e) => format!("refused verdict: {e}"),
+                },
+                Ok(Some(Err(e))) => {
+                    webhooks.count_failure(name, e.reason());
+                    e.to_string()
+                }
+                Err(e) => format!("the call did not finish: {e}"),
             }
-            Err(e) => format!("refused verdict: {e}"),
-        },
-        Ok(Some(Err(e))) => {
-            webhooks.count_failure(name, e.reason());
-            e.to_string()
         }
-        Err(e) => format!("the call did not finish: {e}"),
+        _ => "every webhook call slot of the guest (its concurrency) stayed busy for its deadline"
+            .to_owned(),
     };
     let message = format!("wasmop guest {name:?} failed to admit: {failure}");
     tracing::warn!(guest = %name, uid = %request.uid, policy = ?served.failure_policy, "{message}");
@@ -232,10 +279,17 @@ async fn verdict(
 async fn convert(
     State(webhooks): State<Webhooks>,
     Path(name): Path<String>,
-    body: axum::body::Bytes,
+    body: axum::body::Body,
 ) -> Response {
     let path = webhooks.known_path(&name, format!("/convert/{name}"));
     let flight = InFlight::start(&webhooks, path);
+    let body = match read_body(body, MAX_CONVERSION_BODY).await {
+        Ok(body) => body,
+        Err(response) => {
+            flight.done(response.status());
+            return response;
+        }
+    };
     let review: ConversionReview = match serde_json::from_slice(&body) {
         Ok(review) => review,
         Err(e) => {
@@ -280,9 +334,21 @@ async fn converted(
         .ok_or_else(|| fail("it is not running on this host".into()))?;
     let guest = served.slot.current();
     let texts: Vec<String> = objects.iter().map(serde_json::Value::to_string).collect();
+    let permit = tokio::time::timeout(
+        guest.limits().timeout,
+        served.permits.clone().acquire_owned(),
+    )
+    .await
+    .map_err(|_| fail("every webhook call slot of the guest stayed busy for its deadline".into()))?
+    .map_err(|e| fail(e.to_string()))?;
     let call = {
         let (guest, desired) = (guest.clone(), desired.to_owned());
-        tokio::task::spawn_blocking(move || guest.convert(&texts, &desired)).await
+        tokio::task::spawn_blocking(move || {
+            let answer = guest.convert(&texts, &desired);
+            drop(permit);
+            answer
+        })
+        .await
     };
     match call {
         Ok(None) => Err(fail("its module has no convert".into())),

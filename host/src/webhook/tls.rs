@@ -9,9 +9,10 @@ use anyhow::Context;
 use k8s_openapi::api::core::v1::Secret;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::sign::CertifiedKey;
 
 /// A serving certificate and the CA the API server trusts it by.
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Certificate {
     /// The certificate chain, PEM.
     pub chain_pem: String,
@@ -64,9 +65,9 @@ impl Certificate {
 
     /// The certificate in Secret `namespace/name`: `tls.crt`, `tls.key`,
     /// and `ca.crt` as the bundle (`tls.crt` when it has none). When the
-    /// Secret does not exist, one issued for `host` is created first, so
-    /// that every replica serves the same certificate (the first to create
-    /// it wins; the others read it).
+    /// Secret does not exist, the leader creates one issued for `host`, so
+    /// that every replica serves the same certificate; a replica that does
+    /// not lead waits for it.
     pub async fn from_secret(
         client: kube::Client,
         namespace: &str,
@@ -77,21 +78,27 @@ impl Certificate {
         let read = |e: kube::Error| {
             anyhow::anyhow!("reading --webhook-cert-secret {namespace}/{name}: {e}")
         };
-        let secret = match api.get_opt(name).await.map_err(read)? {
-            Some(secret) => secret,
-            None => {
-                let secret = Self::self_issued(host)?.to_secret(name);
-                match api.create(&kube::api::PostParams::default(), &secret).await {
-                    Ok(created) => {
-                        tracing::info!(secret = %format!("{namespace}/{name}"), %host, "issued the webhook certificate into its Secret");
-                        created
+        let mut waited = false;
+        let secret = loop {
+            if let Some(secret) = api.get_opt(name).await.map_err(read)? {
+                break secret;
+            }
+            let secret = Self::self_issued(host)?.to_secret(name);
+            match api.create(&kube::api::PostParams::default(), &secret).await {
+                Ok(created) => {
+                    tracing::info!(secret = %format!("{namespace}/{name}"), %host, "issued the webhook certificate into its Secret");
+                    break created;
+                }
+                Err(kube::Error::Api(s)) if s.code == 409 => {}
+                Err(e) if fenced(&e) => {
+                    if !waited {
+                        tracing::info!(secret = %format!("{namespace}/{name}"), "waiting for the leader to create the webhook certificate's Secret");
+                        waited = true;
                     }
-                    Err(kube::Error::Api(s)) if s.code == 409 => {
-                        api.get(name).await.map_err(read)?
-                    }
-                    Err(e) => {
-                        anyhow::bail!("creating --webhook-cert-secret {namespace}/{name}: {e}")
-                    }
+                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                }
+                Err(e) => {
+                    anyhow::bail!("creating --webhook-cert-secret {namespace}/{name}: {e}")
                 }
             }
         };
@@ -144,23 +151,66 @@ impl Certificate {
         }
     }
 
-    /// A rustls server configuration serving this certificate over
-    /// HTTP/1.1.
-    pub fn server_config(&self) -> anyhow::Result<Arc<rustls::ServerConfig>> {
+    /// The certificate as rustls serves it.
+    pub fn certified_key(&self) -> anyhow::Result<Arc<CertifiedKey>> {
         let chain = CertificateDer::pem_slice_iter(self.chain_pem.as_bytes())
             .collect::<Result<Vec<_>, _>>()
             .context("the webhook certificate is not PEM")?;
         anyhow::ensure!(!chain.is_empty(), "the webhook certificate chain is empty");
         let key = PrivateKeyDer::from_pem_slice(self.key_pem.as_bytes())
             .context("the webhook key is not a PEM private key")?;
+        let key = rustls::crypto::ring::sign::any_supported_type(&key)
+            .context("the webhook key is of a type rustls does not sign with")?;
+        let certified = CertifiedKey::new(chain, key);
+        certified
+            .keys_match()
+            .context("the webhook certificate does not match its key")?;
+        Ok(Arc::new(certified))
+    }
+
+    /// A rustls server configuration serving this certificate over
+    /// HTTP/1.1 (see [`Resolver`] to replace it while serving).
+    pub fn server_config(&self) -> anyhow::Result<Arc<rustls::ServerConfig>> {
+        Resolver::new(self.certified_key()?).server_config()
+    }
+}
+
+/// Whether a write was refused because this host does not lead.
+fn fenced(error: &kube::Error) -> bool {
+    format!("{error}").contains("not the leader")
+}
+
+/// The certificate rustls serves, replaceable while it serves (a renewed
+/// Secret).
+#[derive(Debug)]
+pub struct Resolver(std::sync::RwLock<Arc<CertifiedKey>>);
+
+impl Resolver {
+    /// Serves `key`.
+    pub fn new(key: Arc<CertifiedKey>) -> Arc<Self> {
+        Arc::new(Self(std::sync::RwLock::new(key)))
+    }
+
+    /// Serves `key` from the next handshake on.
+    pub fn replace(&self, key: Arc<CertifiedKey>) {
+        *self.0.write().expect("resolver lock") = key;
+    }
+
+    /// A server configuration over HTTP/1.1 that asks this resolver.
+    pub fn server_config(self: &Arc<Self>) -> anyhow::Result<Arc<rustls::ServerConfig>> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()?
             .with_no_client_auth()
-            .with_single_cert(chain, key)
-            .context("the webhook certificate does not match its key")?;
+            .with_cert_resolver(self.clone());
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(Arc::new(config))
+    }
+}
+
+impl rustls::server::ResolvesServerCert for Resolver {
+    fn resolve(&self, _hello: rustls::server::ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.0.read().expect("resolver lock").clone())
     }
 }
 
