@@ -141,6 +141,11 @@ async fn configured(
 
 /// Waits until the CRD of `group` converts through the host.
 async fn converting(client: &kube::Client, group: &str) -> anyhow::Result<()> {
+    converting_at(client, group, &guest_of(group)).await
+}
+
+/// Waits until the CRD of `group` converts through guest `guest` of the host.
+async fn converting_at(client: &kube::Client, group: &str, guest: &str) -> anyhow::Result<()> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     wait_for(LONG, || async {
         let crd = crds.get(&format!("caches.{group}")).await?;
@@ -151,9 +156,7 @@ async fn converting(client: &kube::Client, group: &str) -> anyhow::Result<()> {
             .and_then(|w| w.client_config)
             .and_then(|c| c.url)
             .unwrap_or_default();
-        if url.starts_with("https://127.0.0.1:")
-            && url.ends_with(&format!("/convert/{}", guest_of(group)))
-        {
+        if url.starts_with("https://127.0.0.1:") && url.ends_with(&format!("/convert/{guest}")) {
             Ok(Some(()))
         } else {
             bail!("the CRD's conversion URL is {url:?}")
@@ -631,6 +634,122 @@ async fn hostile_verdicts_are_refused_before_the_api_server_sees_them(
     Ok(())
 }
 
+async fn the_webhooks_run_under_the_generated_least_privilege_role(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    // deploy/'s CRD as it is (apps.example.com, both versions) and its guest
+    // name: the roles are what `wasmop rbac` prints for that module.
+    let client = env.client();
+    install_crd(
+        &client,
+        serde_json::from_value(cache_crd("apps.example.com")?)?,
+    )
+    .await?;
+    let ns = env.create_namespace("least").await?;
+    put_module(
+        &client,
+        &ns,
+        "module",
+        "module.wasm",
+        &std::fs::read(guest_module("cache-operator")?)?,
+    )
+    .await?;
+    put_guest_list(
+        &client,
+        &ns,
+        LIST,
+        &format!("guests:\n  - name: cache-operator\n    module:\n      configMap: {{name: module, key: module.wasm}}\n    namespaces: [{ns}]\n    settings: {{version: v1beta1}}\n"),
+    )
+    .await?;
+    let settings = env.temp_dir().join("least-settings.yaml");
+    std::fs::write(&settings, "version: v1beta1\n")?;
+    let (_, kubeconfig) = support::least_privilege_with(
+        &env,
+        "webhooks",
+        &ns,
+        &["cache-operator"],
+        &[
+            "--webhook-cert-secret",
+            "webhook-tls",
+            "--settings",
+            &format!("cache-operator={}", settings.display()),
+        ],
+    )
+    .await?;
+    let cache_dir = env.temp_dir().join("cache-webhooks");
+    let mut host = HostProcess::start(
+        &env,
+        &kubeconfig,
+        &ns,
+        &[
+            "--guests-configmap",
+            &format!("{ns}/{LIST}"),
+            "--cache-dir",
+            cache_dir.to_str().context("utf-8")?,
+            "--webhook-host",
+            "127.0.0.1",
+            "--webhook-bind-address",
+            "127.0.0.1:0",
+            "--webhook-cert-secret",
+            &format!("{ns}/webhook-tls"),
+        ],
+    )?;
+    host.wait_for_log("serving webhooks on", LONG).await?;
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    wait_for(LONG, || async {
+        match validating.get_opt("wasmop-cache-operator").await? {
+            Some(_) => Ok(Some(())),
+            None => bail!(
+                "no wasmop-cache-operator yet; host log tail: {}",
+                host_tail(&host)
+            ),
+        }
+    })
+    .await?;
+    converting_at(&client, "apps.example.com", "cache-operator").await?;
+    let bad = cache_yaml(
+        "apps.example.com",
+        "v1alpha1",
+        &ns,
+        "untagged",
+        &json!({"image": "redis:latest"}),
+    );
+    let (ok, _, stderr) = kubectl(&env, &["apply", "-f", "-"], Some(&bad))?;
+    ensure!(
+        !ok && stderr.contains("latest"),
+        "an image tagged latest was admitted: {stderr}"
+    );
+    let good = cache_yaml(
+        "apps.example.com",
+        "v1alpha1",
+        &ns,
+        "good",
+        &json!({"image": "redis:7.2"}),
+    );
+    let (ok, _, stderr) = kubectl(&env, &["apply", "-f", "-"], Some(&good))?;
+    ensure!(ok, "{stderr}");
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    wait_for(LONG, || async {
+        match deployments.get_opt("good").await? {
+            Some(_) => Ok(Some(())),
+            None => bail!("no Deployment good yet"),
+        }
+    })
+    .await?;
+    ensure!(
+        !host.log().contains("forbidden") && !host.log().contains("Forbidden"),
+        "the host was refused something: {}",
+        host_tail(&host)
+    );
+    Ok(())
+}
+
+fn host_tail(host: &HostProcess) -> String {
+    let log = host.log();
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(20)..].join("\n")
+}
+
 fn main() -> std::process::ExitCode {
     run(vec![
         Test::new(
@@ -648,6 +767,11 @@ fn main() -> std::process::ExitCode {
             a_swap_changes_verdicts_and_a_looping_admit_obeys_its_policy,
         )
         .with_timeout(Duration::from_secs(300)),
+        Test::new(
+            "the_webhooks_run_under_the_generated_least_privilege_role",
+            the_webhooks_run_under_the_generated_least_privilege_role,
+        )
+        .with_timeout(Duration::from_secs(240)),
         Test::new(
             "hostile_verdicts_are_refused_before_the_api_server_sees_them",
             hostile_verdicts_are_refused_before_the_api_server_sees_them,

@@ -462,10 +462,23 @@ pub async fn least_privilege(
     list_ns: &str,
     stems: &[&str],
 ) -> anyhow::Result<(String, PathBuf)> {
+    least_privilege_with(env, tag, list_ns, stems, &[]).await
+}
+
+/// [`least_privilege`] with more `wasmop rbac` arguments (`--settings`,
+/// `--webhook-cert-secret`).
+pub async fn least_privilege_with(
+    env: &TestEnv,
+    tag: &str,
+    list_ns: &str,
+    stems: &[&str],
+    extra: &[&str],
+) -> anyhow::Result<(String, PathBuf)> {
     use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
     let name = format!("wasmop-{tag}");
     let mut command = Command::new(env!("CARGO_BIN_EXE_wasmop"));
     command.args(["rbac", "--name", &name, "--namespace", list_ns]);
+    command.args(extra);
     for stem in stems {
         command.arg("--guest").arg(guest_module(stem)?);
     }
