@@ -177,13 +177,13 @@ fn cache_yaml(group: &str, version: &str, ns: &str, name: &str, spec: &Value) ->
     .expect("json")
 }
 
-async fn kubectl_apply_is_defaulted_and_refused_by_the_guest(
-    env: Arc<TestEnv>,
-) -> anyhow::Result<()> {
-    const GROUP: &str = "admit.example.com";
+/// The two-version Cache CRD under `group`, a namespace `prefix-…`, and
+/// in it the cache-operator's module and a guest list serving `group` in
+/// `v1beta1` (`extra`: more lines of its entry). Returns the namespace.
+async fn setup(env: &TestEnv, group: &str, prefix: &str, extra: &str) -> anyhow::Result<String> {
     let client = env.client();
-    install_two_versions(&client, GROUP).await?;
-    let ns = env.create_namespace("admit").await?;
+    install_two_versions(&client, group).await?;
+    let ns = env.create_namespace(prefix).await?;
     put_module(
         &client,
         &ns,
@@ -196,9 +196,18 @@ async fn kubectl_apply_is_defaulted_and_refused_by_the_guest(
         &client,
         &ns,
         LIST,
-        &cache_entry(&ns, GROUP, "v1beta1", "    timeout: 2s\n"),
+        &cache_entry(&ns, group, "v1beta1", extra),
     )
     .await?;
+    Ok(ns)
+}
+
+async fn kubectl_apply_is_defaulted_and_refused_by_the_guest(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    const GROUP: &str = "admit.example.com";
+    let client = env.client();
+    let ns = setup(&env, GROUP, "admit", "    timeout: 2s\n").await?;
     // The certificate from a Secret the host creates when absent.
     let secret_ref = format!("{ns}/webhook-tls");
     let mut host = webhook_host_with(&env, &ns, &["--webhook-cert-secret", &secret_ref]).await?;
@@ -421,23 +430,7 @@ async fn a_swap_changes_verdicts_and_a_looping_admit_obeys_its_policy(
 ) -> anyhow::Result<()> {
     const GROUP: &str = "swap.example.com";
     let client = env.client();
-    install_two_versions(&client, GROUP).await?;
-    let ns = env.create_namespace("admit-swap").await?;
-    put_module(
-        &client,
-        &ns,
-        "module",
-        "module.wasm",
-        &std::fs::read(guest_module("cache-operator")?)?,
-    )
-    .await?;
-    put_guest_list(
-        &client,
-        &ns,
-        LIST,
-        &cache_entry(&ns, GROUP, "v1beta1", "    timeout: 1s\n"),
-    )
-    .await?;
+    let ns = setup(&env, GROUP, "admit-swap", "    timeout: 1s\n").await?;
     let mut host = webhook_host(&env, &ns).await?;
     host.wait_for_log("serving webhooks on", LONG).await?;
     configured(&client, GROUP).await?;
