@@ -139,6 +139,7 @@ async fn demo(keep: bool, ha: bool, oci: bool) -> Result<()> {
     let mut host = start_host(&wasmop, &kubeconfig, &log_path, lease)?;
     let pid = host.id();
     wait_log(&log_path, "started guest", Duration::from_secs(60)).await?;
+    webhooks_registered(&client, &log_path).await?;
     println!(
         "   host running as PID {pid}, identity `wasmop-host` bound only to the generated roles; log: {}",
         log_path.display()
@@ -578,6 +579,40 @@ async fn apply_docs(
             .with_context(|| format!("{origin}: applying {} {name}", gvk.kind))?;
     }
     Ok(())
+}
+
+/// Waits until the host pointed the CRD's conversion at itself and wrote
+/// the guest's webhook configurations: before that, the API server cannot
+/// store a Cache in the other version.
+async fn webhooks_registered(client: &Client, log: &Path) -> Result<()> {
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let configs: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let url = crds
+            .get("caches.apps.example.com")
+            .await?
+            .spec
+            .conversion
+            .and_then(|c| c.webhook)
+            .and_then(|w| w.client_config)
+            .and_then(|c| c.url);
+        let written = configs.get_opt("wasmop-cache-operator").await?.is_some();
+        if let (Some(url), true) = (&url, written) {
+            println!(
+                "   webhooks registered: conversion at {url}, admission wasmop-cache-operator"
+            );
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "the host did not register its webhooks within 60 s; host log: {}",
+                log.display()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// What the guest's admission and conversion did: the sample as the
