@@ -893,6 +893,13 @@ fn rbac(args: &RbacArgs) -> anyhow::Result<()> {
             anyhow::anyhow!("--pull-secret {secret:?} is not a Secret name: {why}")
         })?;
     }
+    if let Some(secret) = &args.webhook_cert_secret {
+        crate::validate::names::dns_subdomain(secret).map_err(|why| {
+            anyhow::anyhow!(
+                "--webhook-cert-secret {secret:?} is not a Secret name (the Role's namespace is --namespace): {why}"
+            )
+        })?;
+    }
     let host = crate::rbac::HostObjects {
         namespace: &args.namespace,
         lease: &args.lease_name,

@@ -598,3 +598,20 @@ fn render_refuses_hostile_verdicts_and_conversions_naming_the_rule() {
         assert!(err.contains(says), "{attack}: {err}");
     }
 }
+
+#[test]
+fn rbac_refuses_a_certificate_secret_that_is_not_a_secret_name() {
+    let out = wasmop(&[
+        "rbac",
+        "--guest",
+        guest("cache-operator").to_str().unwrap(),
+        "--webhook-cert-secret",
+        "wasmop-system/wasmop-webhook-tls",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--webhook-cert-secret") && err.contains("not a Secret name"),
+        "{err}"
+    );
+}
