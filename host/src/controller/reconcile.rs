@@ -26,7 +26,7 @@ use super::status::{self, HostCondition};
 use super::{Context, backoff, finalizer};
 use crate::model::{EventType, Request};
 use crate::runtime::CallError;
-use crate::telemetry::metrics::{ControllerLabels, GuestLabels, ReasonLabels, ResultLabels};
+use crate::telemetry::metrics::{ControllerLabels, GuestLabels, ResultLabels};
 use crate::validate::{self, ParentScope, Rules, Validated, Violation};
 
 /// How long a reconcile waits for the child caches' first lists before it
@@ -204,12 +204,7 @@ pub async fn reconcile(
                 ctx.metrics.record_failure();
                 tele.reconcile_total.get_or_create(&result_label("error")).inc();
                 tele.reconcile_errors.get_or_create(&labels).inc();
-                tele.guest_failures
-                    .get_or_create(&ReasonLabels {
-                        guest: ctx.guest_name.clone(),
-                        reason: e.reason().as_str(),
-                    })
-                    .inc();
+                tele.guest_failed(&ctx.guest_name, e.reason());
                 if e.is_retryable() {
                     let delay = retry_delay(&e, ctx.backoff.fail(&key));
                     tele.queue_retries.get_or_create(ctx.queue.labels()).inc();

@@ -239,25 +239,19 @@ impl Guest {
         imports: Imports,
     ) -> Result<Description> {
         // `describe` runs at every load: it may not call out.
-        let denied = Limits {
-            outbound: Arc::default(),
-            ..limits.clone()
-        };
-        let mut store = new_store(runtime, &identity.name, &denied, imports);
-        let started = Instant::now();
-        let result = invoke::<DescribeParams<'_>, DescribeResults>(
+        let result = call_offline::<DescribeParams<'_>, DescribeResults>(
+            runtime,
             pre,
-            &mut store,
-            describe,
-            (identity.settings.as_deref(),),
-            imports,
+            &identity.name,
             limits,
+            imports,
+            describe,
+            "describe",
+            (identity.settings.as_deref(),),
         )
         .map(|(result,)| result);
-        store.data().flush_output();
-        observe_call(runtime, &identity.name, "describe", started);
         let mut description = result
-            .map_err(|e| Error::Describe(classify(e, &store, limits, started)))?
+            .map_err(Error::Describe)?
             .map_err(Error::InvalidSettings)?;
         if description.finalizer.as_deref() == Some("") {
             description.finalizer = None;
@@ -312,7 +306,7 @@ impl Guest {
     pub fn admit(&self, review: &AdmissionReview) -> Option<Result<AdmissionResponse, CallError>> {
         let export = self.inner.admit?;
         Some(
-            self.call_offline::<AdmitParams<'_>, AdmitResults>(export, "admit", (review,))
+            self.offline::<AdmitParams<'_>, AdmitResults>(export, "admit", (review,))
                 .map(|(response,)| response),
         )
     }
@@ -326,7 +320,7 @@ impl Guest {
     ) -> Option<Result<Result<Vec<String>, String>, CallError>> {
         let export = self.inner.convert?;
         Some(
-            self.call_offline::<ConvertParams<'_>, ConvertResults>(
+            self.offline::<ConvertParams<'_>, ConvertResults>(
                 export,
                 "convert",
                 (objects, desired_api_version),
@@ -335,9 +329,8 @@ impl Guest {
         )
     }
 
-    /// One call of `export` that may not call out, with the response limit
-    /// enforced by the copy limit.
-    fn call_offline<P, R>(
+    /// [`call_offline`] of this version's `export`.
+    fn offline<P, R>(
         &self,
         export: ComponentExportIndex,
         name: &'static str,
@@ -348,23 +341,16 @@ impl Guest {
         R: ComponentNamedList + Lift + Send + Sync + 'static,
     {
         let inner = &*self.inner;
-        let limits = Limits {
-            outbound: Arc::default(),
-            ..inner.limits.clone()
-        };
-        let mut store = new_store(&inner.runtime, &inner.identity.name, &limits, inner.imports);
-        let started = Instant::now();
-        let result = invoke::<P, R>(
+        call_offline(
+            &inner.runtime,
             &inner.pre,
-            &mut store,
-            export,
-            params,
+            &inner.identity.name,
+            &inner.limits,
             inner.imports,
-            &limits,
-        );
-        store.data().flush_output();
-        observe_call(&inner.runtime, &inner.identity.name, name, started);
-        result.map_err(|e| classify(e, &store, &limits, started))
+            export,
+            name,
+            params,
+        )
     }
 
     /// Runs one reconcile in a fresh store. Blocking: call it from a thread
@@ -416,6 +402,36 @@ impl Guest {
             });
         Reply { result, refused }
     }
+}
+
+/// One call of `export` (named `name` in the metrics) in a fresh store
+/// under `limits` with no outbound HTTP: `describe`, `admit` and `convert`
+/// may not call out. The response is bounded by the copy limit.
+#[allow(clippy::too_many_arguments)]
+fn call_offline<P, R>(
+    runtime: &Runtime,
+    pre: &InstancePre<GuestState>,
+    guest: &Arc<str>,
+    limits: &Limits,
+    imports: Imports,
+    export: ComponentExportIndex,
+    name: &'static str,
+    params: P,
+) -> Result<R, CallError>
+where
+    P: ComponentNamedList + Lower + Send + Sync,
+    R: ComponentNamedList + Lift + Send + Sync + 'static,
+{
+    let limits = Limits {
+        outbound: Arc::default(),
+        ..limits.clone()
+    };
+    let mut store = new_store(runtime, guest, &limits, imports);
+    let started = Instant::now();
+    let result = invoke::<P, R>(pre, &mut store, export, params, imports, &limits);
+    store.data().flush_output();
+    observe_call(runtime, guest, name, started);
+    result.map_err(|e| classify(e, &store, &limits, started))
 }
 
 /// Instantiates the guest in `store` and calls `export` once: directly for

@@ -410,6 +410,17 @@ impl Metrics {
             .clone()
     }
 
+    /// Counts a failed call or answer of guest `guest`
+    /// (`wasmop_guest_failures_total`).
+    pub fn guest_failed(&self, guest: &str, reason: wasmop_contract::Reason) {
+        self.guest_failures
+            .get_or_create(&ReasonLabels {
+                guest: guest.to_owned(),
+                reason: reason.as_str(),
+            })
+            .inc();
+    }
+
     /// Forgets everything about guest `guest` that describes it as running
     /// (its queue and version); counters stay, as Prometheus expects.
     pub fn forget_guest(&self, guest: &str) {

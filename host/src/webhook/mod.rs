@@ -35,8 +35,6 @@ use crate::controller::GuestSlot;
 use crate::leader::Leadership;
 use crate::protected::{ProtectedObjects, ProtectedRef};
 use crate::telemetry::Metrics;
-use crate::telemetry::metrics::ReasonLabels;
-use wasmop_contract::Reason;
 
 /// How often the certificate's Secret is read again.
 const CERTIFICATE_CHECK: std::time::Duration = std::time::Duration::from_secs(60);
@@ -307,17 +305,6 @@ impl Webhooks {
 
     fn metrics(&self) -> &Metrics {
         &self.inner.metrics
-    }
-
-    fn count_failure(&self, name: &str, reason: Reason) {
-        self.inner
-            .metrics
-            .guest_failures
-            .get_or_create(&ReasonLabels {
-                guest: name.to_owned(),
-                reason: reason.as_str(),
-            })
-            .inc();
     }
 
     /// The URL of `path` on this host.

@@ -61,7 +61,7 @@ pub fn admit(guest: &Guest, review: Value) -> anyhow::Result<Admitted> {
     let mut request: AdmissionRequest<DynamicObject> = review
         .try_into()
         .context("the AdmissionReview has no request")?;
-    let (response, _) = call(guest, &request, true)?;
+    let response = call(guest, &request, true)?;
     let mutating = verdict(&response)?;
     if !response.allowed {
         return Ok(Admitted {
@@ -80,7 +80,7 @@ pub fn admit(guest: &Guest, review: Value) -> anyhow::Result<Admitted> {
         json_patch::patch(object, &patch)?;
         request.object = Some(serde_json::from_value(object.clone())?);
     }
-    let (response, _) = call(guest, &request, false)?;
+    let response = call(guest, &request, false)?;
     Ok(Admitted {
         mutating,
         object,
@@ -92,7 +92,7 @@ fn call(
     guest: &Guest,
     request: &AdmissionRequest<DynamicObject>,
     mutating: bool,
-) -> anyhow::Result<(KubeResponse, ())> {
+) -> anyhow::Result<KubeResponse> {
     let review = admission::review(request, mutating, guest.settings());
     let verdict = guest
         .admit(&review)
@@ -100,7 +100,7 @@ fn call(
         .with_context(|| format!("admit failed ({} call)", phase(mutating)))?;
     let response = admission::answer(request, verdict, mutating)
         .with_context(|| format!("the host refuses the {} verdict", phase(mutating)))?;
-    Ok((response, ()))
+    Ok(response)
 }
 
 fn phase(mutating: bool) -> &'static str {

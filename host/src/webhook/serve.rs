@@ -12,12 +12,13 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use kube::core::DynamicObject;
+use kube::core::Status;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse as KubeResponse, AdmissionReview};
 use kube::core::conversion::{ConversionRequest, ConversionResponse, ConversionReview};
-use kube::core::{Status, response::StatusSummary};
 use tokio::net::TcpListener;
 
-use super::{FailurePolicy, Webhooks, admission, conversion};
+use super::{FailurePolicy, Served, Webhooks, admission, conversion};
+use crate::runtime::Guest;
 use crate::telemetry::metrics::{WebhookCodeLabels, WebhookLabels};
 
 /// The largest AdmissionReview: two objects of the API server's ~3 MiB
@@ -27,7 +28,8 @@ const MAX_ADMISSION_BODY: usize = 8 << 20;
 const MAX_CONVERSION_BODY: usize = 64 << 20;
 /// Connections served at once; more wait to be accepted.
 const MAX_CONNECTIONS: usize = 256;
-/// How long a client may take to send a request's headers, and its body.
+/// How long a client may take for the TLS handshake, a request's headers,
+/// and its body.
 const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Serves `webhooks` on `listener` with TLS `config` until the process
@@ -69,8 +71,7 @@ async fn connection(
     acceptor: tokio_rustls::TlsAcceptor,
     router: Router,
 ) {
-    let handshake =
-        tokio::time::timeout(std::time::Duration::from_secs(10), acceptor.accept(stream));
+    let handshake = tokio::time::timeout(READ_TIMEOUT, acceptor.accept(stream));
     let tls = match handshake.await {
         Ok(Ok(tls)) => tls,
         Ok(Err(e)) => {
@@ -220,40 +221,20 @@ async fn verdict(
     };
     let guest = served.slot.current();
     let review = admission::review(request, mutating, guest.settings());
-    let failure = match tokio::time::timeout(
-        guest.limits().timeout,
-        served.permits.clone().acquire_owned(),
-    )
-    .await
-    {
-        Ok(Ok(permit)) => {
-            let call = {
-                let guest = guest.clone();
-                tokio::task::spawn_blocking(move || {
-                    let answer = guest.admit(&review);
-                    drop(permit);
-                    answer
-                })
-                .await
-            };
-            match call {
-                Ok(None) => return KubeResponse::from(request),
-                Ok(Some(Ok(verdict))) => match admission::answer(request, verdict, mutating) {
-                    Ok(response) => {
-                        tracing::debug!(guest = %name, uid = %request.uid, allowed = response.allowed, mutating, "admission verdict");
-                        return response;
-                    }
-                    Err(e) => format!("refused verdict: {e}"),
-                },
-                Ok(Some(Err(e))) => {
-                    webhooks.count_failure(name, e.reason());
-                    e.to_string()
-                }
-                Err(e) => format!("the call did not finish: {e}"),
+    let failure = match guarded(&served, &guest, move |g| g.admit(&review)).await {
+        Ok(None) => return KubeResponse::from(request),
+        Ok(Some(Ok(verdict))) => match admission::answer(request, verdict, mutating) {
+            Ok(response) => {
+                tracing::debug!(guest = %name, uid = %request.uid, allowed = response.allowed, mutating, "admission verdict");
+                return response;
             }
+            Err(e) => format!("refused verdict: {e}"),
+        },
+        Ok(Some(Err(e))) => {
+            webhooks.metrics().guest_failed(name, e.reason());
+            e.to_string()
         }
-        _ => "every webhook call slot of the guest (its concurrency) stayed busy for its deadline"
-            .to_owned(),
+        Err(why) => why,
     };
     let message = format!("wasmop guest {name:?} failed to admit: {failure}");
     tracing::warn!(guest = %name, uid = %request.uid, policy = ?served.failure_policy, "{message}");
@@ -334,22 +315,8 @@ async fn converted(
         .ok_or_else(|| fail("it is not running on this host".into()))?;
     let guest = served.slot.current();
     let texts: Vec<String> = objects.iter().map(serde_json::Value::to_string).collect();
-    let permit = tokio::time::timeout(
-        guest.limits().timeout,
-        served.permits.clone().acquire_owned(),
-    )
-    .await
-    .map_err(|_| fail("every webhook call slot of the guest stayed busy for its deadline".into()))?
-    .map_err(|e| fail(e.to_string()))?;
-    let call = {
-        let (guest, desired) = (guest.clone(), desired.to_owned());
-        tokio::task::spawn_blocking(move || {
-            let answer = guest.convert(&texts, &desired);
-            drop(permit);
-            answer
-        })
-        .await
-    };
+    let desired_owned = desired.to_owned();
+    let call = guarded(&served, &guest, move |g| g.convert(&texts, &desired_owned)).await;
     match call {
         Ok(None) => Err(fail("its module has no convert".into())),
         Ok(Some(Ok(Ok(texts)))) => conversion::check(objects, texts, desired)
@@ -359,22 +326,41 @@ async fn converted(
             admission::MAX_MESSAGE_BYTES,
         ))),
         Ok(Some(Err(e))) => {
-            webhooks.count_failure(name, e.reason());
+            webhooks.metrics().guest_failed(name, e.reason());
             Err(fail(e.to_string()))
         }
-        Err(e) => Err(fail(format!("the call did not finish: {e}"))),
+        Err(why) => Err(fail(why)),
     }
 }
 
+/// Runs `call` on `guest` on the blocking pool, holding one of the
+/// guest's webhook call permits, waited for at most the guest's deadline.
+/// The error says why the call did not run or finish.
+async fn guarded<T: Send + 'static>(
+    served: &Served,
+    guest: &Guest,
+    call: impl FnOnce(&Guest) -> T + Send + 'static,
+) -> Result<T, String> {
+    let permit = tokio::time::timeout(
+        guest.limits().timeout,
+        served.permits.clone().acquire_owned(),
+    )
+    .await
+    .ok()
+    .and_then(Result::ok)
+    .ok_or("every webhook call slot of the guest (its concurrency) stayed busy for its deadline")?;
+    let guest = guest.clone();
+    tokio::task::spawn_blocking(move || {
+        let answer = call(&guest);
+        drop(permit);
+        answer
+    })
+    .await
+    .map_err(|e| format!("the call did not finish: {e}"))
+}
+
 fn failure(message: String) -> Status {
-    Status {
-        status: Some(StatusSummary::Failure),
-        code: 500,
-        message,
-        reason: "InternalError".into(),
-        metadata: None,
-        details: None,
-    }
+    Status::failure(&message, "InternalError").with_code(500)
 }
 
 /// `value` as an `application/json` response.
