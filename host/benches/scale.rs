@@ -13,13 +13,20 @@
 //! 3. cost: peak and steady RSS and CPU seconds of the operator's process;
 //! 4. density: M operators (M CRD groups) idle, total RSS and RSS per extra
 //!    operator;
+//! 5. fairness: a Cache created and converged before the burst has its spec
+//!    changed as soon as the burst is created; how long until its status
+//!    shows the new generation while the N others converge;
+//! 6. deletion: every Cache deleted at once (the operator still running);
+//!    time until none is left;
 //!
 //! and the floor: the same N Deployments, Services and ConfigMaps applied
 //! with no operator, until every Deployment is available. One table, with
 //! wasmop / peer for every figure.
 //!
 //! `cargo xtask bench scale`; `WASMOP_SCALE_N=100,1000,5000`,
-//! `WASMOP_SCALE_M=1,5,20` and `WASMOP_SCALE_STEADY_SECS=60` choose others.
+//! `WASMOP_SCALE_M=1,5,20` and `WASMOP_SCALE_STEADY_SECS=60` choose others;
+//! `WASMOP_SCALE_OPERATORS=wasmop` measures one operator alone (a profile
+//! run; the table then has no ratios).
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -203,11 +210,10 @@ fn cost(pid: u32) -> (u64, u64, f64) {
     (field("VmRSS:"), field("VmHWM:"), ticks / hz)
 }
 
-/// Whether a Cache is Ready at its generation, by either operator's status:
+/// The generation a Cache's status reports, by either operator's status:
 /// wasmop's `status.observedGeneration`, the peer's condition's.
-fn converged(cache: &DynamicObject) -> bool {
-    let generation = cache.metadata.generation;
-    let observed = cache
+fn observed_generation(cache: &DynamicObject) -> Option<i64> {
+    cache
         .data
         .pointer("/status/observedGeneration")
         .or_else(|| {
@@ -215,8 +221,13 @@ fn converged(cache: &DynamicObject) -> bool {
                 .data
                 .pointer("/status/conditions/0/observedGeneration")
         })
-        .and_then(Value::as_i64);
-    cache.data.pointer("/status/phase") == Some(&json!("Ready")) && observed == generation
+        .and_then(Value::as_i64)
+}
+
+/// Whether a Cache is Ready at its generation.
+fn converged(cache: &DynamicObject) -> bool {
+    cache.data.pointer("/status/phase") == Some(&json!("Ready"))
+        && observed_generation(cache) == cache.metadata.generation
 }
 
 /// Creates the Caches `<prefix>0` … `<prefix><n-1>` in `group`.
@@ -253,7 +264,8 @@ async fn wait_converged(api: &Api<DynamicObject>, n: usize, started: Instant) ->
     }
 }
 
-/// `user`'s requests in `[from, to)` by verb, from the audit log.
+/// `user`'s requests in `[from, to)` by verb and resource (`patch
+/// caches/status`), from the audit log.
 fn requests_by_verb(
     env: &TestEnv,
     user: &str,
@@ -264,22 +276,32 @@ fn requests_by_verb(
     let window = Timestamp::try_from(from).expect("a time after 1970")
         ..Timestamp::try_from(to).expect("a time after 1970");
     let mut by_verb = BTreeMap::new();
-    for event in env.audit_events().expect("audit log") {
+    for event in env.audit_events_of(user).expect("audit log") {
         let at = serde_json::from_value::<MicroTime>(event["requestReceivedTimestamp"].clone());
         if wasmop_testenv::effective_user(&event) == Some(user)
             && at.is_ok_and(|at| window.contains(&at.0))
         {
             let verb = event["verb"].as_str().unwrap_or("?");
-            *by_verb.entry(verb.to_owned()).or_default() += 1;
+            let target = &event["objectRef"];
+            let resource = match (target["resource"].as_str(), target["subresource"].as_str()) {
+                (Some(r), Some(sub)) => format!("{r}/{sub}"),
+                (Some(r), None) => r.to_owned(),
+                (None, _) => "-".to_owned(),
+            };
+            *by_verb.entry(format!("{verb} {resource}")).or_default() += 1;
         }
     }
     by_verb
 }
 
 fn writes(by_verb: &BTreeMap<String, usize>) -> usize {
-    wasmop_testenv::WRITE_VERBS
+    by_verb
         .iter()
-        .filter_map(|v| by_verb.get(*v))
+        .filter(|(key, _)| {
+            let verb = key.split(' ').next().unwrap_or_default();
+            wasmop_testenv::WRITE_VERBS.contains(&verb)
+        })
+        .map(|(_, n)| n)
         .sum()
 }
 
@@ -287,11 +309,16 @@ fn writes(by_verb: &BTreeMap<String, usize>) -> usize {
 #[derive(Debug, Default, Clone)]
 struct Run {
     converge: Duration,
+    /// From the probe's spec change to its status at that generation.
+    fairness: Duration,
+    /// From deleting every Cache to none left.
+    deletion: Duration,
     requests: BTreeMap<String, usize>,
     steady_writes: usize,
     storm_writes: usize,
     rss_peak_mib: f64,
     rss_steady_mib: f64,
+    cpu_converge_secs: f64,
     cpu_secs: f64,
 }
 
@@ -305,18 +332,21 @@ async fn measure(env: &TestEnv, operator: Operator, n: usize, steady: Duration) 
     let running = start(env, operator, std::slice::from_ref(&group), &ns, &ns).await;
     let pid = running[0].child.id();
     let user = running[0].user.clone();
-    // Let the operator start its watches before the burst.
-    tokio::time::sleep(Duration::from_secs(3)).await;
     let api = caches(&client, &ns, &group);
+    // The probe: converged before the burst (which also lets the operator
+    // start its watches), changed by a user while the burst converges.
+    create_caches(&api, &group, "probe", 1).await;
+    wait_converged(&api, 1, Instant::now()).await;
     let from = SystemTime::now();
     let started = Instant::now();
     create_caches(&api, &group, "c", n).await;
-    let converge = wait_converged(&api, n, started).await;
+    let fairness = user_change(&api).await;
+    let converge = wait_converged(&api, n + 1, started).await;
     let converged_at = SystemTime::now();
     // The API server logs an event just after it answers.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let requests = requests_by_verb(env, &user, from, converged_at);
-    let (_, rss_peak, _) = cost(pid);
+    let (_, rss_peak, cpu_converge) = cost(pid);
 
     let steady_from = SystemTime::now();
     tokio::time::sleep(steady).await;
@@ -345,16 +375,70 @@ async fn measure(env: &TestEnv, operator: Operator, n: usize, steady: Duration) 
     let (_, _, cpu) = cost(pid);
     let steady_writes = writes(&requests_by_verb(env, &user, steady_from, steady_to));
     let storm_writes = writes(&requests_by_verb(env, &user, steady_to, storm_to));
+    let deletion = delete_all(&api).await;
     drop(running);
     clear(env, &ns, Some(&group)).await;
     Run {
         converge,
+        fairness,
+        deletion,
         requests,
         steady_writes,
         storm_writes,
         rss_peak_mib: rss_peak as f64 / 1024.0,
         rss_steady_mib: rss_steady as f64 / 1024.0,
+        cpu_converge_secs: cpu_converge,
         cpu_secs: cpu,
+    }
+}
+
+/// The Cache a user changes while the burst converges (`create_caches`
+/// numbers it).
+const PROBE: &str = "probe0";
+
+/// Changes the probe's spec (2 replicas) and waits until its status shows
+/// the new generation: how long a user's change waits behind the burst.
+async fn user_change(api: &Api<DynamicObject>) -> Duration {
+    let patch = json!({"spec": {"replicas": 2}});
+    let started = Instant::now();
+    let changed = api
+        .patch(PROBE, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("probe changed");
+    loop {
+        let probe = api.get(PROBE).await.expect("probe");
+        if observed_generation(&probe) >= changed.metadata.generation {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < CONVERGE_LIMIT,
+            "the probe's change not reconciled after {CONVERGE_LIMIT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Deletes every Cache at once and waits until none is left (the operator's
+/// finalizer, if it has one, done).
+async fn delete_all(api: &Api<DynamicObject>) -> Duration {
+    let started = Instant::now();
+    api.delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await
+        .expect("delete Caches");
+    loop {
+        let left = api
+            .list_metadata(&ListParams::default())
+            .await
+            .expect("list");
+        if left.items.is_empty() {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < CONVERGE_LIMIT,
+            "{} Caches left after {CONVERGE_LIMIT:?}",
+            left.items.len()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
 
@@ -501,12 +585,19 @@ fn ratio(a: f64, b: f64) -> String {
     }
 }
 
-fn row(label: &str, wasmop: f64, peer: f64, unit: &str) {
+/// One table row: wasmop's figure, the peer's and their ratio, "-" where an
+/// operator was not measured.
+fn row(label: &str, wasmop: Option<f64>, peer: Option<f64>, unit: &str) {
+    let cell = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.1}{unit}"));
+    let ratio = match (wasmop, peer) {
+        (Some(w), Some(p)) => ratio(w, p),
+        _ => "-".to_owned(),
+    };
     println!(
-        "  {label:<38} {:>12} {:>12} {:>8}",
-        format!("{wasmop:.1}{unit}"),
-        format!("{peer:.1}{unit}"),
-        ratio(wasmop, peer)
+        "  {label:<42} {:>12} {:>12} {:>8}",
+        cell(wasmop),
+        cell(peer),
+        ratio
     );
 }
 
@@ -528,8 +619,18 @@ async fn main() {
             .and_then(|s| s.parse().ok())
             .unwrap_or(60),
     );
-    let peer = wasmop_testenv::ensure_kubebuilder_cache().expect("peer build");
-    println!("scale: peer {}", peer.display());
+    let operators =
+        std::env::var("WASMOP_SCALE_OPERATORS").unwrap_or_else(|_| "wasmop,kubebuilder".to_owned());
+    let runs = |o: Operator| operators.split(',').any(|name| name.trim() == o.name());
+    let (run_wasmop, run_peer) = (runs(Operator::Wasmop), runs(Operator::Peer));
+    assert!(
+        run_wasmop || run_peer,
+        "WASMOP_SCALE_OPERATORS names neither wasmop nor kubebuilder"
+    );
+    if run_peer {
+        let peer = wasmop_testenv::ensure_kubebuilder_cache().expect("peer build");
+        println!("scale: peer {}", peer.display());
+    }
     let env = TestEnv::start().await.expect("control plane");
     let client = env.client();
     let max_m = m_list.iter().copied().max().unwrap_or(1);
@@ -541,66 +642,136 @@ async fn main() {
         "\nscale: wasmop (one host, cache-operator guest) against kubebuilder (the seeds' controller-runtime operator), one real control plane"
     );
     println!(
-        "  {:<38} {:>12} {:>12} {:>8}",
+        "  {:<42} {:>12} {:>12} {:>8}",
         "", "wasmop", "kubebuilder", "ratio"
     );
     for &n in &ns_list {
         let floor_time = floor(&env, n).await;
-        let w = measure(&env, Operator::Wasmop, n, steady).await;
-        let p = measure(&env, Operator::Peer, n, steady).await;
+        let w = match run_wasmop {
+            true => Some(measure(&env, Operator::Wasmop, n, steady).await),
+            false => None,
+        };
+        let p = match run_peer {
+            true => Some(measure(&env, Operator::Peer, n, steady).await),
+            false => None,
+        };
+        let (w, p) = (w.as_ref(), p.as_ref());
+        let secs = |d: Duration| d.as_secs_f64();
         println!("N = {n}");
         println!(
-            "  {:<38} {:>12} (no operator: Deployments, Services, ConfigMaps applied directly)",
+            "  {:<42} {:>12} (no operator: Deployments, Services, ConfigMaps applied directly)",
             "floor: all Deployments available",
-            format!("{:.1}s", floor_time.as_secs_f64())
+            format!("{:.1}s", secs(floor_time))
         );
         row(
             "convergence (all Ready at generation)",
-            w.converge.as_secs_f64(),
-            p.converge.as_secs_f64(),
+            w.map(|r| secs(r.converge)),
+            p.map(|r| secs(r.converge)),
             "s",
         );
         row(
+            "  / floor",
+            w.map(|r| secs(r.converge) / secs(floor_time)),
+            p.map(|r| secs(r.converge) / secs(floor_time)),
+            "",
+        );
+        row(
             "  Caches per second",
-            n as f64 / w.converge.as_secs_f64(),
-            n as f64 / p.converge.as_secs_f64(),
+            w.map(|r| n as f64 / secs(r.converge)),
+            p.map(|r| n as f64 / secs(r.converge)),
             "",
         );
         row(
             "  API requests during it",
-            w.requests.values().sum::<usize>() as f64,
-            p.requests.values().sum::<usize>() as f64,
+            w.map(|r| r.requests.values().sum::<usize>() as f64),
+            p.map(|r| r.requests.values().sum::<usize>() as f64),
             "",
         );
-        println!("    wasmop: {}", verbs(&w.requests));
-        println!("    kubebuilder: {}", verbs(&p.requests));
+        row(
+            "  writes during it",
+            w.map(|r| writes(&r.requests) as f64),
+            p.map(|r| writes(&r.requests) as f64),
+            "",
+        );
+        for (operator, run) in [(Operator::Wasmop, w), (Operator::Peer, p)] {
+            if let Some(run) = run {
+                println!("    {}: {}", operator.name(), verbs(&run.requests));
+            }
+        }
+        row(
+            "a user's change while N converge: seconds",
+            w.map(|r| secs(r.fairness)),
+            p.map(|r| secs(r.fairness)),
+            "s",
+        );
         row(
             &format!("steady {}s: writes", steady.as_secs()),
-            w.steady_writes as f64,
-            p.steady_writes as f64,
+            w.map(|r| r.steady_writes as f64),
+            p.map(|r| r.steady_writes as f64),
             "",
         );
         row(
             "no-op storm (annotate all): writes",
-            w.storm_writes as f64,
-            p.storm_writes as f64,
+            w.map(|r| r.storm_writes as f64),
+            p.map(|r| r.storm_writes as f64),
             "",
         );
-        row("RSS peak", w.rss_peak_mib, p.rss_peak_mib, " MiB");
-        row("RSS steady", w.rss_steady_mib, p.rss_steady_mib, " MiB");
-        row("CPU seconds (whole run)", w.cpu_secs, p.cpu_secs, "s");
+        row(
+            "RSS peak",
+            w.map(|r| r.rss_peak_mib),
+            p.map(|r| r.rss_peak_mib),
+            " MiB",
+        );
+        row(
+            "RSS steady",
+            w.map(|r| r.rss_steady_mib),
+            p.map(|r| r.rss_steady_mib),
+            " MiB",
+        );
+        row(
+            "CPU seconds to converge",
+            w.map(|r| r.cpu_converge_secs),
+            p.map(|r| r.cpu_converge_secs),
+            "s",
+        );
+        row(
+            "CPU seconds (convergence, idle, storm)",
+            w.map(|r| r.cpu_secs),
+            p.map(|r| r.cpu_secs),
+            "s",
+        );
+        row(
+            "deletion: all Caches gone (peer: no finalizer)",
+            w.map(|r| secs(r.deletion)),
+            p.map(|r| secs(r.deletion)),
+            "s",
+        );
+        row(
+            "  Caches deleted per second",
+            w.map(|r| n as f64 / secs(r.deletion)),
+            p.map(|r| n as f64 / secs(r.deletion)),
+            "",
+        );
     }
     println!("density (M operators idle, one CRD group and one Cache each)");
-    let mut first: Option<(f64, f64)> = None;
+    let mut first: Option<(Option<f64>, Option<f64>)> = None;
     for &m in &m_list {
-        let w = density(&env, Operator::Wasmop, m).await;
-        let p = density(&env, Operator::Peer, m).await;
+        let w = match run_wasmop {
+            true => Some(density(&env, Operator::Wasmop, m).await),
+            false => None,
+        };
+        let p = match run_peer {
+            true => Some(density(&env, Operator::Peer, m).await),
+            false => None,
+        };
         row(&format!("M = {m}: total RSS"), w, p, " MiB");
         if let Some((w1, p1)) = first.filter(|_| m > 1) {
+            let per_extra =
+                |total: Option<f64>, one: Option<f64>| Some((total? - one?) / (m - 1) as f64);
             row(
                 &format!("M = {m}: RSS per extra operator"),
-                (w - w1) / (m - 1) as f64,
-                (p - p1) / (m - 1) as f64,
+                per_extra(w, w1),
+                per_extra(p, p1),
                 " MiB",
             );
         }

@@ -352,9 +352,12 @@ pub fn main() -> ExitCode {
         _ => LogFormat::Text,
     });
     let result = match cli.command {
-        Command::Run(args) => tokio::runtime::Runtime::new()
-            .context("starting the async runtime")
-            .and_then(|rt| rt.block_on(run(*args))),
+        Command::Run(args) => {
+            crate::memory::limit_arenas();
+            tokio::runtime::Runtime::new()
+                .context("starting the async runtime")
+                .and_then(|rt| rt.block_on(run(*args)))
+        }
         Command::Render(args) => render(&args),
         Command::Rbac(args) => rbac(&args),
         Command::Push(args) => tokio::runtime::Runtime::new()
@@ -541,6 +544,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
 
     let config = config(args.kubeconfig.as_ref()).await?;
+    let trimmer = tokio::spawn(crate::memory::trim_periodically());
     let metrics = Metrics::new();
     let protected = ProtectedObjects::new();
     let api_health = crate::client::ApiHealth::default();
@@ -639,6 +643,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             .await;
     }
     prober.abort();
+    trimmer.abort();
     tracing::info!("wasmop host stopped");
     Ok(())
 }

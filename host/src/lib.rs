@@ -17,7 +17,7 @@
 //! `protected` holds the host's own objects, which no guest may write;
 //! `telemetry` the metrics and logs, `health` what the probes report,
 //! `server` the HTTP endpoints, `webhook` the admission and conversion
-//! webhooks served by guests.
+//! webhooks served by guests, `memory` the allocator's settings.
 
 pub mod cli;
 pub mod client;
@@ -25,6 +25,7 @@ pub mod controller;
 pub mod health;
 pub mod host;
 pub mod leader;
+pub mod memory;
 pub mod model;
 pub mod protected;
 pub mod rbac;

@@ -295,7 +295,10 @@ async fn spec_changes_reach_the_deployment_and_config_changes_roll_the_pods(
     let before =
         hash_of(&deployments.get("web").await?).context("config hash annotation missing")?;
 
-    let patch = json!({"spec": {"replicas": 3, "image": "redis:7.4", "config": {"a": "2"}}});
+    // `a` goes, `b` comes: the ConfigMap the host created must lose `a`
+    // (the apply after a create owns every field the guest set).
+    let patch =
+        json!({"spec": {"replicas": 3, "image": "redis:7.4", "config": {"a": null, "b": "2"}}});
     caches(&client, &ns)
         .patch("web", &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
@@ -311,6 +314,20 @@ async fn spec_changes_reach_the_deployment_and_config_changes_roll_the_pods(
         Ok((spec.replicas == Some(3) && image.as_deref() == Some("redis:7.4")).then_some(d))
     })
     .await?;
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let config = wait_for(LONG, || async {
+        let data = config_maps
+            .get("web-config")
+            .await?
+            .data
+            .unwrap_or_default();
+        Ok(data.contains_key("b").then_some(data))
+    })
+    .await?;
+    ensure!(
+        config.keys().collect::<Vec<_>>() == ["b"],
+        "the ConfigMap kept a key the guest dropped: {config:?}"
+    );
     let after = hash_of(&d).context("hash")?;
     ensure!(
         after != before,

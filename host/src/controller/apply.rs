@@ -16,9 +16,11 @@
 //!   replaced by another one of the same name in the meantime;
 //! - a child the host does not observe is created (POST), which fails if
 //!   the name is taken: nothing is ever taken over by a server-side apply.
-//!   The create is followed by one small patch that marks the guest's
-//!   field-manager entry as an apply, so later applies own, and can drop,
-//!   every field the guest set;
+//!   A create records the guest's field-manager entry as an update, whose
+//!   fields a later apply could not drop; the first apply to the child
+//!   (when the guest's wish changes) is preceded by one small patch that
+//!   marks that entry as an apply, so the apply owns, and can drop, every
+//!   field the guest set. A child that never changes costs one write;
 //! - a name taken by an object the parent does not control is refused
 //!   ([`Written::Taken`]), unless the guest list allows adopting orphans
 //!   (`adoptOrphans: true`): an object with no controller at all, not a
@@ -186,8 +188,8 @@ impl Target<'_> {
 #[derive(Debug)]
 pub enum Written {
     /// The child as the API server holds it now, and the resourceVersion
-    /// of an intermediate write (a create before its apply mark), which a
-    /// watch may still deliver.
+    /// of an intermediate write (the mark before an apply), which a watch
+    /// may still deliver.
     Done(Box<DynamicObject>, Option<String>),
     /// The name is taken by an object the parent does not control; nothing
     /// was written. The text names who controls it.
@@ -211,10 +213,10 @@ pub async fn write_child(
     if let Some(observed) = observed {
         return apply_owned(client, target, stamped, observed)
             .await
-            .map(|o| Written::Done(Box::new(o), None));
+            .map(|(o, marked)| Written::Done(Box::new(o), marked));
     }
     match create(client, target, stamped).await {
-        Ok((created, first)) => return Ok(Written::Done(Box::new(created), first)),
+        Ok(created) => return Ok(Written::Done(Box::new(created), None)),
         Err(kube::Error::Api(e)) if e.code == 409 => {}
         Err(e) => return Err(e),
     }
@@ -226,7 +228,7 @@ pub async fn write_child(
     match controller_uid(&existing) {
         Some(uid) if uid == parent_uid => apply_owned(client, target, stamped, &existing)
             .await
-            .map(|o| Written::Done(Box::new(o), None)),
+            .map(|(o, marked)| Written::Done(Box::new(o), marked)),
         None if adopt_orphans && target.resource.kind != "Secret" => {
             adopt(client, target, stamped, &existing)
                 .await
@@ -252,22 +254,75 @@ pub async fn write_child(
 /// Server-side apply of a child the parent controls, with the child's UID
 /// in the body: if the object was deleted, or replaced by another of the
 /// same name, the API server refuses the write instead of touching it.
+/// A child the host created is first marked ([`mark_as_apply`]). Returns
+/// the object and, when the mark was written, the resourceVersion it made.
 async fn apply_owned(
     client: &Client,
     target: Target<'_>,
     stamped: &Value,
     observed: &DynamicObject,
-) -> kube::Result<DynamicObject> {
+) -> kube::Result<(DynamicObject, Option<String>)> {
+    let marked = mark_as_apply(client, target, observed).await?;
     let mut body = stamped.clone();
     body["metadata"]["uid"] = json!(observed.uid());
-    target
+    let applied = target
         .api(client)
         .patch(
             target.name,
             &PatchParams::apply(target.manager).force(),
             &Patch::Apply(&body),
         )
+        .await?;
+    Ok((applied, marked))
+}
+
+/// Turns the guest's field-manager entry that a create recorded as an
+/// update into an apply entry (the watch keeps each entry without its
+/// field set, which is enough to find it). The patch tests the UID and the
+/// entry first; an object changed in between (409, 422) keeps the entry,
+/// which costs only the ability to drop those fields. Returns the
+/// resourceVersion of the mark, if one was written.
+async fn mark_as_apply(
+    client: &Client,
+    target: Target<'_>,
+    observed: &DynamicObject,
+) -> kube::Result<Option<String>> {
+    let entry = observed
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .position(|m| {
+            m.manager.as_deref() == Some(target.manager)
+                && m.operation.as_deref() == Some("Update")
+                && m.subresource.is_none()
+        });
+    let Some(i) = entry else {
+        return Ok(None);
+    };
+    let ops = json!([
+        {"op": "test", "path": "/metadata/uid", "value": observed.uid()},
+        {"op": "test", "path": format!("/metadata/managedFields/{i}/manager"), "value": target.manager},
+        {"op": "test", "path": format!("/metadata/managedFields/{i}/operation"), "value": "Update"},
+        {"op": "replace", "path": format!("/metadata/managedFields/{i}/operation"), "value": "Apply"},
+    ]);
+    let patch: json_patch::Patch = serde_json::from_value(ops).expect("well-formed JSON patch");
+    match target
+        .api(client)
+        .patch(
+            target.name,
+            &PatchParams::default(),
+            &Patch::<()>::Json(patch),
+        )
         .await
+    {
+        Ok(marked) => Ok(marked.resource_version()),
+        Err(kube::Error::Api(e)) if matches!(e.code, 409 | 422) => {
+            tracing::debug!(kind = %target.resource.kind, name = target.name, "could not mark the create as an apply: {}", e.message);
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Adopts an orphan: an apply carrying the object's UID and
@@ -291,59 +346,19 @@ async fn adopt(
         .await
 }
 
-/// Creates the child; fails with 409 when the name is taken. Then marks the
-/// guest's field-manager entry as an apply (a create records it as an
-/// update, and fields an update owns are never removed by a later apply
-/// that drops them). Returns the object and, when the mark was written, the
-/// resourceVersion of the create before it.
+/// Creates the child; fails with 409 when the name is taken.
 async fn create(
     client: &Client,
     target: Target<'_>,
     stamped: &Value,
-) -> kube::Result<(DynamicObject, Option<String>)> {
-    let api = target.api(client);
+) -> kube::Result<DynamicObject> {
     let object: DynamicObject =
         serde_json::from_value(stamped.clone()).map_err(kube::Error::SerdeError)?;
     let params = PostParams {
         field_manager: Some(target.manager.to_owned()),
         ..PostParams::default()
     };
-    let created = api.create(&params, &object).await?;
-    let entry = created
-        .metadata
-        .managed_fields
-        .iter()
-        .flatten()
-        .position(|m| {
-            m.manager.as_deref() == Some(target.manager) && m.operation.as_deref() == Some("Update")
-        });
-    let Some(i) = entry else {
-        return Ok((created, None));
-    };
-    let ops = json!([
-        {"op": "test", "path": "/metadata/uid", "value": created.uid()},
-        {"op": "test", "path": format!("/metadata/managedFields/{i}/manager"), "value": target.manager},
-        {"op": "replace", "path": format!("/metadata/managedFields/{i}/operation"), "value": "Apply"},
-    ]);
-    let patch: json_patch::Patch = serde_json::from_value(ops).expect("well-formed JSON patch");
-    match api
-        .patch(
-            target.name,
-            &PatchParams::default(),
-            &Patch::<()>::Json(patch),
-        )
-        .await
-    {
-        Ok(marked) => Ok((marked, created.resource_version())),
-        // Changed in between (another writer, a controller): the object is
-        // still the parent's; the entry stays an update until the next
-        // create. Nothing is lost but the ability to drop those fields.
-        Err(kube::Error::Api(e)) if matches!(e.code, 409 | 422) => {
-            tracing::debug!(kind = %target.resource.kind, name = target.name, "could not mark the create as an apply: {}", e.message);
-            Ok((created, None))
-        }
-        Err(e) => Err(e),
-    }
+    target.api(client).create(&params, &object).await
 }
 
 /// Deletes an observed child that is no longer desired, only if it is still

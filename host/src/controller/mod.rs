@@ -152,8 +152,10 @@ impl Context {
 
 /// Objects that arrive in a LIST response carry no apiVersion and kind:
 /// filled in once, as they enter the cache, so guests and the drift check
-/// always see complete objects. managedFields go too: no guest reads them
-/// and they are often the largest part of an object.
+/// always see complete objects. The field sets of managedFields go too
+/// (often the largest part of an object, and nothing here reads them); the
+/// entries stay, so the host can tell a child it created but never applied
+/// (`apply::write_child`).
 fn typed_events(
     ar: kube::core::ApiResource,
 ) -> impl FnMut(watcher::Event<DynamicObject>) -> watcher::Event<DynamicObject> {
@@ -163,7 +165,9 @@ fn typed_events(
                 api_version: ar.api_version.clone(),
                 kind: ar.kind.clone(),
             });
-            object.metadata.managed_fields = None;
+            for entry in object.metadata.managed_fields.iter_mut().flatten() {
+                entry.fields_v1 = None;
+            }
         })
     }
 }

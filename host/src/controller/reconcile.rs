@@ -331,7 +331,17 @@ async fn reconcile_inner(parent: &DynamicObject, ctx: &Context) -> Result<Outcom
         ^ related_versions;
     let start = ctx.progress.start(&uid, spec, &versions);
 
-    let to_value = |o: &DynamicObject| serde_json::to_value(o).expect("objects serialise");
+    let to_value = |o: &DynamicObject| {
+        let mut object = serde_json::to_value(o).expect("objects serialise");
+        // The cache keeps managedFields' entries for the host's own use.
+        if let Some(meta) = object
+            .get_mut("metadata")
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            meta.remove("managedFields");
+        }
+        object
+    };
     let request = Request {
         parent: to_value(parent),
         observed: observed

@@ -184,6 +184,8 @@ impl ModuleCache {
             tracing::warn!(path = %path.display(), "could not write compiled module cache: {e:#}");
         }
         self.remember(&digest, &component);
+        // Cranelift's working memory is freed by now; hand it back.
+        crate::memory::trim();
         Ok((component, outcome(digest, CacheHit::Miss, started)))
     }
 
