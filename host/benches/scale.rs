@@ -663,95 +663,46 @@ async fn main() {
             "floor: all Deployments available",
             format!("{:.1}s", secs(floor_time))
         );
-        row(
-            "convergence (all Ready at generation)",
-            w.map(|r| secs(r.converge)),
-            p.map(|r| secs(r.converge)),
-            "s",
-        );
-        row(
-            "  / floor",
-            w.map(|r| secs(r.converge) / secs(floor_time)),
-            p.map(|r| secs(r.converge) / secs(floor_time)),
-            "",
-        );
-        row(
-            "  Caches per second",
-            w.map(|r| n as f64 / secs(r.converge)),
-            p.map(|r| n as f64 / secs(r.converge)),
-            "",
-        );
-        row(
-            "  API requests during it",
-            w.map(|r| r.requests.values().sum::<usize>() as f64),
-            p.map(|r| r.requests.values().sum::<usize>() as f64),
-            "",
-        );
-        row(
-            "  writes during it",
-            w.map(|r| writes(&r.requests) as f64),
-            p.map(|r| writes(&r.requests) as f64),
-            "",
-        );
+        let figure = |label: &str, unit: &str, f: &dyn Fn(&Run) -> f64| {
+            row(label, w.map(f), p.map(f), unit);
+        };
+        figure("convergence (all Ready at generation)", "s", &|r| {
+            secs(r.converge)
+        });
+        figure("  / floor", "", &|r| secs(r.converge) / secs(floor_time));
+        figure("  Caches per second", "", &|r| n as f64 / secs(r.converge));
+        figure("  API requests during it", "", &|r| {
+            r.requests.values().sum::<usize>() as f64
+        });
+        figure("  writes during it", "", &|r| writes(&r.requests) as f64);
         for (operator, run) in [(Operator::Wasmop, w), (Operator::Peer, p)] {
             if let Some(run) = run {
                 println!("    {}: {}", operator.name(), verbs(&run.requests));
             }
         }
-        row(
-            "a user's change while N converge: seconds",
-            w.map(|r| secs(r.fairness)),
-            p.map(|r| secs(r.fairness)),
-            "s",
-        );
-        row(
-            &format!("steady {}s: writes", steady.as_secs()),
-            w.map(|r| r.steady_writes as f64),
-            p.map(|r| r.steady_writes as f64),
-            "",
-        );
-        row(
-            "no-op storm (annotate all): writes",
-            w.map(|r| r.storm_writes as f64),
-            p.map(|r| r.storm_writes as f64),
-            "",
-        );
-        row(
-            "RSS peak",
-            w.map(|r| r.rss_peak_mib),
-            p.map(|r| r.rss_peak_mib),
-            " MiB",
-        );
-        row(
-            "RSS steady",
-            w.map(|r| r.rss_steady_mib),
-            p.map(|r| r.rss_steady_mib),
-            " MiB",
-        );
-        row(
-            "CPU seconds to converge",
-            w.map(|r| r.cpu_converge_secs),
-            p.map(|r| r.cpu_converge_secs),
-            "s",
-        );
-        row(
-            "CPU seconds (convergence, idle, storm)",
-            w.map(|r| r.cpu_secs),
-            p.map(|r| r.cpu_secs),
-            "s",
-        );
-        row(
+        figure("a user's change while N converge: seconds", "s", &|r| {
+            secs(r.fairness)
+        });
+        figure(&format!("steady {}s: writes", steady.as_secs()), "", &|r| {
+            r.steady_writes as f64
+        });
+        figure("no-op storm (annotate all): writes", "", &|r| {
+            r.storm_writes as f64
+        });
+        figure("RSS peak", " MiB", &|r| r.rss_peak_mib);
+        figure("RSS steady", " MiB", &|r| r.rss_steady_mib);
+        figure("CPU seconds to converge", "s", &|r| r.cpu_converge_secs);
+        figure("CPU seconds (convergence, idle, storm)", "s", &|r| {
+            r.cpu_secs
+        });
+        figure(
             "deletion: all Caches gone (peer: no finalizer)",
-            w.map(|r| secs(r.deletion)),
-            p.map(|r| secs(r.deletion)),
             "s",
+            &|r| secs(r.deletion),
         );
-        row(
-            "  Caches deleted per second",
-            w.map(|r| n as f64 / secs(r.deletion)),
-            p.map(|r| n as f64 / secs(r.deletion)),
-            "",
-        );
+        figure("  Caches deleted per second", "", &|r| {
+            n as f64 / secs(r.deletion)
+        });
     }
     println!("density (M operators idle, one CRD group and one Cache each)");
     let mut first: Option<(Option<f64>, Option<f64>)> = None;

@@ -17,15 +17,17 @@ pub mod discovery;
 pub mod events;
 pub mod finalizer;
 pub mod index;
+pub mod pacer;
 pub mod progress;
 pub mod reconcile;
 pub mod related;
 mod slot;
 pub mod status;
 
+use std::collections::HashSet;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt, TryStreamExt};
@@ -374,6 +376,15 @@ async fn run_scope(scope: Scope, signals: Signals) {
         kinds.related.iter().map(|(_, r)| r.clone()).collect(),
     ));
     let parents_related = related.clone();
+    let pacer = Arc::new(pacer::Pacer::new(
+        queue.clone(),
+        usize::from(settings.concurrency),
+    ));
+    // Parents seen for the first time (listed, or created), marked before
+    // the store learns them: their first reconcile is background work.
+    let first_seen: Arc<Mutex<HashSet<ObjectRef<DynamicObject>>>> = Arc::default();
+    let (seen_before, mark_first) = (parent_writer.as_reader(), first_seen.clone());
+    let primary_resource = kinds.primary.resource.clone();
     let parent_stream = watcher(
         scoped_api(&client, &kinds.primary, ns),
         watcher::Config::default(),
@@ -384,8 +395,22 @@ async fn run_scope(scope: Scope, signals: Signals) {
         watcher::Event::InitDone => listed.store(true, Ordering::Release),
         watcher::Event::Apply(parent) | watcher::Event::InitApply(parent) => {
             parents_related.parent_applied(parent);
+            let key = ObjectRef::from_obj_with(parent, primary_resource.clone());
+            let initial = matches!(event, watcher::Event::InitApply(_));
+            let mut marks = mark_first.lock().expect("first-seen lock");
+            if initial || seen_before.get(&key).is_none() {
+                marks.insert(key);
+            } else {
+                // A mark the spec predicate left (a re-list of an unchanged
+                // parent) does not make its next change background work.
+                marks.remove(&key);
+            }
         }
-        watcher::Event::Delete(parent) => parents_related.parent_deleted(parent),
+        watcher::Event::Delete(parent) => {
+            parents_related.parent_deleted(parent);
+            let key = ObjectRef::from_obj_with(parent, primary_resource.clone());
+            mark_first.lock().expect("first-seen lock").remove(&key);
+        }
         watcher::Event::Init => {}
     })
     .inspect_err(
@@ -397,6 +422,17 @@ async fn run_scope(scope: Scope, signals: Signals) {
     .inspect_ok(move |parent| {
         let key = queue_key(parent.metadata.namespace.as_deref(), &parent.name_any());
         parents_queue.add(&tele, key, Duration::ZERO);
+    })
+    .try_filter({
+        let (pacer, primary) = (pacer.clone(), kinds.primary.resource.clone());
+        move |parent| {
+            let key = ObjectRef::from_obj_with(parent, primary.clone());
+            let first = first_seen.lock().expect("first-seen lock").remove(&key);
+            if first {
+                pacer.push(key);
+            }
+            std::future::ready(!first)
+        }
     });
 
     let selector = format!("{GUEST_LABEL}={guest_name}");
@@ -408,6 +444,7 @@ async fn run_scope(scope: Scope, signals: Signals) {
         let (tele, children_queue) = (env.telemetry.clone(), queue.clone());
         let primary = kinds.primary.resource.clone();
         let child_parents = parent_reader.clone();
+        let child_pacer = pacer.clone();
         let stream = watcher(
             scoped_api(&client, kind, ns),
             watcher::Config::default().labels(&selector),
@@ -434,15 +471,15 @@ async fn run_scope(scope: Scope, signals: Signals) {
                 let namespace = child.metadata.namespace.as_deref();
                 // Garbage collection of a deleted parent's children is no
                 // work for the queue.
-                if child_parents
-                    .get(&parent_ref(&primary, namespace, &owner.name))
-                    .is_some()
-                {
+                let parent = parent_ref(&primary, namespace, &owner.name);
+                if child_parents.get(&parent).is_some() {
                     children_queue.add(&tele, queue_key(namespace, &owner.name), Duration::ZERO);
+                    child_pacer.push(parent);
                 }
             }
-        });
-        child_streams.push((stream, kind.resource.clone()));
+        })
+        .filter_map(|_| std::future::ready(None::<ObjectRef<DynamicObject>>));
+        child_streams.push(stream.boxed());
     }
 
     let mut related_streams = Vec::new();
@@ -553,25 +590,32 @@ async fn run_scope(scope: Scope, signals: Signals) {
             }
         }),
     )
-    .inspect(move |()| {
-        for parent in all_store.state() {
-            let key = queue_key(parent.metadata.namespace.as_deref(), &parent.name_any());
-            all_queue.add(&tele, key, Duration::ZERO);
+    .filter_map({
+        let (pacer, primary) = (pacer.clone(), kinds.primary.resource.clone());
+        move |()| {
+            for parent in all_store.state() {
+                let key = queue_key(parent.metadata.namespace.as_deref(), &parent.name_any());
+                all_queue.add(&tele, key, Duration::ZERO);
+                pacer.push(ObjectRef::from_obj_with(&*parent, primary.clone()));
+            }
+            std::future::ready(None::<ObjectRef<DynamicObject>>)
         }
     });
 
     let mut controller =
         Controller::for_stream_with(parent_stream, parent_reader, kinds.primary.resource.clone())
             .with_config(ControllerConfig::default().concurrency(settings.concurrency));
-    for (stream, ar) in child_streams {
-        controller = controller.owns_stream_with(stream, ar);
-    }
+    // Children's changes and the requeues of every parent reach the queue
+    // through the pacer; their streams are driven here and yield nothing.
+    child_streams.push(triggers.boxed());
+    controller = controller
+        .reconcile_on(futures::stream::select_all(child_streams))
+        .reconcile_on(pacer.admitted());
     if !related_streams.is_empty() {
         controller = controller.reconcile_on(futures::stream::select_all(related_streams));
     }
     tracing::info!(guest = %guest_name, kind = %kinds.primary.kind, namespace = ns.unwrap_or("<all>"), "controller started");
     controller
-        .reconcile_all_on(triggers)
         .graceful_shutdown_on(async move {
             let _ = shutdown.wait_for(|stop| *stop).await;
         })
