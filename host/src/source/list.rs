@@ -7,7 +7,7 @@
 //!     module:
 //!       configMap: {name: cache-operator-module, key: module.wasm}
 //!     sha256: 3f1c…            # optional for configMap, file and oci, required for url
-//!     concurrency: 4           # optional settings, defaults shown
+//!     concurrency: 10          # optional settings, defaults shown
 //!     timeout: 1s
 //!     memoryLimit: 64Mi
 //!     maxResponseBytes: 4Mi
@@ -104,7 +104,7 @@ pub struct GuestEntry {
     /// Expected sha256 of the module (hex), verified when present.
     #[serde(default)]
     pub sha256: Option<String>,
-    /// Reconciles at once (default 4).
+    /// Reconciles at once (default 10).
     #[serde(default)]
     pub concurrency: Option<u16>,
     /// Deadline of one guest call, e.g. `1s`, `500ms` (default 1s).
