@@ -146,6 +146,8 @@ pub struct Context {
     leadership: Leadership,
     telemetry: Arc<Telemetry>,
     queue: Arc<QueueTracker>,
+    /// Background work waiting for room in the queue.
+    pacer: Arc<pacer::Pacer>,
 }
 
 impl Context {
@@ -378,10 +380,7 @@ async fn run_scope(scope: Scope, signals: Signals) {
         kinds.related.iter().map(|(_, r)| r.clone()).collect(),
     ));
     let parents_related = related.clone();
-    let pacer = Arc::new(pacer::Pacer::new(
-        queue.clone(),
-        usize::from(settings.concurrency),
-    ));
+    let pacer = Arc::new(pacer::Pacer::new(usize::from(settings.concurrency)));
     // Parents seen for the first time (listed, or created), marked before
     // the store learns them: their first reconcile is background work.
     let first_seen: Arc<Mutex<HashSet<ObjectRef<DynamicObject>>>> = Arc::default();
@@ -547,6 +546,7 @@ async fn run_scope(scope: Scope, signals: Signals) {
         leadership: env.leadership.clone(),
         telemetry: env.telemetry.clone(),
         queue: queue.clone(),
+        pacer: pacer.clone(),
     });
 
     let sweeper = tokio::spawn(sweep(ctx.clone(), parent_reader.clone(), shutdown.clone()));

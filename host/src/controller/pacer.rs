@@ -10,27 +10,30 @@
 //! every parent (swap, leadership, the API server back). A spec change of
 //! a parent the host already knew goes to the queue at once, and so do
 //! changes of related objects. Background keys wait here, deduplicated, in
-//! arrival order, and enter the queue while fewer than `limit` keys are
-//! due in it; the queue is never left idle while work waits here.
+//! arrival order, and enter the queue while fewer than `limit` of those
+//! already handed over have not started; the queue is never left idle while
+//! work waits here. A key handed over that does not start within
+//! [`HANDED_OVER_FOR`] (its parent went, or the queue is busy with users'
+//! changes) stops counting, so no miscount can hold the pacer shut.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::Stream;
 use kube::api::DynamicObject;
 use kube::runtime::reflector::ObjectRef;
 
-use crate::telemetry::QueueTracker;
-
 /// How often a full queue is looked at again.
 const RECHECK: Duration = Duration::from_millis(5);
+
+/// How long a key handed to the queue counts as waiting there.
+pub const HANDED_OVER_FOR: Duration = Duration::from_secs(2);
 
 /// The background keys of one controller scope.
 pub struct Pacer {
     waiting: Mutex<Waiting>,
     wake: tokio::sync::Notify,
-    queue: Arc<QueueTracker>,
     limit: usize,
 }
 
@@ -38,15 +41,17 @@ pub struct Pacer {
 struct Waiting {
     order: VecDeque<ObjectRef<DynamicObject>>,
     keys: HashSet<ObjectRef<DynamicObject>>,
+    /// Keys handed to the queue whose reconcile has not started, and when.
+    handed_over: HashMap<ObjectRef<DynamicObject>, Instant>,
 }
 
 impl Pacer {
-    /// Background keys enter `queue` while fewer than `limit` are due in it.
-    pub fn new(queue: Arc<QueueTracker>, limit: usize) -> Self {
+    /// Background keys enter the queue while fewer than `limit` handed
+    /// over have not started.
+    pub fn new(limit: usize) -> Self {
         Self {
             waiting: Mutex::default(),
             wake: tokio::sync::Notify::new(),
-            queue,
             limit: limit.max(1),
         }
     }
@@ -72,17 +77,32 @@ impl Pacer {
         self.len() == 0
     }
 
-    /// The next key, if the queue has room for it. Keys waiting here count
-    /// as due in the queue's tracker already (their trigger was recorded
-    /// when it came), so they are taken off its depth.
+    /// Records that the reconcile of `key` started (from any trigger).
+    pub fn started(&self, key: &ObjectRef<DynamicObject>) {
+        let removed = self
+            .waiting
+            .lock()
+            .expect("pacer lock")
+            .handed_over
+            .remove(key);
+        if removed.is_some() {
+            self.wake.notify_one();
+        }
+    }
+
+    /// The next key, if the queue has room for it.
     fn admit(&self) -> Option<ObjectRef<DynamicObject>> {
+        let now = Instant::now();
         let mut waiting = self.waiting.lock().expect("pacer lock");
-        let in_queue = self.queue.depth().saturating_sub(waiting.order.len());
-        if in_queue >= self.limit {
+        waiting
+            .handed_over
+            .retain(|_, at| now.duration_since(*at) < HANDED_OVER_FOR);
+        if waiting.handed_over.len() >= self.limit {
             return None;
         }
         let key = waiting.order.pop_front()?;
         waiting.keys.remove(&key);
+        waiting.handed_over.insert(key.clone(), now);
         Some(key)
     }
 
@@ -114,25 +134,34 @@ mod tests {
 
     #[tokio::test]
     async fn keys_enter_in_order_once_each_while_the_queue_has_room() {
-        let queue = Arc::new(QueueTracker::new("g"));
-        let metrics = crate::telemetry::metrics::Metrics::default();
-        let pacer = Arc::new(Pacer::new(queue.clone(), 2));
+        let pacer = Arc::new(Pacer::new(2));
         for name in ["a", "b", "a", "c"] {
-            queue.add(&metrics, format!("ns/{name}"), Duration::ZERO);
             pacer.push(key(name));
         }
         assert_eq!(pacer.len(), 3);
         let mut admitted = pacer.clone().admitted().boxed();
         assert_eq!(admitted.next().await.unwrap().name, "a");
         assert_eq!(admitted.next().await.unwrap().name, "b");
-        // Two due in the queue: c waits until one starts.
+        // Two handed over and not started: c waits until one starts.
         assert!(
             tokio::time::timeout(Duration::from_millis(50), admitted.next())
                 .await
                 .is_err()
         );
-        queue.start(&metrics, "ns/a", 1);
+        pacer.started(&key("a"));
         assert_eq!(admitted.next().await.unwrap().name, "c");
         assert!(pacer.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_key_that_never_starts_stops_holding_the_pacer_shut() {
+        let pacer = Arc::new(Pacer::new(1));
+        pacer.push(key("gone"));
+        pacer.push(key("next"));
+        let mut admitted = pacer.clone().admitted().boxed();
+        assert_eq!(admitted.next().await.unwrap().name, "gone");
+        // "gone" never starts (its parent was deleted); "next" still comes,
+        // once "gone" stops counting.
+        assert_eq!(admitted.next().await.unwrap().name, "next");
     }
 }

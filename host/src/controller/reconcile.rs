@@ -154,6 +154,7 @@ pub async fn reconcile(
         id,
     );
     async move {
+        ctx.pacer.started(&key);
         // A standby keeps its caches warm but does not reconcile; the
         // leader it becomes reconciles every parent.
         if !ctx.leadership.is_leader() {
