@@ -446,6 +446,7 @@ async fn run_scope(scope: Scope, signals: Signals) {
         let primary = kinds.primary.resource.clone();
         let child_parents = parent_reader.clone();
         let child_pacer = pacer.clone();
+        let parent_namespaced = kinds.primary.namespaced;
         let stream = watcher(
             scoped_api(&client, kind, ns),
             watcher::Config::default().labels(&selector),
@@ -462,14 +463,18 @@ async fn run_scope(scope: Scope, signals: Signals) {
         .touched_objects()
         .filter(|object| std::future::ready(object.is_ok()))
         .inspect_ok(move |child| {
-            // The parent the controller will queue: the child's controller
-            // ownerReference, as kube-runtime maps it.
+            // The parent to queue: the child's controller ownerReference.
             if let Some(owner) = child.owner_references().iter().find(|o| {
                 o.controller == Some(true)
                     && o.kind == primary.kind
                     && o.api_version == primary.api_version
             }) {
-                let namespace = child.metadata.namespace.as_deref();
+                // A cluster-scoped parent's ref has no namespace.
+                let namespace = child
+                    .metadata
+                    .namespace
+                    .as_deref()
+                    .filter(|_| parent_namespaced);
                 // Garbage collection of a deleted parent's children is no
                 // work for the queue.
                 let parent = parent_ref(&primary, namespace, &owner.name);
