@@ -14,9 +14,8 @@
 //! `serde_json::Value` tree, where every small map is a B-tree node: a
 //! Deployment of 2.4 KB of JSON takes about 20 KB as a tree, so at 1,000
 //! parents with three children the trees alone were ~45 MiB. The text costs
-//! what the object weighs; parsing it back costs a reconcile a few
-//! microseconds per child, less than serialising the tree for the request
-//! already did.
+//! what the object weighs; a reconcile pays for it with one parse per
+//! child.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
@@ -40,8 +39,8 @@ pub struct ChildIndex {
 #[derive(Debug)]
 struct State {
     kinds: Vec<KindState>,
-    /// Parent UID → its children, sorted by kind and name.
-    by_owner: HashMap<String, BTreeMap<ChildKey, Cached>>,
+    /// Parent UID → its children's JSON text, sorted by kind and name.
+    by_owner: HashMap<String, BTreeMap<ChildKey, Arc<str>>>,
 }
 
 #[derive(Debug, Default)]
@@ -74,8 +73,8 @@ pub enum NotReady {
     Timeout(Duration),
 }
 
-/// A cached child: the object as compact JSON text, with what the index
-/// files it under.
+/// A child on its way into the index: the object as compact JSON text,
+/// with what the index files it under (the index keeps only the text).
 #[derive(Debug)]
 struct Cached {
     namespace: Option<String>,
@@ -135,7 +134,7 @@ impl ChildIndex {
                 .map(|children| {
                     children
                         .iter()
-                        .map(|((kind, _), child)| (*kind, child.text.clone()))
+                        .map(|((kind, _), text)| (*kind, text.clone()))
                         .collect()
                 })
                 .unwrap_or_default()
@@ -229,13 +228,18 @@ impl ChildIndex {
 
 impl State {
     fn upsert(&mut self, kind: usize, object: Cached) {
-        let key = (object.namespace.clone(), object.name.clone());
-        let owner = object.owner.clone();
+        let Cached {
+            namespace,
+            name,
+            owner,
+            text,
+        } = object;
+        let key = (namespace, name);
         let previous = match &owner {
             Some(uid) => self.kinds[kind].owners.insert(key.clone(), uid.clone()),
             None => self.kinds[kind].owners.remove(&key),
         };
-        let child_key = (kind, key.1.clone());
+        let child_key = (kind, key.1);
         if let Some(old) = previous.filter(|old| Some(old) != owner.as_ref()) {
             self.unlink(&old, &child_key);
         }
@@ -243,7 +247,7 @@ impl State {
             self.by_owner
                 .entry(uid)
                 .or_default()
-                .insert(child_key, object);
+                .insert(child_key, text);
         }
     }
 

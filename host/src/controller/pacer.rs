@@ -67,16 +67,6 @@ impl Pacer {
         self.wake.notify_one();
     }
 
-    /// How many keys wait here.
-    pub fn len(&self) -> usize {
-        self.waiting.lock().expect("pacer lock").order.len()
-    }
-
-    /// Whether no key waits here.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Records that the reconcile of `key` started (from any trigger).
     pub fn started(&self, key: &ObjectRef<DynamicObject>) {
         let removed = self
@@ -127,6 +117,12 @@ mod tests {
     use futures::StreamExt;
     use kube::core::ApiResource;
 
+    impl Pacer {
+        fn waiting(&self) -> usize {
+            self.waiting.lock().expect("pacer lock").order.len()
+        }
+    }
+
     fn key(name: &str) -> ObjectRef<DynamicObject> {
         let ar = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
         ObjectRef::new_with(name, ar).within("ns")
@@ -138,7 +134,7 @@ mod tests {
         for name in ["a", "b", "a", "c"] {
             pacer.push(key(name));
         }
-        assert_eq!(pacer.len(), 3);
+        assert_eq!(pacer.waiting(), 3);
         let mut admitted = pacer.clone().admitted().boxed();
         assert_eq!(admitted.next().await.unwrap().name, "a");
         assert_eq!(admitted.next().await.unwrap().name, "b");
@@ -150,7 +146,7 @@ mod tests {
         );
         pacer.started(&key("a"));
         assert_eq!(admitted.next().await.unwrap().name, "c");
-        assert!(pacer.is_empty());
+        assert_eq!(pacer.waiting(), 0);
     }
 
     #[tokio::test]
