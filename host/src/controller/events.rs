@@ -1,20 +1,33 @@
 //! Events on the parent: what the guest asked for and what the host saw go
 //! wrong, as events.k8s.io/v1 Events (`kubectl describe` shows them).
 //!
-//! Two things keep a guest from flooding the API server with Events, as
-//! client-go's recorder does: kube's [`Recorder`] folds a repeat of the same
-//! Event into one object with a growing `series.count`, and a per-object
-//! token bucket ([`SPAM_BURST`] Events, then one per [`SPAM_REFILL`]) drops
-//! what exceeds it. Each answer is bounded too (`maxEvents`, checked in
+//! Recording an Event never holds up a reconcile: [`Events::publish`] puts
+//! it in a queue and returns, and a few tasks per guest write the queue out
+//! (an object's Events always go through the same task, so they are written
+//! in the order they were published). While an Event waits, a repeat of it
+//! (same object, type, reason and action) takes its place with its own note
+//! instead of queueing a second write: under load the API server gets one
+//! write for a burst of repeats, its note the newest.
+//!
+//! Three things keep a guest from flooding the API server with Events, as
+//! client-go's recorder does: kube's [`Recorder`] folds a repeat of a
+//! written Event into the same object with a growing `series.count`, a
+//! per-object token bucket ([`SPAM_BURST`] Events, then one per
+//! [`SPAM_REFILL`]) drops what exceeds it, and a writer's queue holds at
+//! most [`MAX_WAITING`] Events (client-go's broadcaster drops beyond 1000
+//! too). Each answer is bounded as well (`maxEvents`, checked in
 //! `validate`).
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{HashMap, VecDeque};
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
+use tokio::sync::Notify;
 use wasmop_contract::Reason;
 use wasmop_contract::names::REPORTER;
 
@@ -28,12 +41,104 @@ pub const SPAM_REFILL: Duration = Duration::from_secs(300);
 /// Objects whose buckets are kept; beyond this, full buckets are dropped
 /// first (client-go keeps 4096 too).
 const MAX_BUCKETS: usize = 4096;
+/// Tasks writing one guest's Events.
+const WRITERS: usize = 2;
+/// Events one writer's queue holds; a new one beyond it is dropped.
+pub const MAX_WAITING: usize = 1000;
 
 /// Publishes events for one guest.
 pub struct Events {
     recorder: Recorder,
+    /// Started with the first Event.
+    writers: OnceLock<Vec<Arc<Waiting>>>,
     buckets: Mutex<HashMap<String, Bucket>>,
     leadership: Option<Leadership>,
+}
+
+/// What makes two Events repeats of each other (kube's [`Recorder`] folds
+/// the same ones into a series).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    object: String,
+    warning: bool,
+    reason: String,
+    action: String,
+}
+
+/// One writer's queue: Events in the order they were published, a repeat
+/// folded into the one that waits.
+#[derive(Default)]
+struct Waiting {
+    queue: Mutex<Queue>,
+    wake: Notify,
+}
+
+#[derive(Default)]
+struct Queue {
+    order: VecDeque<Key>,
+    events: HashMap<Key, (ObjectReference, KubeEvent)>,
+    closed: bool,
+}
+
+/// What [`Queue::push`] did with an Event.
+#[derive(Debug, PartialEq, Eq)]
+enum Pushed {
+    Queued,
+    Folded,
+    Dropped,
+}
+
+impl Queue {
+    fn push(&mut self, key: Key, reference: ObjectReference, event: KubeEvent) -> Pushed {
+        if let Some(waiting) = self.events.get_mut(&key) {
+            *waiting = (reference, event);
+            return Pushed::Folded;
+        }
+        if self.order.len() >= MAX_WAITING {
+            return Pushed::Dropped;
+        }
+        self.order.push_back(key.clone());
+        self.events.insert(key, (reference, event));
+        Pushed::Queued
+    }
+
+    fn pop(&mut self) -> Option<(ObjectReference, KubeEvent)> {
+        let key = self.order.pop_front()?;
+        self.events.remove(&key)
+    }
+}
+
+impl Waiting {
+    /// The next Event to write, waiting for one; `None` once the
+    /// publisher is gone and the queue is empty.
+    async fn next(&self) -> Option<(ObjectReference, KubeEvent)> {
+        loop {
+            {
+                let mut queue = self.queue.lock().expect("events queue lock");
+                if let Some(next) = queue.pop() {
+                    return Some(next);
+                }
+                if queue.closed {
+                    return None;
+                }
+            }
+            // `notify_one` keeps a permit when nobody waits, so a push
+            // between the check above and this wait is not missed.
+            self.wake.notified().await;
+        }
+    }
+}
+
+/// Writes one queue's Events until its publisher is dropped.
+async fn write(waiting: Arc<Waiting>, recorder: Recorder, leadership: Option<Leadership>) {
+    while let Some((reference, event)) = waiting.next().await {
+        if leadership.as_ref().is_some_and(|l| !l.is_leader()) {
+            continue;
+        }
+        if let Err(e) = recorder.publish(&event, &reference).await {
+            tracing::warn!(reason = %event.reason, "could not record event: {e}");
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -83,6 +188,7 @@ impl Events {
         };
         Self {
             recorder: Recorder::new(client, reporter),
+            writers: OnceLock::new(),
             buckets: Mutex::default(),
             leadership: None,
         }
@@ -97,49 +203,89 @@ impl Events {
     }
 
     /// Whether the object may get one more Event now.
-    fn allow(&self, object: &ObjectReference) -> bool {
-        let key = object
-            .uid
-            .clone()
-            .unwrap_or_else(|| format!("{:?}/{:?}", object.namespace, object.name));
+    fn allow(&self, object: &str) -> bool {
         let now = Instant::now();
         let mut buckets = self.buckets.lock().expect("events lock");
-        if buckets.len() >= MAX_BUCKETS && !buckets.contains_key(&key) {
+        if buckets.len() >= MAX_BUCKETS && !buckets.contains_key(object) {
             buckets.retain(|_, b| !b.is_full(now));
         }
         buckets
-            .entry(key)
+            .entry(object.to_owned())
             .or_insert_with(|| Bucket::full(now))
             .take(now)
     }
 
-    /// Records `event` on `object`. Failing to record an event is logged,
-    /// never fatal: the reconcile's real work matters more.
-    pub async fn publish(&self, object: &ObjectReference, event: &Event, action: &str) {
+    /// The queue of the writer that writes `object`'s Events.
+    fn writer_of(&self, object: &str) -> &Waiting {
+        let writers = self.writers.get_or_init(|| {
+            (0..WRITERS)
+                .map(|_| {
+                    let waiting = Arc::new(Waiting::default());
+                    tokio::spawn(write(
+                        waiting.clone(),
+                        self.recorder.clone(),
+                        self.leadership.clone(),
+                    ));
+                    waiting
+                })
+                .collect()
+        });
+        let mut hasher = DefaultHasher::new();
+        object.hash(&mut hasher);
+        let shard = usize::try_from(hasher.finish() % WRITERS as u64).unwrap_or(0);
+        &writers[shard]
+    }
+
+    /// Records `event` on `object` without waiting for the write. Failing
+    /// to record an event is logged, never fatal: the reconcile's real work
+    /// matters more.
+    pub fn publish(&self, object: &ObjectReference, event: &Event, action: &str) {
         if self.leadership.as_ref().is_some_and(|l| !l.is_leader()) {
             return;
         }
-        if !self.allow(object) {
+        let key = object
+            .uid
+            .clone()
+            .unwrap_or_else(|| format!("{:?}/{:?}", object.namespace, object.name));
+        if !self.allow(&key) {
             tracing::debug!(reason = %event.reason, "event dropped: the object had {SPAM_BURST} events recently");
             return;
         }
+        let warning = matches!(event.event_type, EventType::Warning);
         let ev = KubeEvent {
-            type_: match event.event_type {
-                EventType::Normal => KubeEventType::Normal,
-                EventType::Warning => KubeEventType::Warning,
+            type_: if warning {
+                KubeEventType::Warning
+            } else {
+                KubeEventType::Normal
             },
             reason: event.reason.clone(),
             note: Some(event.message.clone()),
             action: action.to_string(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&ev, object).await {
-            tracing::warn!(reason = %event.reason, "could not record event: {e}");
+        let writer = self.writer_of(&key);
+        let key = Key {
+            object: key,
+            warning,
+            reason: event.reason.clone(),
+            action: action.to_string(),
+        };
+        let pushed = writer
+            .queue
+            .lock()
+            .expect("events queue lock")
+            .push(key, object.clone(), ev);
+        match pushed {
+            Pushed::Queued => writer.wake.notify_one(),
+            Pushed::Folded => {}
+            Pushed::Dropped => {
+                tracing::warn!(reason = %event.reason, "event dropped: {MAX_WAITING} events wait to be written");
+            }
         }
     }
 
     /// Records a host-side Event with one of the host's reasons.
-    pub async fn host(
+    pub fn host(
         &self,
         object: &ObjectReference,
         event_type: EventType,
@@ -152,13 +298,22 @@ impl Events {
             reason: reason.as_str().to_owned(),
             message,
         };
-        self.publish(object, &event, action).await;
+        self.publish(object, &event, action);
     }
 
     /// Records a host-side Warning about a reconcile.
-    pub async fn warn(&self, object: &ObjectReference, reason: Reason, message: String) {
-        self.host(object, EventType::Warning, reason, message, "Reconcile")
-            .await;
+    pub fn warn(&self, object: &ObjectReference, reason: Reason, message: String) {
+        self.host(object, EventType::Warning, reason, message, "Reconcile");
+    }
+}
+
+impl Drop for Events {
+    /// The writers write what waits, then stop.
+    fn drop(&mut self) {
+        for waiting in self.writers.get().into_iter().flatten() {
+            waiting.queue.lock().expect("events queue lock").closed = true;
+            waiting.wake.notify_one();
+        }
     }
 }
 
@@ -178,5 +333,104 @@ mod tests {
         assert!(bucket.take(start + SPAM_REFILL));
         assert!(!bucket.take(start + SPAM_REFILL));
         assert!(bucket.is_full(start + SPAM_REFILL * (SPAM_BURST + 1)));
+    }
+
+    fn key(object: &str, reason: &str) -> Key {
+        Key {
+            object: object.into(),
+            warning: false,
+            reason: reason.into(),
+            action: "Reconcile".into(),
+        }
+    }
+
+    fn event(reason: &str, note: &str) -> KubeEvent {
+        KubeEvent {
+            type_: KubeEventType::Normal,
+            reason: reason.into(),
+            note: Some(note.into()),
+            action: "Reconcile".into(),
+            secondary: None,
+        }
+    }
+
+    fn note(next: Option<(ObjectReference, KubeEvent)>) -> Option<String> {
+        next.and_then(|(_, e)| e.note)
+    }
+
+    #[test]
+    fn a_repeat_that_waits_takes_the_place_of_the_first_with_its_note() {
+        let mut queue = Queue::default();
+        let r = ObjectReference::default;
+        let pushes = [
+            ("a", "PhaseChanged", "phase is Pending"),
+            ("a", "Created", "creating"),
+            ("b", "PhaseChanged", "phase is Pending"),
+            ("a", "PhaseChanged", "phase changed from Pending to Ready"),
+        ];
+        let pushed: Vec<Pushed> = pushes
+            .iter()
+            .map(|(o, reason, n)| queue.push(key(o, reason), r(), event(reason, n)))
+            .collect();
+        assert_eq!(
+            pushed,
+            [
+                Pushed::Queued,
+                Pushed::Queued,
+                Pushed::Queued,
+                Pushed::Folded
+            ]
+        );
+        let notes: Vec<Option<String>> = std::iter::from_fn(|| queue.pop().map(Some))
+            .map(note)
+            .collect();
+        assert_eq!(
+            notes,
+            [
+                Some("phase changed from Pending to Ready".into()),
+                Some("creating".into()),
+                Some("phase is Pending".into()),
+            ]
+        );
+        // Written, it is no longer waiting: the next repeat queues again.
+        assert_eq!(
+            queue.push(key("a", "PhaseChanged"), r(), event("PhaseChanged", "x")),
+            Pushed::Queued
+        );
+    }
+
+    #[test]
+    fn a_full_queue_drops_new_events_but_still_folds_repeats() {
+        let mut queue = Queue::default();
+        for i in 0..MAX_WAITING {
+            let object = i.to_string();
+            assert_eq!(
+                queue.push(
+                    key(&object, "R"),
+                    ObjectReference::default(),
+                    event("R", "n")
+                ),
+                Pushed::Queued
+            );
+        }
+        let extra = queue.push(key("x", "R"), ObjectReference::default(), event("R", "n"));
+        assert_eq!(extra, Pushed::Dropped);
+        let repeat = queue.push(key("0", "R"), ObjectReference::default(), event("R", "m"));
+        assert_eq!(repeat, Pushed::Folded);
+        assert_eq!(queue.order.len(), MAX_WAITING);
+    }
+
+    #[tokio::test]
+    async fn a_closed_queue_is_written_out_before_its_writer_stops() {
+        let waiting = Waiting::default();
+        {
+            let mut queue = waiting.queue.lock().unwrap();
+            queue.push(key("a", "R"), ObjectReference::default(), event("R", "1"));
+            queue.push(key("b", "R"), ObjectReference::default(), event("R", "2"));
+            queue.closed = true;
+        }
+        assert_eq!(note(waiting.next().await).as_deref(), Some("1"));
+        assert_eq!(note(waiting.next().await).as_deref(), Some("2"));
+        assert!(waiting.next().await.is_none());
     }
 }

@@ -157,8 +157,7 @@ impl Syncer {
                     "guest list ConfigMap {}/{} does not exist yet",
                     self.namespace, self.name
                 ),
-            )
-            .await;
+            );
             return;
         };
         let text = list_cm.data.as_ref().and_then(|d| d.get(LIST_KEY)).cloned();
@@ -168,16 +167,14 @@ impl Syncer {
                 self.list_error(
                     Some(&list_cm),
                     format!("{e}; running guests are kept as they are"),
-                )
-                .await;
+                );
                 return;
             }
             None => {
                 self.list_error(
                     Some(&list_cm),
                     format!("key {LIST_KEY} is missing; running guests are kept as they are"),
-                )
-                .await;
+                );
                 return;
             }
         };
@@ -224,8 +221,7 @@ impl Syncer {
                         input,
                         e.reason(),
                         format!("guest {:?}: {e}", entry.name),
-                    )
-                    .await;
+                    );
                     continue;
                 }
             };
@@ -263,8 +259,7 @@ impl Syncer {
                             EventType::Normal,
                             reason,
                             format!("guest {:?} {verb} (sha256 {digest}…, {how})", entry.name),
-                        )
-                        .await;
+                        );
                     }
                     self.attempted.insert(entry.name.clone(), (input, false));
                 }
@@ -280,8 +275,7 @@ impl Syncer {
                         input,
                         e.reason(),
                         format!("guest {:?} not loaded: {e}{keeps}", entry.name),
-                    )
-                    .await;
+                    );
                 }
             }
         }
@@ -289,7 +283,7 @@ impl Syncer {
         for name in host.names_from(Origin::List) {
             if !listed.contains(&name.as_str()) && host.remove(&name) {
                 self.attempted.remove(&name);
-                self.guest_event(&name, &reference, EventType::Normal, Reason::GuestStopped, format!("guest {name:?} removed from the list and stopped; its objects are left untouched")).await;
+                self.guest_event(&name, &reference, EventType::Normal, Reason::GuestStopped, format!("guest {name:?} removed from the list and stopped; its objects are left untouched"));
             }
         }
         for name in self.attempted.keys() {
@@ -377,8 +371,7 @@ impl Syncer {
                         EventType::Warning,
                         e.reason(),
                         message,
-                    )
-                    .await;
+                    );
                 }
             }
         }
@@ -387,7 +380,7 @@ impl Syncer {
         }
     }
 
-    async fn fail(
+    fn fail(
         &mut self,
         reference: &ObjectReference,
         guest: &str,
@@ -403,12 +396,11 @@ impl Syncer {
             return;
         }
         tracing::error!(guest, "{message}");
-        self.guest_event(guest, reference, EventType::Warning, reason, message)
-            .await;
+        self.guest_event(guest, reference, EventType::Warning, reason, message);
         self.attempted.insert(guest.to_string(), (input, true));
     }
 
-    async fn list_error(&mut self, cm: Option<&ConfigMap>, message: String) {
+    fn list_error(&mut self, cm: Option<&ConfigMap>, message: String) {
         if self.last_list_error.as_deref() == Some(message.as_str()) {
             return;
         }
@@ -419,13 +411,12 @@ impl Syncer {
                 EventType::Warning,
                 Reason::InvalidGuestList,
                 message.clone(),
-            )
-            .await;
+            );
         }
         self.last_list_error = Some(message);
     }
 
-    async fn event(
+    fn event(
         &self,
         reference: &ObjectReference,
         event_type: EventType,
@@ -433,11 +424,10 @@ impl Syncer {
         message: String,
     ) {
         self.events
-            .host(reference, event_type, reason, message, "LoadGuest")
-            .await;
+            .host(reference, event_type, reason, message, "LoadGuest");
     }
 
-    async fn guest_event(
+    fn guest_event(
         &mut self,
         guest: &str,
         reference: &ObjectReference,
@@ -449,7 +439,6 @@ impl Syncer {
         self.guest_events
             .entry(guest.to_owned())
             .or_insert_with(|| Events::new(client.clone(), guest).fenced_by(leadership.clone()))
-            .host(reference, event_type, reason, message, "LoadGuest")
-            .await;
+            .host(reference, event_type, reason, message, "LoadGuest");
     }
 }
