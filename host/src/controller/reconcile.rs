@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use futures::StreamExt as _;
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 use kube::runtime::controller::Action;
@@ -370,8 +371,7 @@ async fn reconcile_inner(parent: &DynamicObject, ctx: &Context) -> Result<Outcom
         let reference = status::reference(parent, ctx);
         let message = format!("the host refused: {}", reply.refused.join("; "));
         ctx.events
-            .warn(&reference, Reason::OutboundRefused, message)
-            .await;
+            .warn(&reference, Reason::OutboundRefused, message);
     }
     let raw = reply.result?;
     let answer = validate::validate(
@@ -412,7 +412,7 @@ async fn reconcile_inner(parent: &DynamicObject, ctx: &Context) -> Result<Outcom
     }
     let reference = status::reference(parent, ctx);
     for event in &answer.events {
-        ctx.events.publish(&reference, event, "Reconcile").await;
+        ctx.events.publish(&reference, event, "Reconcile");
     }
     let mut retry_contested: Option<Duration> = None;
     for c in &contested {
@@ -424,15 +424,13 @@ async fn reconcile_inner(parent: &DynamicObject, ctx: &Context) -> Result<Outcom
             c.deferred.retry_in.as_secs_f64()
         );
         tracing::warn!(kind = %c.kind, name = %c.name, retry_in = ?c.deferred.retry_in, "contested child: {message}");
-        ctx.events
-            .host(
-                &reference,
-                EventType::Warning,
-                Reason::ChildContested,
-                message,
-                "Reconcile",
-            )
-            .await;
+        ctx.events.host(
+            &reference,
+            EventType::Warning,
+            Reason::ChildContested,
+            message,
+            "Reconcile",
+        );
         retry_contested =
             Some(retry_contested.map_or(c.deferred.retry_in, |r| r.min(c.deferred.retry_in)));
     }
@@ -561,6 +559,9 @@ fn plan<'a>(
     steps
 }
 
+/// Writes of one reconcile's children in flight at once.
+const CHILD_WRITES_AT_ONCE: usize = 8;
+
 /// A correction of a contested child the host put off.
 struct Contested {
     kind: String,
@@ -570,7 +571,11 @@ struct Contested {
 
 /// Sends the planned writes, recording in `end` each child's
 /// resourceVersion as the writes leave it and what was pruned; returns the
-/// corrections of contested children it put off.
+/// corrections of contested children it put off. The children's writes go
+/// out together, [`CHILD_WRITES_AT_ONCE`] at a time (each is one object's
+/// own request; the API server orders nothing between them either), then
+/// the prunes, one after another; the first failure in the answer's order
+/// is the reconcile's.
 async fn execute(
     parent: &DynamicObject,
     ctx: &Context,
@@ -580,6 +585,8 @@ async fn execute(
 ) -> Result<Vec<Contested>, ReconcileError> {
     let uid = parent.uid().unwrap_or_default();
     let mut contested = Vec::new();
+    let mut writes = Vec::new();
+    let mut prunes = Vec::new();
     for step in steps {
         match step {
             Step::Write {
@@ -620,60 +627,73 @@ async fn execute(
                     name,
                     manager: &ctx.field_manager,
                 };
-                let written = apply::write_child(
-                    &ctx.client,
-                    target,
-                    &stamped,
-                    observed.as_deref(),
-                    &uid,
-                    ctx.settings.adopt_orphans,
-                )
-                .await
-                .map_err(ReconcileError::api(format!(
-                    "writing {} {name}",
-                    resource.kind
-                )))?;
-                match written {
-                    Written::Done(object, first) => {
-                        tracing::debug!(kind = %resource.kind, name, "applied");
-                        let rv = object.resource_version().unwrap_or_default();
-                        end.children.insert(key.clone(), rv.clone());
-                        end.written.extend(first.map(|first| (key.clone(), first)));
-                        if correction {
-                            end.corrected.push(key.clone());
-                        }
-                        end.written.push((key, rv));
-                    }
-                    Written::Taken(owner) => {
-                        return Err(ReconcileError::ChildNameTaken {
-                            kind: resource.kind.clone(),
-                            name: name.to_owned(),
-                            owner,
-                        });
-                    }
-                    Written::Vanished => {
-                        return Err(ReconcileError::ChildVanished {
-                            kind: resource.kind.clone(),
-                            name: name.to_owned(),
-                        });
-                    }
-                }
-            }
-            Step::Prune { kind, child } => {
-                let resource = &ctx.kinds.children[kind].resource;
-                apply::prune_child(&ctx.client, resource, &child)
+                let uid = uid.as_str();
+                let write = async move {
+                    apply::write_child(
+                        &ctx.client,
+                        target,
+                        &stamped,
+                        observed.as_deref(),
+                        uid,
+                        ctx.settings.adopt_orphans,
+                    )
                     .await
-                    .map_err(ReconcileError::api(format!(
-                        "pruning {} {}",
-                        resource.kind,
-                        child.name_any()
-                    )))?;
-                tracing::info!(kind = %resource.kind, name = %child.name_any(), "pruned child no longer desired");
-                let key = (kind, child.name_any());
-                end.children.remove(&key);
-                end.pruned.insert(key);
+                };
+                writes.push(((key, resource, correction), write));
+            }
+            Step::Prune { kind, child } => prunes.push((kind, child)),
+        }
+    }
+    let (done, sent): (Vec<_>, Vec<_>) = writes.into_iter().unzip();
+    let results: Vec<_> = futures::stream::iter(sent)
+        .buffered(CHILD_WRITES_AT_ONCE)
+        .collect()
+        .await;
+    for ((key, resource, correction), written) in done.into_iter().zip(results) {
+        let name = key.1.clone();
+        let written = written.map_err(ReconcileError::api(format!(
+            "writing {} {name}",
+            resource.kind
+        )))?;
+        match written {
+            Written::Done(object, first) => {
+                tracing::debug!(kind = %resource.kind, name, "applied");
+                let rv = object.resource_version().unwrap_or_default();
+                end.children.insert(key.clone(), rv.clone());
+                end.written.extend(first.map(|first| (key.clone(), first)));
+                if correction {
+                    end.corrected.push(key.clone());
+                }
+                end.written.push((key, rv));
+            }
+            Written::Taken(owner) => {
+                return Err(ReconcileError::ChildNameTaken {
+                    kind: resource.kind.clone(),
+                    name,
+                    owner,
+                });
+            }
+            Written::Vanished => {
+                return Err(ReconcileError::ChildVanished {
+                    kind: resource.kind.clone(),
+                    name,
+                });
             }
         }
+    }
+    for (kind, child) in prunes {
+        let resource = &ctx.kinds.children[kind].resource;
+        apply::prune_child(&ctx.client, resource, &child)
+            .await
+            .map_err(ReconcileError::api(format!(
+                "pruning {} {}",
+                resource.kind,
+                child.name_any()
+            )))?;
+        tracing::info!(kind = %resource.kind, name = %child.name_any(), "pruned child no longer desired");
+        let key = (kind, child.name_any());
+        end.children.remove(&key);
+        end.pruned.insert(key);
     }
     Ok(contested)
 }
@@ -681,15 +701,13 @@ async fn execute(
 async fn report_failure(parent: &DynamicObject, ctx: &Context, error: &ReconcileError) {
     let reference = status::reference(parent, ctx);
     let message = error.to_string();
-    ctx.events
-        .host(
-            &reference,
-            EventType::Warning,
-            error.reason(),
-            message.clone(),
-            "Reconcile",
-        )
-        .await;
+    ctx.events.host(
+        &reference,
+        EventType::Warning,
+        error.reason(),
+        message.clone(),
+        "Reconcile",
+    );
     if let Err(e) = status::write(
         parent,
         ctx,
