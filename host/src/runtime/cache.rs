@@ -6,6 +6,11 @@
 //! writes the precompiled artifact to disk named by the module's sha256 and
 //! the engine's compatibility hash, so artifacts of another wasmtime version
 //! or configuration are never loaded.
+//!
+//! Each compile runs in an engine of its own that is dropped after it:
+//! Cranelift keeps its working memory (the register allocator's arenas,
+//! several MiB) in the engine that compiled, for the next compile. The
+//! artifact is then loaded into the long-lived engine, as from the disk.
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -14,8 +19,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
-use wasmtime::Engine;
 use wasmtime::component::Component;
+use wasmtime::{Config, Engine};
 
 use super::{Error, Result};
 
@@ -66,6 +71,8 @@ pub const KEEP_UNUSED: usize = 2;
 /// The compiled-module cache.
 pub struct ModuleCache {
     engine: Engine,
+    /// The configuration of `engine`, for the compiling engines.
+    compiler: Config,
     dir: Option<PathBuf>,
     memory: Mutex<Memory>,
 }
@@ -129,13 +136,16 @@ impl ModuleBytes {
 }
 
 impl ModuleCache {
-    /// A cache for `engine`, persisted under `dir` when given.
-    pub fn new(engine: Engine, dir: Option<PathBuf>) -> std::io::Result<Self> {
+    /// A cache for `engine`, persisted under `dir` when given; `compiler`
+    /// configures the engines that compile (the same code generation as
+    /// `engine`'s configuration, so their artifacts load into it).
+    pub fn new(engine: Engine, compiler: Config, dir: Option<PathBuf>) -> std::io::Result<Self> {
         if let Some(dir) = &dir {
             std::fs::create_dir_all(dir)?;
         }
         Ok(Self {
             engine,
+            compiler,
             dir,
             memory: Mutex::default(),
         })
@@ -177,15 +187,19 @@ impl ModuleCache {
                 }
             }
         }
-        let component = Component::new(&self.engine, bytes).map_err(Error::Compile)?;
+        let artifact = Engine::new(&self.compiler)
+            .and_then(|compiler| compiler.precompile_component(bytes))
+            .map_err(Error::Compile)?;
+        // Cranelift's working memory went with the compiling engine; hand
+        // it back to the system.
+        crate::memory::trim();
         if let Some(path) = &path
-            && let Err(e) = self.store_artifact(&component, path)
+            && let Err(e) = store_artifact(&artifact, path)
         {
             tracing::warn!(path = %path.display(), "could not write compiled module cache: {e:#}");
         }
+        let component = self.load_compiled(&artifact).map_err(Error::Compile)?;
         self.remember(&digest, &component);
-        // Cranelift's working memory is freed by now; hand it back.
-        crate::memory::trim();
         Ok((component, outcome(digest, CacheHit::Miss, started)))
     }
 
@@ -226,15 +240,6 @@ impl ModuleCache {
             .map(|d| d.join(format!("{digest}-{compat:016x}.cwasm")))
     }
 
-    fn store_artifact(&self, component: &Component, path: &PathBuf) -> wasmtime::Result<()> {
-        let bytes = component.serialize()?;
-        // Write then rename: a crash never leaves a torn artifact behind.
-        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-        std::fs::write(&tmp, bytes).map_err(wasmtime::Error::from)?;
-        std::fs::rename(&tmp, path).map_err(wasmtime::Error::from)?;
-        Ok(())
-    }
-
     #[allow(unsafe_code)]
     fn load_artifact(&self, path: &PathBuf) -> wasmtime::Result<Component> {
         // SAFETY: `deserialize_file` trusts its input to be a wasmtime
@@ -244,6 +249,23 @@ impl ModuleCache {
         // additionally checks the artifact header against the engine.
         Ok(unsafe { Component::deserialize_file(&self.engine, path)? })
     }
+
+    #[allow(unsafe_code)]
+    fn load_compiled(&self, artifact: &[u8]) -> wasmtime::Result<Component> {
+        // SAFETY: `deserialize` trusts its input to be a wasmtime artifact.
+        // `artifact` is what `precompile_component` of an engine configured
+        // as this one's returned a moment ago; wasmtime additionally checks
+        // its header against the engine.
+        Ok(unsafe { Component::deserialize(&self.engine, artifact)? })
+    }
+}
+
+/// Writes a compiled artifact: first to a temporary file, then renamed, so
+/// that a crash never leaves a torn artifact behind.
+fn store_artifact(artifact: &[u8], path: &PathBuf) -> std::io::Result<()> {
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, artifact)?;
+    std::fs::rename(&tmp, path)
 }
 
 fn outcome(digest: String, hit: CacheHit, started: Instant) -> CacheOutcome {

@@ -225,7 +225,10 @@ impl Runtime {
                 })
                 .map_err(|e| Error::Engine(e.into()))?
         };
-        let cache = ModuleCache::new(engine.clone(), config.cache_dir).map_err(Error::Cache)?;
+        // Compiling needs no instance pool.
+        wasm.allocation_strategy(InstanceAllocationStrategy::OnDemand);
+        let cache =
+            ModuleCache::new(engine.clone(), wasm, config.cache_dir).map_err(Error::Cache)?;
         Ok(Self {
             inner: Arc::new(Inner {
                 engine,
