@@ -32,6 +32,7 @@
 mod support;
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -100,6 +101,80 @@ async fn install_crd(client: &Client, group: &str) {
 struct Running {
     child: Child,
     user: String,
+    /// Where its Prometheus metrics are served (the first process only).
+    metrics: Option<SocketAddr>,
+}
+
+/// A free local address to serve metrics on.
+fn free_address() -> SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+}
+
+/// Busy and total CPU time of the whole machine so far (clock ticks, from
+/// /proc/stat): the control plane, the operator and the bench share it.
+fn machine_cpu() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").expect("/proc/stat");
+    let ticks: Vec<u64> = stat
+        .lines()
+        .next()
+        .expect("cpu line")
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|t| t.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal ...
+    let idle = ticks[3] + ticks.get(4).copied().unwrap_or(0);
+    let total: u64 = ticks.iter().take(8).sum();
+    (total - idle, total)
+}
+
+/// The counters of a process's metrics the bench reads (both operators
+/// serve them under controller-runtime's names).
+#[derive(Debug, Clone, Copy, Default)]
+struct Counters {
+    /// `controller_runtime_reconcile_total`, over all labels.
+    reconciles: f64,
+    /// `controller_runtime_reconcile_time_seconds_sum`.
+    reconcile_secs: f64,
+    /// `workqueue_queue_duration_seconds_sum` and `_count`.
+    queued_secs: f64,
+    queued: f64,
+}
+
+impl std::ops::Sub for Counters {
+    type Output = Self;
+    fn sub(self, before: Self) -> Self {
+        Self {
+            reconciles: self.reconciles - before.reconciles,
+            reconcile_secs: self.reconcile_secs - before.reconcile_secs,
+            queued_secs: self.queued_secs - before.queued_secs,
+            queued: self.queued - before.queued,
+        }
+    }
+}
+
+async fn counters(metrics: SocketAddr) -> Counters {
+    let (code, text) = support::http_get(metrics, "/metrics")
+        .await
+        .expect("metrics");
+    assert_eq!(code, 200, "/metrics answered {code}: {text}");
+    let sum = |name: &str| -> f64 {
+        text.lines()
+            .filter(|l| {
+                l.strip_prefix(name)
+                    .is_some_and(|rest| rest.starts_with(['{', ' ']))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    Counters {
+        reconciles: sum("controller_runtime_reconcile_total"),
+        reconcile_secs: sum("controller_runtime_reconcile_time_seconds_sum"),
+        queued_secs: sum("workqueue_queue_duration_seconds_sum"),
+        queued: sum("workqueue_queue_duration_seconds_count"),
+    }
 }
 
 impl Drop for Running {
@@ -148,19 +223,20 @@ async fn start(
             if !ns.is_empty() {
                 command.args(["--namespace", ns]);
             }
+            let metrics = free_address();
             let child = command
-                .args([
-                    "--metrics-bind-address",
-                    "0",
-                    "--health-probe-bind-address",
-                    "0",
-                ])
+                .args(["--metrics-bind-address", &metrics.to_string()])
+                .args(["--health-probe-bind-address", "0"])
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(log(""))
                 .spawn()
                 .expect("wasmop");
-            vec![Running { child, user }]
+            vec![Running {
+                child,
+                user,
+                metrics: Some(metrics),
+            }]
         }
         Operator::Peer => {
             let binary = wasmop_testenv::ensure_kubebuilder_cache().expect("peer build");
@@ -168,8 +244,11 @@ async fn start(
                 .iter()
                 .enumerate()
                 .map(|(i, g)| {
+                    let metrics = (i == 0).then(free_address);
+                    let bind = metrics.map_or_else(|| "0".to_owned(), |a| a.to_string());
                     let child = Command::new(&binary)
                         .args(["--group", g, "--namespace", ns])
+                        .args(["--metrics-bind-address", &bind])
                         .env("KUBECONFIG", &kubeconfig)
                         .stdin(Stdio::null())
                         .stdout(Stdio::null())
@@ -179,6 +258,7 @@ async fn start(
                     Running {
                         child,
                         user: user.clone(),
+                        metrics,
                     }
                 })
                 .collect()
@@ -314,6 +394,10 @@ struct Run {
     /// From deleting every Cache to none left.
     deletion: Duration,
     requests: BTreeMap<String, usize>,
+    /// The metrics' counters while converging.
+    counters: Counters,
+    /// Share of the machine's CPU time busy while converging, in percent.
+    machine_busy: f64,
     steady_writes: usize,
     storm_writes: usize,
     rss_peak_mib: f64,
@@ -337,12 +421,19 @@ async fn measure(env: &TestEnv, operator: Operator, n: usize, steady: Duration) 
     // start its watches), changed by a user while the burst converges.
     create_caches(&api, &group, "probe", 1).await;
     wait_converged(&api, 1, Instant::now()).await;
+    let metrics = running[0].metrics.expect("metrics address");
+    let counters_before = counters(metrics).await;
+    let cpu_before = machine_cpu();
     let from = SystemTime::now();
     let started = Instant::now();
     create_caches(&api, &group, "c", n).await;
     let fairness = user_change(&api).await;
     let converge = wait_converged(&api, n + 1, started).await;
     let converged_at = SystemTime::now();
+    let cpu_after = machine_cpu();
+    let machine_busy =
+        100.0 * (cpu_after.0 - cpu_before.0) as f64 / (cpu_after.1 - cpu_before.1).max(1) as f64;
+    let counters = counters(metrics).await - counters_before;
     // The API server logs an event just after it answers.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let requests = requests_by_verb(env, &user, from, converged_at);
@@ -383,6 +474,8 @@ async fn measure(env: &TestEnv, operator: Operator, n: usize, steady: Duration) 
         fairness,
         deletion,
         requests,
+        counters,
+        machine_busy,
         steady_writes,
         storm_writes,
         rss_peak_mib: rss_peak as f64 / 1024.0,
@@ -418,11 +511,33 @@ async fn user_change(api: &Api<DynamicObject>) -> Duration {
     }
 }
 
-/// Deletes every Cache at once and waits until none is left (the operator's
-/// finalizer, if it has one, done).
+/// Deletes every Cache as `kubectl delete caches --all` does (one request
+/// per Cache, here 32 at a time) and waits until none is left (the
+/// operator's finalizer, if it has one, done). One `deletecollection` of
+/// 1,000 Caches can outlast the API server's request timeout while an
+/// operator works on the first ones.
 async fn delete_all(api: &Api<DynamicObject>) -> Duration {
     let started = Instant::now();
-    api.delete_collection(&DeleteParams::default(), &ListParams::default())
+    let names: Vec<String> = api
+        .list_metadata(&ListParams::default())
+        .await
+        .expect("list")
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .collect();
+    futures::stream::iter(names)
+        .map(|name| {
+            let api = api.clone();
+            async move {
+                match api.delete(&name, &DeleteParams::default()).await {
+                    Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+                    other => other.map(|_| ()),
+                }
+            }
+        })
+        .buffer_unordered(32)
+        .try_collect::<Vec<_>>()
         .await
         .expect("delete Caches");
     loop {
@@ -675,6 +790,21 @@ async fn main() {
             r.requests.values().sum::<usize>() as f64
         });
         figure("  writes during it", "", &|r| writes(&r.requests) as f64);
+        figure("  writes per second", "", &|r| {
+            writes(&r.requests) as f64 / secs(r.converge)
+        });
+        figure("  machine CPU busy (all processes)", "%", &|r| {
+            r.machine_busy
+        });
+        figure("  reconciles during it, per Cache", "", &|r| {
+            r.counters.reconciles / (n + 1) as f64
+        });
+        figure("  reconcile, mean", "ms", &|r| {
+            1000.0 * r.counters.reconcile_secs / r.counters.reconciles
+        });
+        figure("  wait in the queue, mean", "ms", &|r| {
+            1000.0 * r.counters.queued_secs / r.counters.queued
+        });
         for (operator, run) in [(Operator::Wasmop, w), (Operator::Peer, p)] {
             if let Some(run) = run {
                 println!("    {}: {}", operator.name(), verbs(&run.requests));

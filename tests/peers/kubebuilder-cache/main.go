@@ -22,9 +22,10 @@ import (
 )
 
 func main() {
-	var group, namespace string
+	var group, namespace, metrics string
 	flag.StringVar(&group, "group", "apps.example.com", "API group of the Cache kind this process reconciles")
 	flag.StringVar(&namespace, "namespace", "", "only this namespace (default: all)")
+	flag.StringVar(&metrics, "metrics-bind-address", "0", "where to serve Prometheus metrics (0: nowhere)")
 	flag.Parse()
 	ctrl.SetLogger(zap.New())
 	log := ctrl.Log.WithName("setup")
@@ -43,7 +44,7 @@ func main() {
 
 	options := ctrl.Options{
 		Scheme:  s,
-		Metrics: metricsserver.Options{BindAddress: "0"},
+		Metrics: metricsserver.Options{BindAddress: metrics},
 	}
 	if namespace != "" {
 		options.Cache.DefaultNamespaces = map[string]cache.Config{namespace: {}}

@@ -59,12 +59,24 @@ impl GoBuild {
         ["build", "-v", "-trimpath", "-ldflags", &self.ldflags]
     }
 
-    /// sha256 of go.mod, go.sum, the Go version and the build flags (first
-    /// 16 hex digits: enough to tell builds apart, short enough to read).
+    /// sha256 of go.mod, go.sum, the module's own `.go` files (a module of
+    /// ours, like a peer, has some), the Go version and the build flags
+    /// (first 16 hex digits: enough to tell builds apart, short enough to
+    /// read).
     fn cache_key(&self, module: &Path, go_version: &str) -> Result<String> {
+        let mut sources: Vec<String> = fs::read_dir(module)
+            .with_context(|| format!("reading {}", module.display()))?
+            .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+            .filter(|name| name.ends_with(".go"))
+            .collect();
+        sources.sort();
+        let files: Vec<&str> = ["go.mod", "go.sum"]
+            .into_iter()
+            .chain(sources.iter().map(String::as_str))
+            .collect();
         crate::cache::key_of(
             module,
-            &["go.mod", "go.sum"],
+            &files,
             &[
                 go_version,
                 "\0",
