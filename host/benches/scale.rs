@@ -40,7 +40,6 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
@@ -511,22 +510,25 @@ async fn user_change(api: &Api<DynamicObject>) -> Duration {
     }
 }
 
-/// Deletes every Cache as `kubectl delete caches --all` does (one request
-/// per Cache, here 32 at a time) and waits until none is left (the
-/// operator's finalizer, if it has one, done). One `deletecollection` of
-/// 1,000 Caches can outlast the API server's request timeout while an
-/// operator works on the first ones.
-async fn delete_all(api: &Api<DynamicObject>) -> Duration {
-    let started = Instant::now();
-    let names: Vec<String> = api
-        .list_metadata(&ListParams::default())
+/// The names of the Caches `api` lists.
+async fn cache_names(api: &Api<DynamicObject>) -> Vec<String> {
+    api.list_metadata(&ListParams::default())
         .await
-        .expect("list")
+        .expect("list Caches")
         .items
         .into_iter()
         .filter_map(|c| c.metadata.name)
-        .collect();
-    futures::stream::iter(names)
+        .collect()
+}
+
+/// Deletes every Cache as `kubectl delete caches --all` does (one request
+/// per Cache, here 32 at a time) and waits until none is left (the
+/// operator's finalizer, if it has one, done). A `deletecollection` of
+/// 1,000 Caches, the operator working on the first ones, lost its
+/// connection here before it answered.
+async fn delete_all(api: &Api<DynamicObject>) -> Duration {
+    let started = Instant::now();
+    futures::stream::iter(cache_names(api).await)
         .map(|name| {
             let api = api.clone();
             async move {
@@ -566,14 +568,7 @@ async fn clear(env: &TestEnv, ns: &str, group: Option<&str>) {
     let client = env.client();
     if let Some(group) = group {
         let api = caches(&client, ns, group);
-        let names: Vec<String> = api
-            .list(&ListParams::default())
-            .await
-            .expect("list Caches")
-            .items
-            .iter()
-            .map(ResourceExt::name_any)
-            .collect();
+        let names = cache_names(&api).await;
         let patch = json!({"metadata": {"finalizers": null}});
         futures::stream::iter(names)
             .map(|name| {
