@@ -56,6 +56,10 @@ pub enum Command {
     /// `configMap` source (pipe it to `kubectl apply -f -`); refuses a
     /// module larger than a ConfigMap holds.
     Configmap(ConfigmapArgs),
+    /// Compile a component read on stdin into wasmtime's artifact on
+    /// stdout: the child process `wasmop run` compiles its guests in.
+    #[command(name = "compile-worker", hide = true)]
+    CompileWorker,
 }
 
 /// `wasmop configmap`.
@@ -352,6 +356,7 @@ pub fn main() -> ExitCode {
         _ => LogFormat::Text,
     });
     let result = match cli.command {
+        Command::CompileWorker => return crate::runtime::compile::worker(),
         Command::Run(args) => {
             crate::memory::limit_arenas();
             tokio::runtime::Runtime::new()
@@ -581,6 +586,9 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         cache_dir: args.cache_dir.clone(),
         instance_pool: args.instance_pool,
         metrics: metrics.clone(),
+        // Compiling in a child process leaves Cranelift's code and memory
+        // out of the host's.
+        compiler: std::env::current_exe().ok(),
     })?;
     let health = Health::new();
     if let Some(addr) = metrics_addr {

@@ -317,3 +317,77 @@ fn compiled_versions_no_guest_runs_are_dropped_from_memory_but_the_two_used_last
     let (_, outcome) = runtime.cache().get_or_compile(&versions[0]).unwrap();
     assert_eq!(outcome.hit, wasmop_host::runtime::cache::CacheHit::Miss);
 }
+
+fn compiled_by(worker: &str) -> Runtime {
+    Runtime::new(RuntimeConfig {
+        compiler: Some(worker.into()),
+        ..RuntimeConfig::default()
+    })
+    .unwrap()
+}
+
+#[test]
+fn a_module_compiled_in_the_worker_process_runs_as_one_compiled_here() {
+    let runtime = compiled_by(env!("CARGO_BIN_EXE_wasmop"));
+    let guest = load(&runtime, "hostile", Limits::default());
+    let answer = guest.reconcile(&hostile("none")).unwrap();
+    assert_eq!(answer.children.len(), 1);
+    // A guest the SDK builds without WASI, and its swap to a second version.
+    load(&runtime, "cache-operator", Limits::default());
+    load(&runtime, "cache-operator-v2", Limits::default());
+}
+
+#[test]
+fn a_module_the_worker_cannot_compile_fails_the_load_as_it_would_here() {
+    let not_wasm = ModuleBytes::new(b"\0asm\x0d\0\x01\0 not a component".to_vec());
+    let here = Runtime::new(RuntimeConfig::default()).unwrap();
+    let worker = compiled_by(env!("CARGO_BIN_EXE_wasmop"));
+    let load = |runtime: &Runtime| {
+        runtime
+            .load("broken", &not_wasm, Limits::default(), None)
+            .map(|_| ())
+            .unwrap_err()
+            .to_string()
+    };
+    let (in_process, in_worker) = (load(&here), load(&worker));
+    assert!(
+        in_worker.starts_with("not a valid WebAssembly component: "),
+        "{in_worker}"
+    );
+    assert_eq!(in_worker, in_process);
+}
+
+#[test]
+fn a_compiling_process_that_fails_is_a_clear_error_and_the_runtime_goes_on() {
+    // Hostile or broken: the worker is missing, or exits without an artifact.
+    let missing = compiled_by("/nonexistent/wasmop");
+    let err = missing
+        .load("hostile", &module("hostile"), Limits::default(), None)
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("starting /nonexistent/wasmop compile-worker"),
+        "{err}"
+    );
+    let silent = compiled_by("/bin/true");
+    let err = silent
+        .load("hostile", &module("hostile"), Limits::default(), None)
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("(/bin/true compile-worker) wrote no artifact"),
+        "{err}"
+    );
+    let failing = compiled_by("/bin/false");
+    let err = failing
+        .load("hostile", &module("hostile"), Limits::default(), None)
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("the compiling process (/bin/false compile-worker) failed"),
+        "{err}"
+    );
+}

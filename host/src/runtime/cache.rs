@@ -7,10 +7,9 @@
 //! the engine's compatibility hash, so artifacts of another wasmtime version
 //! or configuration are never loaded.
 //!
-//! Each compile runs in an engine of its own that is dropped after it:
-//! Cranelift keeps its working memory (the register allocator's arenas,
-//! several MiB) in the engine that compiled, for the next compile. The
-//! artifact is then loaded into the long-lived engine, as from the disk.
+//! A miss is compiled by a [`Compiler`] (in an engine of its own, or in a
+//! child process) and its artifact loaded into the long-lived engine, as
+//! from the disk.
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -19,10 +18,10 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
+use wasmtime::Engine;
 use wasmtime::component::Component;
-use wasmtime::{Config, Engine};
 
-use super::{Error, Result};
+use super::{Compiler, Error, Result};
 
 /// Where a compiled component came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,8 +70,7 @@ pub const KEEP_UNUSED: usize = 2;
 /// The compiled-module cache.
 pub struct ModuleCache {
     engine: Engine,
-    /// The configuration of `engine`, for the compiling engines.
-    compiler: Config,
+    compiler: Compiler,
     dir: Option<PathBuf>,
     memory: Mutex<Memory>,
 }
@@ -137,9 +135,9 @@ impl ModuleBytes {
 
 impl ModuleCache {
     /// A cache for `engine`, persisted under `dir` when given; `compiler`
-    /// configures the engines that compile (the same code generation as
-    /// `engine`'s configuration, so their artifacts load into it).
-    pub fn new(engine: Engine, compiler: Config, dir: Option<PathBuf>) -> std::io::Result<Self> {
+    /// compiles what it misses (configured as `engine`, so that its
+    /// artifacts load into it).
+    pub fn new(engine: Engine, compiler: Compiler, dir: Option<PathBuf>) -> std::io::Result<Self> {
         if let Some(dir) = &dir {
             std::fs::create_dir_all(dir)?;
         }
@@ -187,11 +185,9 @@ impl ModuleCache {
                 }
             }
         }
-        let artifact = Engine::new(&self.compiler)
-            .and_then(|compiler| compiler.precompile_component(bytes))
-            .map_err(Error::Compile)?;
-        // Cranelift's working memory went with the compiling engine; hand
-        // it back to the system.
+        let artifact = self.compiler.compile(bytes).map_err(Error::Compile)?;
+        // Cranelift's working memory, if it compiled here, went with the
+        // compiling engine; hand it back to the system.
         crate::memory::trim();
         if let Some(path) = &path
             && let Err(e) = store_artifact(&artifact, path)
@@ -254,8 +250,9 @@ impl ModuleCache {
     fn load_compiled(&self, artifact: &[u8]) -> wasmtime::Result<Component> {
         // SAFETY: `deserialize` trusts its input to be a wasmtime artifact.
         // `artifact` is what `precompile_component` of an engine configured
-        // as this one's returned a moment ago; wasmtime additionally checks
-        // its header against the engine.
+        // as this one returned a moment ago, in this process or in this
+        // executable's `compile-worker`; wasmtime additionally checks its
+        // header against the engine.
         Ok(unsafe { Component::deserialize(&self.engine, artifact)? })
     }
 }

@@ -2,7 +2,8 @@
 //! sandbox every guest call runs in.
 //!
 //! Layout: [`Runtime`] owns the engine, the epoch ticker and the linker;
-//! [`cache`] keeps compiled components by digest; [`guest`] turns a
+//! [`cache`] keeps compiled components by digest, [`compile`] compiles them
+//! (in a child process for `wasmop run`); [`guest`] turns a
 //! component into a loaded [`Guest`] (an `InstancePre` plus its description)
 //! and runs one reconcile in a fresh store; [`abi`] types the calls of each
 //! WIT version served; [`limits`] holds the knobs; [`http`] is the outbound
@@ -22,6 +23,7 @@
 
 mod abi;
 pub mod cache;
+pub mod compile;
 pub mod guest;
 pub mod http;
 pub mod limits;
@@ -39,6 +41,7 @@ use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 pub use cache::{CacheOutcome, ModuleBytes, ModuleCache, is_component};
+pub use compile::Compiler;
 pub use guest::{CallError, Guest};
 pub use limits::Limits;
 use sandbox::GuestState;
@@ -89,6 +92,10 @@ pub struct RuntimeConfig {
     pub instance_pool: u32,
     /// Where call durations and compile times are recorded.
     pub metrics: Arc<Metrics>,
+    /// An executable whose hidden `compile-worker` command compiles
+    /// modules in a child process (`wasmop run` passes itself); `None`
+    /// compiles in this process.
+    pub compiler: Option<PathBuf>,
 }
 
 /// Default size of the instance pool: far above `guests x --concurrency` for
@@ -105,6 +112,7 @@ impl Default for RuntimeConfig {
             cache_dir: None,
             instance_pool: DEFAULT_INSTANCE_POOL,
             metrics: Metrics::new(),
+            compiler: None,
         }
     }
 }
@@ -169,22 +177,30 @@ impl Drop for Inner {
     }
 }
 
+/// The engine's configuration without its instance pool: what compiles
+/// (in this process or in `wasmop compile-worker`), and what the running
+/// engine adds its pool to.
+pub fn compile_config() -> Config {
+    let mut wasm = Config::new();
+    wasm.wasm_component_model(true);
+    wasm.epoch_interruption(true);
+    // A guest that recurses without bound must trap, not take the host
+    // thread's stack: 1 MiB of wasm stack is plenty for reconcile logic.
+    wasm.max_wasm_stack(1 << 20);
+    // `WASMOP_PERFMAP=1` writes /tmp/perf-<pid>.map so that `perf`
+    // names guest functions (wasm[0]::function[N]) in profiles.
+    if std::env::var_os("WASMOP_PERFMAP").is_some() {
+        wasm.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
+    wasm
+}
+
 impl Runtime {
     /// Creates the engine, the locked-down linker and the epoch ticker.
     pub fn new(config: RuntimeConfig) -> Result<Self> {
-        let mut wasm = Config::new();
-        wasm.wasm_component_model(true);
-        wasm.epoch_interruption(true);
-        // A guest that recurses without bound must trap, not take the host
-        // thread's stack: 1 MiB of wasm stack is plenty for reconcile logic.
-        wasm.max_wasm_stack(1 << 20);
+        let mut wasm = compile_config();
         let slots = config.instance_pool.clamp(1, MAX_INSTANCE_POOL);
         wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling(slots)));
-        // `WASMOP_PERFMAP=1` writes /tmp/perf-<pid>.map so that `perf`
-        // names guest functions (wasm[0]::function[N]) in profiles.
-        if std::env::var_os("WASMOP_PERFMAP").is_some() {
-            wasm.profiler(wasmtime::ProfilingStrategy::PerfMap);
-        }
         let (engine, pooled) = match Engine::new(&wasm) {
             Ok(engine) => (engine, true),
             // The pool is reserved address space; a process limited in it
@@ -225,10 +241,9 @@ impl Runtime {
                 })
                 .map_err(|e| Error::Engine(e.into()))?
         };
-        // Compiling needs no instance pool.
-        wasm.allocation_strategy(InstanceAllocationStrategy::OnDemand);
+        let compiler = Compiler::new(compile_config(), config.compiler);
         let cache =
-            ModuleCache::new(engine.clone(), wasm, config.cache_dir).map_err(Error::Cache)?;
+            ModuleCache::new(engine.clone(), compiler, config.cache_dir).map_err(Error::Cache)?;
         Ok(Self {
             inner: Arc::new(Inner {
                 engine,
