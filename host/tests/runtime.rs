@@ -337,19 +337,21 @@ fn a_module_compiled_in_the_worker_process_runs_as_one_compiled_here() {
     load(&runtime, "cache-operator-v2", Limits::default());
 }
 
+/// Why loading `bytes` fails.
+fn load_error(runtime: &Runtime, bytes: &ModuleBytes) -> String {
+    runtime
+        .load("broken", bytes, Limits::default(), None)
+        .map(|_| ())
+        .unwrap_err()
+        .to_string()
+}
+
 #[test]
 fn a_module_the_worker_cannot_compile_fails_the_load_as_it_would_here() {
     let not_wasm = ModuleBytes::new(b"\0asm\x0d\0\x01\0 not a component".to_vec());
     let here = Runtime::new(RuntimeConfig::default()).unwrap();
     let worker = compiled_by(env!("CARGO_BIN_EXE_wasmop"));
-    let load = |runtime: &Runtime| {
-        runtime
-            .load("broken", &not_wasm, Limits::default(), None)
-            .map(|_| ())
-            .unwrap_err()
-            .to_string()
-    };
-    let (in_process, in_worker) = (load(&here), load(&worker));
+    let (in_process, in_worker) = (load_error(&here, &not_wasm), load_error(&worker, &not_wasm));
     assert!(
         in_worker.starts_with("not a valid WebAssembly component: "),
         "{in_worker}"
@@ -358,36 +360,22 @@ fn a_module_the_worker_cannot_compile_fails_the_load_as_it_would_here() {
 }
 
 #[test]
-fn a_compiling_process_that_fails_is_a_clear_error_and_the_runtime_goes_on() {
-    // Hostile or broken: the worker is missing, or exits without an artifact.
-    let missing = compiled_by("/nonexistent/wasmop");
-    let err = missing
-        .load("hostile", &module("hostile"), Limits::default(), None)
-        .map(|_| ())
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains("starting /nonexistent/wasmop compile-worker"),
-        "{err}"
-    );
-    let silent = compiled_by("/bin/true");
-    let err = silent
-        .load("hostile", &module("hostile"), Limits::default(), None)
-        .map(|_| ())
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains("(/bin/true compile-worker) wrote no artifact"),
-        "{err}"
-    );
-    let failing = compiled_by("/bin/false");
-    let err = failing
-        .load("hostile", &module("hostile"), Limits::default(), None)
-        .map(|_| ())
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains("the compiling process (/bin/false compile-worker) failed"),
-        "{err}"
-    );
+fn a_compiling_process_that_fails_is_a_clear_load_error() {
+    // Broken or replaced: the worker is missing, exits without an
+    // artifact, or fails.
+    let cases = [
+        (
+            "/nonexistent/wasmop",
+            "starting /nonexistent/wasmop compile-worker",
+        ),
+        ("/bin/true", "(/bin/true compile-worker) wrote no artifact"),
+        (
+            "/bin/false",
+            "the compiling process (/bin/false compile-worker) failed",
+        ),
+    ];
+    for (worker, expected) in cases {
+        let err = load_error(&compiled_by(worker), &module("hostile"));
+        assert!(err.contains(expected), "{worker}: {err}");
+    }
 }
