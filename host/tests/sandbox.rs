@@ -378,7 +378,13 @@ async fn concurrency_bounds_a_guest_across_all_its_namespaces(
         }
     }
     // Reconciles never overlapped, though each namespace has its own watches.
-    let spans = support::reconcile_spans(&host.log(), "hostile");
+    // A reconcile logs its end after its status write: wait for the ends.
+    let spans = wait_for(LONG, || async {
+        let spans = support::reconcile_spans(&host.log(), "hostile");
+        Ok((spans.len() >= 8).then_some(spans))
+    })
+    .await
+    .context("too few reconciles logged")?;
     let mut open = std::collections::BTreeSet::new();
     let mut most = 0;
     for (id, started) in &spans {
@@ -389,7 +395,6 @@ async fn concurrency_bounds_a_guest_across_all_its_namespaces(
         }
         most = most.max(open.len());
     }
-    ensure!(spans.len() >= 8, "too few reconciles logged: {spans:?}");
     ensure!(
         most == 1,
         "{most} reconciles of one guest ran at once with --concurrency 1"
