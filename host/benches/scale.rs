@@ -26,7 +26,10 @@
 //! `cargo xtask bench scale`; `WASMOP_SCALE_N=100,1000,5000`,
 //! `WASMOP_SCALE_M=1,5,20` and `WASMOP_SCALE_STEADY_SECS=60` choose others;
 //! `WASMOP_SCALE_OPERATORS=wasmop` measures one operator alone (a profile
-//! run; the table then has no ratios).
+//! run; the table then has no ratios). `WASMOP_SCALE_GUEST=tutorial-cache`
+//! runs the host with the guest that has the peer's logic (no ConfigMap,
+//! finalizer or Events) instead of the cache-operator: the host alone
+//! against controller-runtime, the same writes asked of both.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -69,6 +72,12 @@ impl Operator {
             Self::Peer => "kubebuilder",
         }
     }
+}
+
+/// The guest wasmop runs: `WASMOP_SCALE_GUEST`, the cache-operator by
+/// default.
+fn guest() -> String {
+    std::env::var("WASMOP_SCALE_GUEST").unwrap_or_else(|_| "cache-operator".to_owned())
 }
 
 /// The CRD group of density slot `i` (slot 0 is the seeds' own group).
@@ -203,7 +212,7 @@ async fn start(
     };
     match operator {
         Operator::Wasmop => {
-            let module = support::guest_module("cache-operator").expect("guest");
+            let module = support::guest_module(&guest()).expect("guest");
             let mut command = Command::new(env!("CARGO_BIN_EXE_wasmop"));
             command.args(["run", "--kubeconfig"]).arg(&kubeconfig);
             for (i, g) in groups.iter().enumerate() {
@@ -749,7 +758,8 @@ async fn main() {
     }
 
     println!(
-        "\nscale: wasmop (one host, cache-operator guest) against kubebuilder (the seeds' controller-runtime operator), one real control plane"
+        "\nscale: wasmop (one host, {} guest) against kubebuilder (the seeds' controller-runtime operator), one real control plane",
+        guest()
     );
     println!(
         "  {:<42} {:>12} {:>12} {:>8}",

@@ -21,7 +21,9 @@ use crate::health::Health;
 use crate::host::{GuestSpec, Host, Origin};
 use crate::leader::{LeaderConfig, Leadership};
 use crate::protected::{ProtectedObjects, ProtectedRef};
-use crate::runtime::{Limits, ModuleBytes, Runtime, RuntimeConfig, limits::parse_duration};
+use crate::runtime::{
+    CompileLimits, Compiler, Limits, ModuleBytes, Runtime, RuntimeConfig, limits::parse_duration,
+};
 use crate::source::list::{check_guest_name, parse_bytes};
 use crate::source::watch;
 use crate::telemetry::Metrics;
@@ -59,7 +61,18 @@ pub enum Command {
     /// Compile a component read on stdin into wasmtime's artifact on
     /// stdout: the child process `wasmop run` compiles its guests in.
     #[command(name = "compile-worker", hide = true)]
-    CompileWorker,
+    CompileWorker(CompileWorkerArgs),
+}
+
+/// `wasmop compile-worker`: the limits the host sets on it.
+#[derive(Debug, clap::Args)]
+pub struct CompileWorkerArgs {
+    /// CPU seconds the compile may use.
+    #[arg(long)]
+    pub cpu_seconds: Option<u64>,
+    /// MiB of memory the compile may use.
+    #[arg(long)]
+    pub memory_mib: Option<u64>,
 }
 
 /// `wasmop configmap`.
@@ -185,6 +198,14 @@ pub struct RunArgs {
     /// of every guest's concurrency; a call beyond it fails and is retried.
     #[arg(long, env = "WASMOP_INSTANCE_POOL", default_value_t = crate::runtime::DEFAULT_INSTANCE_POOL)]
     pub instance_pool: u32,
+    /// CPU seconds one module's compile may use (in its own process); past
+    /// them that module fails to load.
+    #[arg(long, env = "WASMOP_COMPILE_CPU_SECONDS", default_value_t = CompileLimits::default().cpu_seconds)]
+    pub compile_cpu_seconds: u64,
+    /// MiB of memory one module's compile may use (in its own process);
+    /// past them that module fails to load.
+    #[arg(long, env = "WASMOP_COMPILE_MEMORY_MIB", default_value_t = CompileLimits::default().memory_mib)]
+    pub compile_memory_mib: u64,
     /// Reconciles per guest at once (for --guest files).
     #[arg(long, default_value_t = ControllerSettings::default().concurrency)]
     pub concurrency: u16,
@@ -356,7 +377,15 @@ pub fn main() -> ExitCode {
         _ => LogFormat::Text,
     });
     let result = match cli.command {
-        Command::CompileWorker => return crate::runtime::compile::worker(),
+        Command::CompileWorker(args) => {
+            let defaults = CompileLimits::default();
+            let limits =
+                (args.cpu_seconds.is_some() || args.memory_mib.is_some()).then(|| CompileLimits {
+                    cpu_seconds: args.cpu_seconds.unwrap_or(defaults.cpu_seconds),
+                    memory_mib: args.memory_mib.unwrap_or(defaults.memory_mib),
+                });
+            return crate::runtime::compile::worker(limits);
+        }
         Command::Run(args) => {
             crate::memory::limit_arenas();
             tokio::runtime::Runtime::new()
@@ -587,8 +616,20 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         instance_pool: args.instance_pool,
         metrics: metrics.clone(),
         // Compiling in a child process leaves Cranelift's code and memory
-        // out of the host's.
-        compiler: std::env::current_exe().ok(),
+        // out of the host's, and bounds what one module's compile may use.
+        compiler: match std::env::current_exe() {
+            Ok(exe) => Compiler::Worker {
+                exe,
+                limits: CompileLimits {
+                    cpu_seconds: args.compile_cpu_seconds,
+                    memory_mib: args.compile_memory_mib,
+                },
+            },
+            Err(e) => {
+                tracing::warn!("compiling guests in this process: cannot find its executable: {e}");
+                Compiler::InProcess
+            }
+        },
     })?;
     let health = Health::new();
     if let Some(addr) = metrics_addr {

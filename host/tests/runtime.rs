@@ -8,7 +8,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::json;
 use wasmop_host::model::Request;
-use wasmop_host::runtime::{CallError, Error, Limits, ModuleBytes, Runtime, RuntimeConfig};
+use wasmop_host::runtime::{
+    CallError, CompileLimits, Compiler, Error, Limits, ModuleBytes, Runtime, RuntimeConfig,
+};
 
 fn module(stem: &str) -> ModuleBytes {
     ModuleBytes::new(std::fs::read(support::guest_module(stem).unwrap()).unwrap())
@@ -319,8 +321,15 @@ fn compiled_versions_no_guest_runs_are_dropped_from_memory_but_the_two_used_last
 }
 
 fn compiled_by(worker: &str) -> Runtime {
+    compiled_within(worker, CompileLimits::default())
+}
+
+fn compiled_within(worker: &str, limits: CompileLimits) -> Runtime {
     Runtime::new(RuntimeConfig {
-        compiler: Some(worker.into()),
+        compiler: Compiler::Worker {
+            exe: worker.into(),
+            limits,
+        },
         ..RuntimeConfig::default()
     })
     .unwrap()
@@ -377,5 +386,38 @@ fn a_compiling_process_that_fails_is_a_clear_load_error() {
     for (worker, expected) in cases {
         let err = load_error(&compiled_by(worker), &module("hostile"));
         assert!(err.contains(expected), "{worker}: {err}");
+    }
+}
+
+#[test]
+fn a_compile_past_its_limits_fails_that_load_alone() {
+    let wasmop = env!("CARGO_BIN_EXE_wasmop");
+    // Compiling the Python guest (18 MiB) took 11 CPU seconds and 373 MiB
+    // here, the hostile guest 1 s and 65 MiB: the kernel stops the worker
+    // at either limit for the first alone.
+    let python = module("cache-operator-py");
+    let cpu = compiled_within(
+        wasmop,
+        CompileLimits {
+            cpu_seconds: 3,
+            ..CompileLimits::default()
+        },
+    );
+    let err = load_error(&cpu, &python);
+    assert!(err.contains("past its 3 CPU seconds"), "{err}");
+    let memory = compiled_within(
+        wasmop,
+        CompileLimits {
+            memory_mib: 128,
+            ..CompileLimits::default()
+        },
+    );
+    let err = load_error(&memory, &python);
+    assert!(err.contains("memory allocation of"), "{err}");
+    assert!(err.contains("a compile may use 128 MiB of memory"), "{err}");
+    // The same runtimes still compile and run what fits.
+    for runtime in [&cpu, &memory] {
+        let guest = load(runtime, "hostile", Limits::default());
+        assert_eq!(guest.reconcile(&hostile("none")).unwrap().children.len(), 1);
     }
 }

@@ -13,7 +13,8 @@
 //! interface contract: `cache-operator.wasm`, `cache-operator-v2.wasm`,
 //! `cache-operator-registry.wasm` (the build that imports `wasi:http` for
 //! its `registryUrl`), `hostile.wasm`, `cache-operator-ts.wasm`,
-//! `cache-operator-py.wasm`.
+//! `cache-operator-py.wasm`, `tutorial-cache.wasm` (the kubebuilder
+//! tutorial's logic, for the scale bench).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -68,6 +69,12 @@ const GUESTS: &[Guest] = &[
         package: "hostile-guest",
         features: &[],
         target: WASI,
+    },
+    Guest {
+        name: "tutorial-cache",
+        package: "tutorial-cache",
+        features: &[],
+        target: PURE,
     },
 ];
 

@@ -41,7 +41,7 @@ use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 pub use cache::{CacheOutcome, ModuleBytes, ModuleCache, is_component};
-pub use compile::Compiler;
+pub use compile::{CompileLimits, Compiler};
 pub use guest::{CallError, Guest};
 pub use limits::Limits;
 use sandbox::GuestState;
@@ -92,10 +92,9 @@ pub struct RuntimeConfig {
     pub instance_pool: u32,
     /// Where call durations and compile times are recorded.
     pub metrics: Arc<Metrics>,
-    /// An executable whose hidden `compile-worker` command compiles
-    /// modules in a child process (`wasmop run` passes itself); `None`
-    /// compiles in this process.
-    pub compiler: Option<PathBuf>,
+    /// Where modules are compiled: in this process by default, in a child
+    /// process under limits for `wasmop run`.
+    pub compiler: Compiler,
 }
 
 /// Default size of the instance pool: far above `guests x --concurrency` for
@@ -112,7 +111,7 @@ impl Default for RuntimeConfig {
             cache_dir: None,
             instance_pool: DEFAULT_INSTANCE_POOL,
             metrics: Metrics::new(),
-            compiler: None,
+            compiler: Compiler::InProcess,
         }
     }
 }
@@ -241,9 +240,8 @@ impl Runtime {
                 })
                 .map_err(|e| Error::Engine(e.into()))?
         };
-        let compiler = Compiler::new(compile_config(), config.compiler);
-        let cache =
-            ModuleCache::new(engine.clone(), compiler, config.cache_dir).map_err(Error::Cache)?;
+        let cache = ModuleCache::new(engine.clone(), config.compiler, config.cache_dir)
+            .map_err(Error::Cache)?;
         Ok(Self {
             inner: Arc::new(Inner {
                 engine,
