@@ -663,6 +663,85 @@ async fn json_logs_carry_the_reconcile_span(env: Arc<TestEnv>) -> anyhow::Result
     Ok(())
 }
 
+/// An Event repeated on one object becomes one Event whose
+/// `series.count` grows, keeping its first note; a Warning with the same
+/// reason is an Event of its own; a repeat of an Event deleted meanwhile
+/// starts a new one.
+async fn repeated_events_join_one_series_on_the_api_server(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use k8s_openapi::api::events::v1::Event as K8sEvent;
+    use kube::Resource as _;
+    use kube::api::{Api, DeleteParams};
+    use wasmop_host::controller::events::Events;
+    use wasmop_host::model::{Event, EventType};
+
+    let client = env.client();
+    let ns = env.create_namespace("series").await?;
+    let object: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "regarded"}}))?;
+    let object = Api::<ConfigMap>::namespaced(client.clone(), &ns)
+        .create(&PostParams::default(), &object)
+        .await?;
+    let regarding = object.object_ref(&());
+    let events = Events::new(client.clone(), "series-test");
+    let api: Api<K8sEvent> = Api::namespaced(client.clone(), &ns);
+    let publish = |event_type: EventType, message: &str| {
+        let event = Event {
+            event_type,
+            reason: "Tested".into(),
+            message: message.into(),
+        };
+        events.publish(&regarding, &event, "Test");
+    };
+    // The Events about the object, once there are `n` and the Normal one
+    // has reached `count` (1: no series yet).
+    let written = |n: usize, count: i32| {
+        let api = api.clone();
+        async move {
+            wait_for(LONG, || async {
+                let list = api.list(&Default::default()).await?.items;
+                let normal = list.iter().find(|e| e.type_.as_deref() == Some("Normal"));
+                let seen = normal.map_or(0, |e| e.series.as_ref().map_or(1, |s| s.count));
+                Ok((list.len() == n && seen == count).then_some(list))
+            })
+            .await
+            .with_context(|| format!("waiting for {n} Events, the Normal one at count {count}"))
+        }
+    };
+    publish(EventType::Normal, "first");
+    let first = written(1, 1).await?;
+    let name = first[0].metadata.name.clone().context("a name")?;
+    ensure!(first[0].reporting_instance.as_deref() == Some("series-test"));
+    ensure!(first[0].regarding.as_ref().and_then(|r| r.uid.clone()) == object.metadata.uid);
+    publish(EventType::Normal, "second");
+    written(1, 2).await?;
+    publish(EventType::Normal, "third");
+    let third = written(1, 3).await?;
+    ensure!(third[0].metadata.name.as_ref() == Some(&name));
+    ensure!(
+        third[0].note.as_deref() == Some("first"),
+        "{:?}",
+        third[0].note
+    );
+    publish(EventType::Warning, "warned");
+    let both = written(2, 3).await?;
+    ensure!(
+        both.iter()
+            .any(|e| e.type_.as_deref() == Some("Warning") && e.series.is_none())
+    );
+    api.delete(&name, &DeleteParams::default()).await?;
+    publish(EventType::Normal, "after deletion");
+    let renewed = written(2, 1).await?;
+    let normal = renewed
+        .iter()
+        .find(|e| e.type_.as_deref() == Some("Normal"))
+        .context("the new Normal Event")?;
+    ensure!(normal.metadata.name.as_ref() != Some(&name));
+    ensure!(normal.note.as_deref() == Some("after deletion"));
+    Ok(())
+}
+
 async fn deploy_installs_everything_and_grants_what_wasmop_rbac_prints(
     env: Arc<TestEnv>,
 ) -> anyhow::Result<()> {
@@ -818,6 +897,10 @@ fn main() -> std::process::ExitCode {
         Test::new(
             "json_logs_carry_the_reconcile_span",
             json_logs_carry_the_reconcile_span,
+        ),
+        Test::new(
+            "repeated_events_join_one_series_on_the_api_server",
+            repeated_events_join_one_series_on_the_api_server,
         ),
         Test::new(
             "deploy_installs_everything_and_grants_what_wasmop_rbac_prints",

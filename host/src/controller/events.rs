@@ -10,13 +10,15 @@
 //! write for a burst of repeats, its note the newest.
 //!
 //! Three things keep a guest from flooding the API server with Events, as
-//! client-go's recorder does: kube's [`Recorder`] folds a repeat of a
-//! written Event into the same object with a growing `series.count`, a
+//! client-go's recorder does: a repeat of a written Event joins it as a
+//! growing `series.count` instead of a new object ([`series`]), a
 //! per-object token bucket ([`SPAM_BURST`] Events, then one per
 //! [`SPAM_REFILL`]) drops what exceeds it, and a writer's queue holds at
 //! most [`MAX_WAITING`] Events (client-go's broadcaster drops beyond 1000
 //! too). Each answer is bounded as well (`maxEvents`, checked in
 //! `validate`).
+
+mod series;
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, VecDeque};
@@ -26,13 +28,13 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
-use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
+use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType};
 use tokio::sync::Notify;
 use wasmop_contract::Reason;
-use wasmop_contract::names::REPORTER;
 
 use crate::leader::Leadership;
 use crate::model::{Event, EventType};
+use series::Series;
 
 /// Events one object may get at once (client-go's spam filter: 25).
 pub const SPAM_BURST: u32 = 25;
@@ -48,15 +50,17 @@ pub const MAX_WAITING: usize = 1000;
 
 /// Publishes events for one guest.
 pub struct Events {
-    recorder: Recorder,
+    client: Client,
+    /// The guest's name: the Events' `reportingInstance`.
+    instance: String,
     /// Started with the first Event.
     writers: OnceLock<Vec<Arc<Waiting>>>,
     buckets: Mutex<HashMap<String, Bucket>>,
     leadership: Option<Leadership>,
 }
 
-/// What makes two Events repeats of each other (kube's [`Recorder`] folds
-/// the same ones into a series).
+/// What makes two Events repeats of each other (a written one and its
+/// repeats are one Event with a series).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Key {
     object: String,
@@ -102,16 +106,17 @@ impl Queue {
         Pushed::Queued
     }
 
-    fn pop(&mut self) -> Option<(ObjectReference, KubeEvent)> {
+    fn pop(&mut self) -> Option<(Key, ObjectReference, KubeEvent)> {
         let key = self.order.pop_front()?;
-        self.events.remove(&key)
+        let (reference, event) = self.events.remove(&key)?;
+        Some((key, reference, event))
     }
 }
 
 impl Waiting {
     /// The next Event to write, waiting for one; `None` once the
     /// publisher is gone and the queue is empty.
-    async fn next(&self) -> Option<(ObjectReference, KubeEvent)> {
+    async fn next(&self) -> Option<(Key, ObjectReference, KubeEvent)> {
         loop {
             {
                 let mut queue = self.queue.lock().expect("events queue lock");
@@ -130,12 +135,23 @@ impl Waiting {
 }
 
 /// Writes one queue's Events until its publisher is dropped.
-async fn write(waiting: Arc<Waiting>, recorder: Recorder, leadership: Option<Leadership>) {
-    while let Some((reference, event)) = waiting.next().await {
+async fn write(waiting: Arc<Waiting>, mut series: Series, leadership: Option<Leadership>) {
+    loop {
+        // An idle writer forgets expired series too (`next` looks at the
+        // queue before it waits, so nothing pushed meanwhile is missed).
+        let (key, reference, event) =
+            match tokio::time::timeout(series::SERIES_TTL, waiting.next()).await {
+                Ok(Some(next)) => next,
+                Ok(None) => return,
+                Err(_) => {
+                    series.expire(Instant::now());
+                    continue;
+                }
+            };
         if leadership.as_ref().is_some_and(|l| !l.is_leader()) {
             continue;
         }
-        if let Err(e) = recorder.publish(&event, &reference).await {
+        if let Err(e) = series.record(key, &reference, &event).await {
             tracing::warn!(reason = %event.reason, "could not record event: {e}");
         }
     }
@@ -182,12 +198,9 @@ impl Bucket {
 impl Events {
     /// A recorder reporting as `wasmop`, instance `<guest>`.
     pub fn new(client: Client, guest: &str) -> Self {
-        let reporter = Reporter {
-            controller: REPORTER.into(),
-            instance: Some(guest.to_string()),
-        };
         Self {
-            recorder: Recorder::new(client, reporter),
+            client,
+            instance: guest.to_owned(),
             writers: OnceLock::new(),
             buckets: Mutex::default(),
             leadership: None,
@@ -223,7 +236,7 @@ impl Events {
                     let waiting = Arc::new(Waiting::default());
                     tokio::spawn(write(
                         waiting.clone(),
-                        self.recorder.clone(),
+                        Series::new(self.client.clone(), self.instance.clone()),
                         self.leadership.clone(),
                     ));
                     waiting
@@ -354,8 +367,8 @@ mod tests {
         }
     }
 
-    fn note(next: Option<(ObjectReference, KubeEvent)>) -> Option<String> {
-        next.and_then(|(_, e)| e.note)
+    fn note(next: Option<(Key, ObjectReference, KubeEvent)>) -> Option<String> {
+        next.and_then(|(_, _, e)| e.note)
     }
 
     #[test]
