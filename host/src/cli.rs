@@ -68,11 +68,11 @@ pub enum Command {
 #[derive(Debug, clap::Args)]
 pub struct CompileWorkerArgs {
     /// CPU seconds the compile may use.
-    #[arg(long)]
-    pub cpu_seconds: Option<u64>,
+    #[arg(long, default_value_t = CompileLimits::default().cpu_seconds)]
+    pub cpu_seconds: u64,
     /// MiB of memory the compile may use.
-    #[arg(long)]
-    pub memory_mib: Option<u64>,
+    #[arg(long, default_value_t = CompileLimits::default().memory_mib)]
+    pub memory_mib: u64,
 }
 
 /// `wasmop configmap`.
@@ -378,13 +378,10 @@ pub fn main() -> ExitCode {
     });
     let result = match cli.command {
         Command::CompileWorker(args) => {
-            let defaults = CompileLimits::default();
-            let limits =
-                (args.cpu_seconds.is_some() || args.memory_mib.is_some()).then(|| CompileLimits {
-                    cpu_seconds: args.cpu_seconds.unwrap_or(defaults.cpu_seconds),
-                    memory_mib: args.memory_mib.unwrap_or(defaults.memory_mib),
-                });
-            return crate::runtime::compile::worker(limits);
+            return crate::runtime::compile::worker(CompileLimits {
+                cpu_seconds: args.cpu_seconds,
+                memory_mib: args.memory_mib,
+            });
         }
         Command::Run(args) => {
             crate::memory::limit_arenas();

@@ -396,28 +396,33 @@ fn a_compile_past_its_limits_fails_that_load_alone() {
     // here, the hostile guest 1 s and 65 MiB: the kernel stops the worker
     // at either limit for the first alone.
     let python = module("cache-operator-py");
-    let cpu = compiled_within(
-        wasmop,
-        CompileLimits {
-            cpu_seconds: 3,
-            ..CompileLimits::default()
-        },
-    );
-    let err = load_error(&cpu, &python);
-    assert!(err.contains("past its 3 CPU seconds"), "{err}");
-    let memory = compiled_within(
-        wasmop,
-        CompileLimits {
-            memory_mib: 128,
-            ..CompileLimits::default()
-        },
-    );
-    let err = load_error(&memory, &python);
-    assert!(err.contains("memory allocation of"), "{err}");
-    assert!(err.contains("a compile may use 128 MiB of memory"), "{err}");
-    // The same runtimes still compile and run what fits.
-    for runtime in [&cpu, &memory] {
-        let guest = load(runtime, "hostile", Limits::default());
+    let cases: [(CompileLimits, &[&str]); 2] = [
+        (
+            CompileLimits {
+                cpu_seconds: 3,
+                ..CompileLimits::default()
+            },
+            &["past its 3 CPU seconds"],
+        ),
+        (
+            CompileLimits {
+                memory_mib: 128,
+                ..CompileLimits::default()
+            },
+            &[
+                "memory allocation of",
+                "a compile may use 128 MiB of memory",
+            ],
+        ),
+    ];
+    for (limits, expected) in cases {
+        let runtime = compiled_within(wasmop, limits);
+        let err = load_error(&runtime, &python);
+        for text in expected {
+            assert!(err.contains(text), "{limits:?}: {err}");
+        }
+        // The same runtime still compiles and runs what fits.
+        let guest = load(&runtime, "hostile", Limits::default());
         assert_eq!(guest.reconcile(&hostile("none")).unwrap().children.len(), 1);
     }
 }

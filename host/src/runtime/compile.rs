@@ -137,10 +137,8 @@ fn in_child(exe: &PathBuf, limits: CompileLimits, bytes: &[u8]) -> wasmtime::Res
 /// `wasmop compile-worker`: reads a component on stdin, writes its
 /// artifact on stdout, within `limits` (the host passes them as
 /// `--cpu-seconds` and `--memory-mib`).
-pub fn worker(limits: Option<CompileLimits>) -> ExitCode {
-    if let Some(limits) = limits
-        && let Err(e) = limit_this_process(limits)
-    {
+pub fn worker(limits: CompileLimits) -> ExitCode {
+    if let Err(e) = limit_this_process(limits) {
         eprintln!("setting the compile limits: {e}");
         return ExitCode::FAILURE;
     }

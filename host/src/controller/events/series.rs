@@ -41,10 +41,10 @@ pub(super) struct Series {
     expiry: VecDeque<(Instant, Key)>,
 }
 
-/// What a repeat needs to patch the Event it joins.
+/// What a repeat needs to patch the Event it joins (in the namespace of the
+/// object the key names).
 #[derive(Debug)]
 struct Written {
-    namespace: String,
     name: String,
     count: i32,
     last: Instant,
@@ -70,13 +70,14 @@ impl Series {
     ) -> kube::Result<()> {
         let now = Instant::now();
         self.expire(now);
+        let namespace = regarding.namespace.as_deref().unwrap_or("default");
+        let api: Api<K8sEvent> = Api::namespaced(self.client.clone(), namespace);
         if let Some(written) = self.written.get_mut(&key) {
             let count = written.count + 1;
             let patch = json!({"series": EventSeries {
                 count,
                 last_observed_time: MicroTime(Timestamp::now()),
             }});
-            let api: Api<K8sEvent> = Api::namespaced(self.client.clone(), &written.namespace);
             match api
                 .patch(
                     &written.name,
@@ -98,11 +99,6 @@ impl Series {
                 Err(e) => return Err(e),
             }
         }
-        let namespace = regarding
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "default".to_owned());
-        let api: Api<K8sEvent> = Api::namespaced(self.client.clone(), &namespace);
         let created = api
             .create(&PostParams::default(), &self.new_event(regarding, event))
             .await?;
@@ -110,7 +106,6 @@ impl Series {
         self.written.insert(
             key.clone(),
             Written {
-                namespace,
                 name,
                 count: 1,
                 last: now,
@@ -188,7 +183,6 @@ mod tests {
 
     fn remember(series: &mut Series, object: &str, at: Instant) {
         let written = series.written.entry(key(object)).or_insert(Written {
-            namespace: "ns".into(),
             name: format!("{object}.1"),
             count: 0,
             last: at,
