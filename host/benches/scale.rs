@@ -7,7 +7,7 @@
 //!
 //! 1. convergence: N Caches created at once; wall time until every one is
 //!    Ready at its generation; the operator's API requests by verb (audit
-//!    log);
+//!    log); each control-plane component's CPU seconds (`/proc`);
 //! 2. steady state: 60 s without changes, then a no-op storm (every Cache
 //!    annotated once): the operator's writes in each window;
 //! 3. cost: peak and steady RSS and CPU seconds of the operator's process;
@@ -20,7 +20,8 @@
 //!    time until none is left;
 //!
 //! and the floor: the same N Deployments, Services and ConfigMaps applied
-//! with no operator, until every Deployment is available. One table, with
+//! with no operator, until every Deployment is available, with the CPU
+//! seconds each control-plane component used in it. One table, with
 //! wasmop / peer for every figure.
 //!
 //! `cargo xtask bench scale`; `WASMOP_SCALE_N=100,1000,5000`,
@@ -298,6 +299,26 @@ fn cost(pid: u32) -> (u64, u64, f64) {
     (field("VmRSS:"), field("VmHWM:"), ticks / hz)
 }
 
+/// CPU seconds each control-plane component has used so far, by name.
+fn plane_cpu(env: &TestEnv) -> BTreeMap<&'static str, f64> {
+    let mut by_name = BTreeMap::new();
+    for (name, pid) in env.pids() {
+        *by_name.entry(name).or_default() += cost(pid).2;
+    }
+    by_name
+}
+
+/// What each component used from `before` to `after`.
+fn plane_cpu_since(
+    before: &BTreeMap<&'static str, f64>,
+    after: BTreeMap<&'static str, f64>,
+) -> BTreeMap<&'static str, f64> {
+    after
+        .into_iter()
+        .map(|(name, secs)| (name, secs - before.get(name).copied().unwrap_or(0.0)))
+        .collect()
+}
+
 /// The generation a Cache's status reports, by either operator's status:
 /// wasmop's `status.observedGeneration`, the peer's condition's.
 fn observed_generation(cache: &DynamicObject) -> Option<i64> {
@@ -406,6 +427,8 @@ struct Run {
     counters: Counters,
     /// Share of the machine's CPU time busy while converging, in percent.
     machine_busy: f64,
+    /// CPU seconds of each control-plane component while converging.
+    plane_cpu: BTreeMap<&'static str, f64>,
     steady_writes: usize,
     storm_writes: usize,
     rss_peak_mib: f64,
@@ -432,6 +455,7 @@ async fn measure(env: &TestEnv, operator: Operator, n: usize, steady: Duration) 
     let metrics = running[0].metrics.expect("metrics address");
     let counters_before = counters(metrics).await;
     let cpu_before = machine_cpu();
+    let plane_before = plane_cpu(env);
     let from = SystemTime::now();
     let started = Instant::now();
     create_caches(&api, &group, "c", n).await;
@@ -439,6 +463,7 @@ async fn measure(env: &TestEnv, operator: Operator, n: usize, steady: Duration) 
     let converge = wait_converged(&api, n + 1, started).await;
     let converged_at = SystemTime::now();
     let cpu_after = machine_cpu();
+    let plane_cpu = plane_cpu_since(&plane_before, plane_cpu(env));
     let machine_busy =
         100.0 * (cpu_after.0 - cpu_before.0) as f64 / (cpu_after.1 - cpu_before.1).max(1) as f64;
     let counters = counters(metrics).await - counters_before;
@@ -484,6 +509,7 @@ async fn measure(env: &TestEnv, operator: Operator, n: usize, steady: Duration) 
         requests,
         counters,
         machine_busy,
+        plane_cpu,
         steady_writes,
         storm_writes,
         rss_peak_mib: rss_peak as f64 / 1024.0,
@@ -609,8 +635,9 @@ async fn clear(env: &TestEnv, ns: &str, group: Option<&str>) {
 }
 
 /// The floor: N Deployments, Services and ConfigMaps applied directly;
-/// time until every Deployment is available.
-async fn floor(env: &TestEnv, n: usize) -> Duration {
+/// time until every Deployment is available, and the CPU seconds each
+/// control-plane component used in it.
+async fn floor(env: &TestEnv, n: usize) -> (Duration, BTreeMap<&'static str, f64>) {
     let client = env.client();
     let ns = env
         .create_namespace(&format!("scale-floor-{n}"))
@@ -624,6 +651,7 @@ async fn floor(env: &TestEnv, n: usize) -> Duration {
     let deployments = dynamic("Deployment", "v1", "apps", "deployments");
     let services = dynamic("Service", "v1", "", "services");
     let configmaps = dynamic("ConfigMap", "v1", "", "configmaps");
+    let plane_before = plane_cpu(env);
     let started = Instant::now();
     futures::stream::iter(0..n)
         .map(|i| {
@@ -663,8 +691,9 @@ async fn floor(env: &TestEnv, n: usize) -> Duration {
             .count();
         if ready == n {
             let took = started.elapsed();
+            let used = plane_cpu_since(&plane_before, plane_cpu(env));
             clear(env, &ns, None).await;
-            return took;
+            return (took, used);
         }
         assert!(started.elapsed() < CONVERGE_LIMIT, "floor: {ready} of {n}");
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -720,6 +749,14 @@ fn row(label: &str, wasmop: Option<f64>, peer: Option<f64>, unit: &str) {
     );
 }
 
+/// `name 1.2s, ...` for each control-plane component.
+fn by_component(cpu: &BTreeMap<&'static str, f64>) -> String {
+    cpu.iter()
+        .map(|(name, secs)| format!("{name} {secs:.1}s"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn verbs(by_verb: &BTreeMap<String, usize>) -> String {
     by_verb
         .iter()
@@ -766,7 +803,7 @@ async fn main() {
         "", "wasmop", "kubebuilder", "ratio"
     );
     for &n in &ns_list {
-        let floor_time = floor(&env, n).await;
+        let (floor_time, floor_cpu) = floor(&env, n).await;
         let w = match run_wasmop {
             true => Some(measure(&env, Operator::Wasmop, n, steady).await),
             false => None,
@@ -783,6 +820,7 @@ async fn main() {
             "floor: all Deployments available",
             format!("{:.1}s", secs(floor_time))
         );
+        println!("    CPU seconds in it: {}", by_component(&floor_cpu));
         let figure = |label: &str, unit: &str, f: &dyn Fn(&Run) -> f64| {
             row(label, w.map(f), p.map(f), unit);
         };
@@ -801,6 +839,11 @@ async fn main() {
         figure("  machine CPU busy (all processes)", "%", &|r| {
             r.machine_busy
         });
+        for component in floor_cpu.keys() {
+            figure(&format!("  CPU seconds, {component}"), "s", &|r| {
+                r.plane_cpu.get(component).copied().unwrap_or(0.0)
+            });
+        }
         figure("  reconciles during it, per Cache", "", &|r| {
             r.counters.reconciles / (n + 1) as f64
         });

@@ -127,10 +127,15 @@ pub fn build_all() -> Result<()> {
             guest.lang
         );
         let installed = out_dir.join(format!("{}.wasm", guest.name));
-        toolchains.build(&root, guest, &installed)?;
+        if !toolchains.build(&root, guest, &installed)? {
+            eprintln!(
+                "    {} kept: its sources, SDK, WIT and toolchain are those it was built from",
+                relative_to(&installed, &root).display()
+            );
+        }
     }
     eprintln!(
-        "--> {} guests built in {:.1}s into {}",
+        "--> {} guests ready in {:.1}s in {}",
         GUESTS.len() + crate::languages::GUESTS.len(),
         started.elapsed().as_secs_f64(),
         relative_to(&out_dir, &root).display()

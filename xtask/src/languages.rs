@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result};
+use sha2::{Digest, Sha256};
 
 use crate::process::run;
 
@@ -97,12 +98,12 @@ impl Toolchains {
         let mut command = match lang {
             Lang::TypeScript => {
                 let mut c = Command::new("node");
-                c.arg(root.join("guests/sdk-ts/build.mjs"));
+                c.arg(root.join(sdk_dir(lang)).join("build.mjs"));
                 c
             }
             Lang::Python => {
                 let mut c = Command::new("python3");
-                c.arg(root.join("guests/sdk-py/build.py"));
+                c.arg(root.join(sdk_dir(lang)).join("build.py"));
                 c
             }
         };
@@ -110,8 +111,17 @@ impl Toolchains {
         command
     }
 
-    /// Builds `guest` into `out`.
-    pub fn build(&self, root: &Path, guest: &ScriptedGuest, out: &Path) -> Result<()> {
+    /// Builds `guest` into `out`, unless `out` was built from the inputs it
+    /// has now ([`Toolchains::inputs_digest`], kept beside it as
+    /// `<name>.inputs`). Returns whether it built.
+    pub fn build(&self, root: &Path, guest: &ScriptedGuest, out: &Path) -> Result<bool> {
+        let digest = self.inputs_digest(root, guest)?;
+        let stamp = out.with_extension("inputs");
+        if out.is_file() && std::fs::read_to_string(&stamp).is_ok_and(|kept| kept == digest) {
+            return Ok(false);
+        }
+        // A build that fails half-way must not leave `out` looking current.
+        let _ = std::fs::remove_file(&stamp);
         let dir = root.join(guest.dir);
         let mut command = self.script(root, guest.lang, &dir);
         match guest.lang {
@@ -120,7 +130,26 @@ impl Toolchains {
                 .args(["component", ".", "--module", guest.entry, "--out"])
                 .arg(out),
         };
-        run(&mut command).with_context(|| format!("building guest {}", guest.name))
+        run(&mut command).with_context(|| format!("building guest {}", guest.name))?;
+        std::fs::write(&stamp, digest)
+            .with_context(|| format!("could not write {}", stamp.display()))?;
+        Ok(true)
+    }
+
+    /// What a build of `guest` is made from: the sha256 of every file under
+    /// its directory, its SDK's and `wit/` (each path and its bytes, in path
+    /// order, leaving out [`NOT_INPUTS`]) and of both toolchains' directories,
+    /// whose names are the keys of what they hold.
+    fn inputs_digest(&self, root: &Path, guest: &ScriptedGuest) -> Result<String> {
+        let mut hash = Sha256::new();
+        for dir in [guest.dir, sdk_dir(guest.lang), "wit"] {
+            hash_tree(&mut hash, root, &root.join(dir))?;
+        }
+        for (_, tools) in self.env() {
+            hash.update(tools.as_os_str().as_encoded_bytes());
+            hash.update([0]);
+        }
+        Ok(format!("{:x}", hash.finalize()))
     }
 
     /// Runs the unit tests of the SDKs and of every scripted guest.
@@ -140,6 +169,53 @@ impl Toolchains {
         }
         Ok(())
     }
+}
+
+/// The SDK directory of `lang`, relative to the workspace root.
+fn sdk_dir(lang: Lang) -> &'static str {
+    match lang {
+        Lang::TypeScript => "guests/sdk-ts",
+        Lang::Python => "guests/sdk-py",
+    }
+}
+
+/// What a build or its tests leave in a guest's or an SDK's directory:
+/// installed tools, generated bindings, caches.
+const NOT_INPUTS: &[&str] = &[
+    "node_modules",
+    "generated",
+    ".tools",
+    "__pycache__",
+    ".pytest_cache",
+];
+
+/// Adds every file under `dir` to `hash`: its path relative to `root` and
+/// its bytes, each followed by a NUL byte, in path order.
+fn hash_tree(hash: &mut Sha256, root: &Path, dir: &Path) -> Result<()> {
+    let mut entries = std::fs::read_dir(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .map(|entry| entry.map(|e| e.path()))
+        .collect::<std::io::Result<Vec<_>>>()
+        .with_context(|| format!("reading {}", dir.display()))?;
+    entries.sort();
+    for path in entries {
+        let name = path.file_name().unwrap_or_default();
+        if NOT_INPUTS.iter().any(|skip| name == *skip) {
+            continue;
+        }
+        if path.is_dir() {
+            hash_tree(hash, root, &path)?;
+        } else {
+            let relative = path.strip_prefix(root).unwrap_or(&path);
+            hash.update(relative.as_os_str().as_encoded_bytes());
+            hash.update([0]);
+            hash.update(
+                std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?,
+            );
+            hash.update([0]);
+        }
+    }
+    Ok(())
 }
 
 /// componentize-js and friends, as `guests/sdk-ts/package-lock.json` pins

@@ -234,6 +234,17 @@ impl TestEnv {
         plane.report(20)
     }
 
+    /// The name and process id of every component that still runs (for a
+    /// bench that reads their CPU time from `/proc`).
+    pub fn pids(&self) -> Vec<(&'static str, u32)> {
+        let mut plane = self.plane.lock().unwrap_or_else(PoisonError::into_inner);
+        plane
+            .components
+            .iter_mut()
+            .filter_map(|c| c.exited().is_none().then(|| (c.name, c.pid())))
+            .collect()
+    }
+
     /// Kills every process and removes the temporary directory now. Dropping
     /// the `TestEnv` does the same; this is for an owner that shares it
     /// (`Arc`) and must stop it at a set point. Idempotent; afterwards every

@@ -150,6 +150,11 @@ impl Component {
         self.exit
     }
 
+    /// Its process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Kills (SIGKILL) and reaps the process. The control plane holds no
     /// state worth a graceful shutdown: etcd's data dir is deleted next.
     pub(crate) fn kill(&mut self) {
