@@ -287,3 +287,43 @@ fn tool_version(program: &str, args: &[&str]) -> Result<String> {
     );
     Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn digest(root: &Path) -> String {
+        let mut hash = Sha256::new();
+        hash_tree(&mut hash, root, root).unwrap();
+        format!("{:x}", hash.finalize())
+    }
+
+    #[test]
+    fn a_tree_digest_follows_sources_and_ignores_what_builds_leave() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("src")).unwrap();
+        std::fs::write(root.join("src/index.ts"), "export const a = 1;").unwrap();
+        std::fs::write(root.join("package.json"), "{}").unwrap();
+        let first = digest(root);
+        assert_eq!(digest(root), first, "the same tree, the same digest");
+
+        for left in NOT_INPUTS {
+            std::fs::create_dir_all(root.join("src").join(left)).unwrap();
+            std::fs::write(root.join("src").join(left).join("x"), "built").unwrap();
+        }
+        assert_eq!(digest(root), first, "{NOT_INPUTS:?} are not inputs");
+
+        std::fs::write(root.join("src/index.ts"), "export const a = 2;").unwrap();
+        let edited = digest(root);
+        assert_ne!(edited, first, "an edited source");
+
+        std::fs::rename(root.join("src/index.ts"), root.join("src/main.ts")).unwrap();
+        assert_ne!(digest(root), edited, "a renamed source");
+
+        std::fs::write(root.join("src/more.ts"), "").unwrap();
+        let added = digest(root);
+        std::fs::remove_file(root.join("src/more.ts")).unwrap();
+        assert_ne!(added, digest(root), "an added empty file");
+    }
+}
