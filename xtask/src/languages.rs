@@ -64,10 +64,10 @@ pub const GUESTS: &[ScriptedGuest] = &[
     },
 ];
 
-/// The SDKs' own unit tests: (language, SDK directory, tests).
-const SDK_TESTS: &[(Lang, &str, &[&str])] = &[
-    (Lang::TypeScript, "guests/sdk-ts", &["src/index.test.ts"]),
-    (Lang::Python, "guests/sdk-py", &["tests"]),
+/// The SDKs' own unit tests: (language, tests in its [`sdk_dir`]).
+const SDK_TESTS: &[(Lang, &[&str])] = &[
+    (Lang::TypeScript, &["src/index.test.ts"]),
+    (Lang::Python, &["tests"]),
 ];
 
 /// The installed toolchains.
@@ -156,7 +156,7 @@ impl Toolchains {
     pub fn test_all(&self, root: &Path) -> Result<()> {
         let suites = SDK_TESTS
             .iter()
-            .map(|(lang, dir, tests)| (*lang, *dir, *tests))
+            .map(|(lang, tests)| (*lang, sdk_dir(*lang), *tests))
             .chain(GUESTS.iter().map(|g| (g.lang, g.dir, g.tests)));
         for (lang, dir, tests) in suites {
             let mut command = self.script(root, lang, &root.join(dir));
@@ -221,7 +221,7 @@ fn hash_tree(hash: &mut Sha256, root: &Path, dir: &Path) -> Result<()> {
 /// componentize-js and friends, as `guests/sdk-ts/package-lock.json` pins
 /// them.
 fn node_tools(root: &Path) -> Result<PathBuf> {
-    let sdk = root.join("guests/sdk-ts");
+    let sdk = root.join(sdk_dir(Lang::TypeScript));
     let files = ["package.json", "package-lock.json"];
     let key =
         wasmop_testenv::cache::key_of(&sdk, &files, &[&tool_version("node", &["--version"])?])?;
@@ -246,7 +246,7 @@ fn node_tools(root: &Path) -> Result<PathBuf> {
 
 /// componentize-py, as `guests/sdk-py/requirements.txt` pins it.
 fn python_tools(root: &Path) -> Result<PathBuf> {
-    let sdk = root.join("guests/sdk-py");
+    let sdk = root.join(sdk_dir(Lang::Python));
     let key = wasmop_testenv::cache::key_of(
         &sdk,
         &["requirements.txt"],
