@@ -13,6 +13,7 @@
 
 pub mod apply;
 pub mod backoff;
+pub mod compact;
 pub mod discovery;
 pub mod events;
 pub mod finalizer;
@@ -25,7 +26,6 @@ mod slot;
 pub mod status;
 
 use std::collections::HashSet;
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -34,7 +34,7 @@ use futures::{Stream, StreamExt, TryStreamExt};
 use kube::api::{Api, DynamicObject};
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef};
-use kube::runtime::{WatchStreamExt, predicates, watcher};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 
 pub use discovery::{ResolvedKind, ResolvedKinds};
@@ -45,6 +45,7 @@ use crate::protected::ProtectedObjects;
 use crate::telemetry::{Metrics as Telemetry, QueueTracker};
 use crate::validate::GUEST_LABEL;
 use backoff::Backoff;
+use compact::{Compact, ParentRef, parent_ref};
 use events::Events;
 use index::ChildIndex;
 use progress::Progress;
@@ -136,10 +137,10 @@ pub struct Context {
     /// The namespace this scope watches (`None`: all).
     scope: Option<String>,
     events: Events,
-    backoff: Backoff<ObjectRef<DynamicObject>>,
+    backoff: Backoff<ParentRef>,
     progress: Progress,
     /// The parents as the host's own latest writes left them.
-    last_writes: status::LastWrites,
+    last_writes: Arc<status::LastWrites>,
     metrics: Arc<Metrics>,
     permits: Arc<tokio::sync::Semaphore>,
     protected: ProtectedObjects,
@@ -326,28 +327,6 @@ where
     }
 }
 
-/// Hash of everything but the status: the parent's spec, labels,
-/// annotations, finalizers and deletion mark. Status-only updates (most of
-/// them written by this very host) do not trigger a reconcile.
-fn spec_predicate(object: &DynamicObject) -> Option<u64> {
-    let mut h = DefaultHasher::new();
-    if let Some(data) = object.data.as_object() {
-        for (k, v) in data {
-            if k != "status" {
-                k.hash(&mut h);
-                v.to_string().hash(&mut h);
-            }
-        }
-    }
-    object.metadata.uid.hash(&mut h);
-    object.metadata.generation.hash(&mut h);
-    object.metadata.deletion_timestamp.is_some().hash(&mut h);
-    predicates::labels(object).hash(&mut h);
-    predicates::annotations(object).hash(&mut h);
-    predicates::finalizers(object).hash(&mut h);
-    Some(h.finish())
-}
-
 async fn run_scope(scope: Scope, signals: Signals) {
     let Scope {
         env,
@@ -367,8 +346,7 @@ async fn run_scope(scope: Scope, signals: Signals) {
     let client = env.client.clone();
     let guest_name = slot.current().name().to_string();
     let ns = namespace.as_deref();
-    let parent_writer =
-        reflector::store::Writer::<DynamicObject>::new(kinds.primary.resource.clone());
+    let parent_writer = reflector::store::Writer::<Compact>::new(kinds.primary.resource.clone());
     let parent_reader = parent_writer.as_reader();
     let parent_kind = kinds.primary.kind.to_string();
     let (tele, parents_queue) = (env.telemetry.clone(), queue.clone());
@@ -381,11 +359,14 @@ async fn run_scope(scope: Scope, signals: Signals) {
     ));
     let parents_related = related.clone();
     let pacer = Arc::new(pacer::Pacer::new(usize::from(settings.concurrency)));
-    // Parents seen for the first time (listed, or created), marked before
-    // the store learns them: their first reconcile is background work.
-    let first_seen: Arc<Mutex<HashSet<ObjectRef<DynamicObject>>>> = Arc::default();
-    let (seen_before, mark_first) = (parent_writer.as_reader(), first_seen.clone());
+    // Parent events that are background work, marked before the store
+    // learns them: a parent seen for the first time (listed, or created),
+    // or a version the host wrote itself (its finalizer).
+    let background: Arc<Mutex<HashSet<ParentRef>>> = Arc::default();
+    let (seen_before, mark) = (parent_writer.as_reader(), background.clone());
     let primary_resource = kinds.primary.resource.clone();
+    let last_writes = Arc::new(status::LastWrites::default());
+    let (own_writes, seen_writes) = (last_writes.clone(), last_writes.clone());
     let parent_stream = watcher(
         scoped_api(&client, &kinds.primary, ns),
         watcher::Config::default(),
@@ -396,10 +377,10 @@ async fn run_scope(scope: Scope, signals: Signals) {
         watcher::Event::InitDone => listed.store(true, Ordering::Release),
         watcher::Event::Apply(parent) | watcher::Event::InitApply(parent) => {
             parents_related.parent_applied(parent);
-            let key = ObjectRef::from_obj_with(parent, primary_resource.clone());
+            let key = compact::key_of(parent, &primary_resource);
             let initial = matches!(event, watcher::Event::InitApply(_));
-            let mut marks = mark_first.lock().expect("first-seen lock");
-            if initial || seen_before.get(&key).is_none() {
+            let mut marks = mark.lock().expect("background lock");
+            if initial || seen_before.get(&key).is_none() || own_writes.is_own(&parent.metadata) {
                 marks.insert(key);
             } else {
                 // A mark the spec predicate left (a re-list of an unchanged
@@ -409,17 +390,27 @@ async fn run_scope(scope: Scope, signals: Signals) {
         }
         watcher::Event::Delete(parent) => {
             parents_related.parent_deleted(parent);
-            let key = ObjectRef::from_obj_with(parent, primary_resource.clone());
-            mark_first.lock().expect("first-seen lock").remove(&key);
+            let key = compact::key_of(parent, &primary_resource);
+            mark.lock().expect("background lock").remove(&key);
         }
         watcher::Event::Init => {}
     })
     .inspect_err(
         move |e| tracing::warn!(kind = %parent_kind, "watch of the parents failed, retrying: {e}"),
     )
+    .map_ok(compact)
     .reflect(parent_writer)
+    .inspect_ok(move |event| {
+        // The store holds this version now.
+        if let watcher::Event::Apply(parent) | watcher::Event::InitApply(parent) = event {
+            seen_writes.seen(&parent.metadata);
+        }
+    })
     .applied_objects()
-    .predicate_filter(spec_predicate, Default::default())
+    .predicate_filter(
+        |parent: &Compact| Some(parent.spec_hash()),
+        Default::default(),
+    )
     .inspect_ok(move |parent| {
         let key = queue_key(parent.metadata.namespace.as_deref(), &parent.name_any());
         parents_queue.add(&tele, key, Duration::ZERO);
@@ -428,11 +419,13 @@ async fn run_scope(scope: Scope, signals: Signals) {
         let (pacer, primary) = (pacer.clone(), kinds.primary.resource.clone());
         move |parent| {
             let key = ObjectRef::from_obj_with(parent, primary.clone());
-            let first = first_seen.lock().expect("first-seen lock").remove(&key);
-            if first {
+            let paced = background.lock().expect("background lock").remove(&key);
+            if paced {
                 pacer.push(key);
+            } else {
+                pacer.urgent(key);
             }
-            std::future::ready(!first)
+            std::future::ready(!paced)
         }
     });
 
@@ -484,7 +477,7 @@ async fn run_scope(scope: Scope, signals: Signals) {
                 }
             }
         })
-        .filter_map(|_| std::future::ready(None::<ObjectRef<DynamicObject>>));
+        .filter_map(|_| std::future::ready(None::<ParentRef>));
         child_streams.push(stream.boxed());
     }
 
@@ -507,7 +500,7 @@ async fn run_scope(scope: Scope, signals: Signals) {
             .backoff(crate::client::watch_backoff())
             .filter_map(move |event| {
                 let parents = match event {
-                    Ok(event) => index.apply(i, &event),
+                    Ok(event) => index.apply(i, event),
                     Err(e) => {
                         tracing::warn!(kind = %name, "watch of a related kind failed, retrying: {e}");
                         index.fail(i, e.to_string());
@@ -544,7 +537,7 @@ async fn run_scope(scope: Scope, signals: Signals) {
         children,
         backoff: Backoff::default(),
         progress: Progress::default(),
-        last_writes: status::LastWrites::default(),
+        last_writes: last_writes.clone(),
         metrics,
         permits,
         protected: env.protected,
@@ -605,7 +598,7 @@ async fn run_scope(scope: Scope, signals: Signals) {
                 all_queue.add(&tele, key, Duration::ZERO);
                 pacer.push(ObjectRef::from_obj_with(&*parent, primary.clone()));
             }
-            std::future::ready(None::<ObjectRef<DynamicObject>>)
+            std::future::ready(None::<ParentRef>)
         }
     });
 
@@ -664,16 +657,14 @@ async fn report_synced(
     }
 }
 
-/// The controller's key of the parent `namespace/name`.
-fn parent_ref(
-    primary: &kube::core::ApiResource,
-    namespace: Option<&str>,
-    name: &str,
-) -> ObjectRef<DynamicObject> {
-    let object = ObjectRef::new_with(name, primary.clone());
-    match namespace {
-        Some(ns) => object.within(ns),
-        None => object,
+/// A parent's watch event as the store keeps it.
+fn compact(event: watcher::Event<DynamicObject>) -> watcher::Event<Compact> {
+    match event {
+        watcher::Event::Apply(o) => watcher::Event::Apply(o.into()),
+        watcher::Event::Delete(o) => watcher::Event::Delete(o.into()),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitApply(o) => watcher::Event::InitApply(o.into()),
+        watcher::Event::InitDone => watcher::Event::InitDone,
     }
 }
 
@@ -715,7 +706,7 @@ fn related_events(
 /// parents that are gone, so memory follows the live objects.
 async fn sweep(
     ctx: Arc<Context>,
-    parents: reflector::Store<DynamicObject>,
+    parents: reflector::Store<Compact>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     loop {

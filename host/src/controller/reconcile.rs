@@ -21,6 +21,7 @@ use tracing::Instrument as _;
 use wasmop_contract::Reason;
 
 use super::apply::{self, Owner, Target, Written};
+use super::compact::Compact;
 use super::index::{ChildKey, NotReady};
 use super::progress::{self, Refusal};
 use super::status::{self, HostCondition};
@@ -140,10 +141,7 @@ static NEXT_RECONCILE: AtomicU64 = AtomicU64::new(1);
 /// Reconciles one parent. Called by the kube-runtime controller, never twice
 /// at once for the same object; at most the guest's `concurrency` run at
 /// once across all its namespace scopes.
-pub async fn reconcile(
-    parent: Arc<DynamicObject>,
-    ctx: Arc<Context>,
-) -> Result<Action, ReconcileError> {
+pub async fn reconcile(parent: Arc<Compact>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     let key = ObjectRef::from_obj_with(&*parent, ctx.kinds.primary.resource.clone());
     let queue_key = super::queue_key(parent.metadata.namespace.as_deref(), &parent.name_any());
     let id = NEXT_RECONCILE.fetch_add(1, Ordering::Relaxed);
@@ -176,7 +174,8 @@ pub async fn reconcile(
         let started = std::time::Instant::now();
         // The store may not have seen the host's own last write of the
         // parent yet: decide on the parent as that write left it.
-        let parent = ctx.last_writes.fresher(&parent).unwrap_or(parent);
+        let parent = parent.object();
+        let parent = ctx.last_writes.fresher(&parent).unwrap_or_else(|| Arc::new(parent));
         let result = reconcile_inner(&parent, &ctx).await;
         workers.dec();
         ctx.queue.finish(tele, id);
@@ -266,11 +265,7 @@ impl From<Outcome> for Action {
 /// What the kube-runtime controller does after a failure: the per-key
 /// exponential backoff the failure recorded, or wait for a change if
 /// retrying cannot help.
-pub fn error_policy(
-    parent: Arc<DynamicObject>,
-    error: &ReconcileError,
-    ctx: Arc<Context>,
-) -> Action {
+pub fn error_policy(parent: Arc<Compact>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
     if error.is_retryable() {
         let key = ObjectRef::from_obj_with(&*parent, ctx.kinds.primary.resource.clone());
         let delay = retry_delay(error, ctx.backoff.delay(&key));

@@ -2,7 +2,8 @@
 //! a password, a ConfigMap many parents share) but the host never writes.
 //!
 //! Each related kind is watched in the scope's namespace (metadata only if
-//! the guest asked for that), its objects kept by namespace and name;
+//! the guest asked for that), its objects kept by namespace and name, as
+//! compact objects (metadata parsed, the rest JSON text: [`Compact`]);
 //! related Secrets enter the cache concealed unless the guest may see their
 //! values ([`crate::secrets`]). Beside the objects the index keeps what
 //! every parent points at, per kind: the name at its pointer, the label
@@ -22,6 +23,7 @@ use kube::core::{Selector, SelectorExt};
 use kube::runtime::watcher;
 use serde_json::Value;
 
+use super::compact::Compact;
 use super::index::NotReady;
 use crate::model::{RelatedBy, RelatedKind};
 
@@ -41,9 +43,9 @@ enum Want {
 struct KindState {
     /// namespace → name → object: a reconcile reads one namespace's
     /// objects, in name order, without touching the others.
-    objects: HashMap<String, BTreeMap<String, Arc<DynamicObject>>>,
+    objects: HashMap<String, BTreeMap<String, Arc<Compact>>>,
     /// Objects of a re-list in progress, swapped in at its end.
-    relist: Option<Vec<Arc<DynamicObject>>>,
+    relist: Option<Vec<Arc<Compact>>>,
     ready: bool,
     error: Option<String>,
     /// parent → what it points at.
@@ -132,14 +134,14 @@ impl RelatedIndex {
 
     /// Feeds one event of related kind `kind`'s watch into the index and
     /// returns the parents it maps to (before and after the change).
-    pub fn apply(&self, kind: usize, event: &watcher::Event<DynamicObject>) -> Vec<ParentKey> {
+    pub fn apply(&self, kind: usize, event: watcher::Event<DynamicObject>) -> Vec<ParentKey> {
         let mut state = self.state.write().expect("related lock");
         let k = &mut state[kind];
-        let mut touched: Vec<Arc<DynamicObject>> = Vec::new();
+        let mut touched: Vec<Arc<Compact>> = Vec::new();
         match event {
             watcher::Event::Apply(object) => {
-                let object = Arc::new(object.clone());
-                let (namespace, name) = object_key(&object);
+                let object = Arc::new(Compact::from(object));
+                let (namespace, name) = object_key(&*object);
                 if let Some(old) = k
                     .objects
                     .entry(namespace)
@@ -151,7 +153,7 @@ impl RelatedIndex {
                 touched.push(object);
             }
             watcher::Event::Delete(object) => {
-                let (namespace, name) = object_key(object);
+                let (namespace, name) = object_key(&object);
                 if let Some(names) = k.objects.get_mut(&namespace) {
                     if let Some(old) = names.remove(&name) {
                         touched.push(old);
@@ -164,17 +166,16 @@ impl RelatedIndex {
             watcher::Event::Init => k.relist = Some(Vec::new()),
             watcher::Event::InitApply(object) => {
                 if let Some(buffer) = k.relist.as_mut() {
-                    buffer.push(Arc::new(object.clone()));
+                    buffer.push(Arc::new(Compact::from(object)));
                 }
             }
             watcher::Event::InitDone => {
-                let mut listed: HashMap<String, BTreeMap<String, Arc<DynamicObject>>> =
-                    HashMap::new();
+                let mut listed: HashMap<String, BTreeMap<String, Arc<Compact>>> = HashMap::new();
                 for object in k.relist.take().unwrap_or_default() {
-                    let (namespace, name) = object_key(&object);
+                    let (namespace, name) = object_key(&*object);
                     listed.entry(namespace).or_default().insert(name, object);
                 }
-                let lookup = |objects: &HashMap<String, BTreeMap<String, Arc<DynamicObject>>>,
+                let lookup = |objects: &HashMap<String, BTreeMap<String, Arc<Compact>>>,
                               namespace: &str,
                               name: &str| {
                     objects.get(namespace).and_then(|n| n.get(name)).cloned()
@@ -217,7 +218,7 @@ impl RelatedIndex {
     }
 
     /// The related objects of `parent`, by kind (in declaration order),
-    /// then name.
+    /// then name, parsed whole again.
     pub fn objects_of(&self, parent: &DynamicObject) -> Vec<Arc<DynamicObject>> {
         let namespace = parent.namespace().unwrap_or_default();
         let state = self.state.read().expect("related lock");
@@ -229,16 +230,15 @@ impl RelatedIndex {
             let Some(names) = kind.objects.get(&namespace) else {
                 continue;
             };
-            let found: Vec<Arc<DynamicObject>> = match want {
-                Want::Name(name) => names.get(&name).cloned().into_iter().collect(),
+            let found: Vec<&Arc<Compact>> = match want {
+                Want::Name(name) => names.get(&name).into_iter().collect(),
                 Want::Selector(selector) => names
                     .values()
                     .filter(|o| selector.matches(o.labels()))
-                    .cloned()
                     .collect(),
-                Want::Namespace => names.values().cloned().collect(),
+                Want::Namespace => names.values().collect(),
             };
-            out.extend(found);
+            out.extend(found.into_iter().map(|o| Arc::new(o.object())));
         }
         out
     }
@@ -300,7 +300,7 @@ impl KindState {
     }
 
     /// The parents `object` maps to as it is.
-    fn parents_of(&self, object: &DynamicObject) -> Vec<ParentKey> {
+    fn parents_of(&self, object: &Compact) -> Vec<ParentKey> {
         let (namespace, name) = object_key(object);
         let mut out: Vec<ParentKey> = self
             .by_name
@@ -326,7 +326,7 @@ fn parent_key(parent: &DynamicObject) -> ParentKey {
     (parent.namespace(), parent.name_any())
 }
 
-fn object_key(object: &DynamicObject) -> (String, String) {
+fn object_key(object: &impl ResourceExt) -> (String, String) {
     (object.namespace().unwrap_or_default(), object.name_any())
 }
 
@@ -435,14 +435,14 @@ mod tests {
         idx.parent_applied(&parent("c", json!({"secret": "other"})));
         let mut hit = idx.apply(
             0,
-            &watcher::Event::Apply(object("Secret", "ns", "auth", json!({}), "1")),
+            watcher::Event::Apply(object("Secret", "ns", "auth", json!({}), "1")),
         );
         hit.sort();
         assert_eq!(hit, [key("a"), key("b")]);
         assert!(
             idx.apply(
                 0,
-                &watcher::Event::Apply(object("Secret", "elsewhere", "auth", json!({}), "2"))
+                watcher::Event::Apply(object("Secret", "elsewhere", "auth", json!({}), "2"))
             )
             .is_empty()
         );
@@ -456,7 +456,7 @@ mod tests {
         assert_eq!(
             idx.apply(
                 0,
-                &watcher::Event::Delete(object("Secret", "ns", "auth", json!({}), "3"))
+                watcher::Event::Delete(object("Secret", "ns", "auth", json!({}), "3"))
             ),
             [key("a")]
         );
@@ -468,7 +468,7 @@ mod tests {
         assert!(
             idx.apply(
                 0,
-                &watcher::Event::Apply(object("Secret", "ns", "other", json!({}), "4"))
+                watcher::Event::Apply(object("Secret", "ns", "other", json!({}), "4"))
             ) == [key("b")]
         );
     }
@@ -482,19 +482,13 @@ mod tests {
         assert_eq!(
             idx.apply(
                 1,
-                &watcher::Event::Apply(object(
-                    "ConfigMap",
-                    "ns",
-                    "x",
-                    json!({"color": "red"}),
-                    "1"
-                ))
+                watcher::Event::Apply(object("ConfigMap", "ns", "x", json!({"color": "red"}), "1"))
             ),
             [key("red")]
         );
         let mut moved = idx.apply(
             1,
-            &watcher::Event::Apply(object(
+            watcher::Event::Apply(object(
                 "ConfigMap",
                 "ns",
                 "x",
@@ -513,23 +507,23 @@ mod tests {
         let idx = index();
         idx.parent_applied(&parent("a", json!({"secret": "s1"})));
         idx.parent_applied(&parent("b", json!({"secret": "s2"})));
-        idx.apply(0, &watcher::Event::Init);
+        idx.apply(0, watcher::Event::Init);
         idx.apply(
             0,
-            &watcher::Event::InitApply(object("Secret", "ns", "s1", json!({}), "1")),
+            watcher::Event::InitApply(object("Secret", "ns", "s1", json!({}), "1")),
         );
         idx.apply(
             0,
-            &watcher::Event::InitApply(object("Secret", "ns", "s2", json!({}), "1")),
+            watcher::Event::InitApply(object("Secret", "ns", "s2", json!({}), "1")),
         );
-        idx.apply(0, &watcher::Event::InitDone);
-        idx.apply(0, &watcher::Event::Init);
+        idx.apply(0, watcher::Event::InitDone);
+        idx.apply(0, watcher::Event::Init);
         idx.apply(
             0,
-            &watcher::Event::InitApply(object("Secret", "ns", "s1", json!({}), "1")),
+            watcher::Event::InitApply(object("Secret", "ns", "s1", json!({}), "1")),
         );
         assert_eq!(
-            idx.apply(0, &watcher::Event::InitDone),
+            idx.apply(0, watcher::Event::InitDone),
             [key("b")],
             "s2 vanished"
         );

@@ -11,6 +11,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::{Resource as _, ResourceExt};
 use serde_json::{Map, Value, json};
@@ -32,6 +33,8 @@ pub struct LastWrites(Mutex<HashMap<String, LastWrite>>);
 
 struct LastWrite {
     superseded: HashSet<String>,
+    /// The versions the host's writes made, until the store has the latest.
+    own: HashSet<String>,
     latest: Arc<DynamicObject>,
 }
 
@@ -43,7 +46,29 @@ impl LastWrites {
     /// as Kubernetes guarantees since 1.35); `None` when the store has
     /// caught up (or moved past it), which forgets the write.
     pub fn fresher(&self, parent: &DynamicObject) -> Option<Arc<DynamicObject>> {
-        let (uid, version) = (parent.uid()?, parent.resource_version()?);
+        self.behind(&parent.metadata)
+    }
+
+    /// Forgets the write the store's copy of a parent (its `metadata`) has
+    /// caught up with (or moved past), so an entry lives only while the
+    /// store is behind: a converged parent may never be reconciled again to
+    /// ask [`Self::fresher`].
+    pub fn seen(&self, metadata: &ObjectMeta) {
+        let _ = self.behind(metadata);
+    }
+
+    /// Whether the version `metadata` names is one the host's own write
+    /// made (and the store has not caught up with its latest write yet).
+    pub fn is_own(&self, metadata: &ObjectMeta) -> bool {
+        let (Some(uid), Some(version)) = (&metadata.uid, &metadata.resource_version) else {
+            return false;
+        };
+        let writes = self.0.lock().expect("last writes lock");
+        writes.get(uid).is_some_and(|w| w.own.contains(version))
+    }
+
+    fn behind(&self, parent: &ObjectMeta) -> Option<Arc<DynamicObject>> {
+        let (uid, version) = (parent.uid.clone()?, parent.resource_version.clone()?);
         let mut writes = self.0.lock().expect("last writes lock");
         let write = writes.get(&uid)?;
         let older = match (version.parse::<u64>(), write.latest.resource_version()) {
@@ -52,7 +77,7 @@ impl LastWrites {
         };
         // A spec change the host's write does not have wins, whatever the
         // versions say.
-        let newer_spec = parent.metadata.generation > write.latest.metadata.generation;
+        let newer_spec = parent.generation > write.latest.metadata.generation;
         if !newer_spec && (older || write.superseded.contains(&version)) {
             return Some(write.latest.clone());
         }
@@ -68,17 +93,20 @@ impl LastWrites {
         let mut latest = written.clone();
         latest.metadata.managed_fields = None;
         let mut writes = self.0.lock().expect("last writes lock");
-        let mut superseded = match writes.remove(&uid) {
+        let (mut superseded, mut own) = match writes.remove(&uid) {
             Some(w) if w.latest.resource_version().as_deref() == Some(version.as_str()) => {
-                w.superseded
+                (w.superseded, w.own)
             }
-            _ => HashSet::new(),
+            Some(w) => (HashSet::new(), w.own),
+            None => (HashSet::new(), HashSet::new()),
         };
         superseded.insert(version);
+        own.extend(latest.resource_version());
         writes.insert(
             uid,
             LastWrite {
                 superseded,
+                own,
                 latest: Arc::new(latest),
             },
         );
@@ -265,6 +293,23 @@ mod tests {
         let mut edited = at("2", "Ready");
         edited.metadata.generation = Some(2);
         assert!(writes.fresher(&edited).is_none());
+    }
+
+    #[test]
+    fn a_write_is_kept_only_until_the_watch_delivers_it() {
+        let writes = LastWrites::default();
+        writes.remember(&at("1", "Ready"), &at("2", "Progressing"));
+        writes.remember(&at("2", "Progressing"), &at("4", "Ready"));
+        // The watch delivers the host's first write, then the second.
+        assert!(writes.is_own(&at("2", "Progressing").metadata));
+        assert!(!writes.is_own(&at("1", "Ready").metadata));
+        writes.seen(&at("2", "Progressing").metadata);
+        assert_eq!(writes.0.lock().unwrap().len(), 1);
+        assert!(writes.is_own(&at("4", "Ready").metadata));
+        writes.seen(&at("4", "Ready").metadata);
+        assert!(writes.0.lock().unwrap().is_empty());
+        assert!(!writes.is_own(&at("4", "Ready").metadata));
+        assert!(writes.fresher(&at("2", "Progressing")).is_none());
     }
 
     #[test]
