@@ -141,6 +141,9 @@ pub struct Context {
     progress: Progress,
     /// The parents as the host's own latest writes left them.
     last_writes: Arc<status::LastWrites>,
+    /// The parents' store (the queue hands a reconcile the copy it held
+    /// when the key came due).
+    parents: reflector::Store<Compact>,
     metrics: Arc<Metrics>,
     permits: Arc<tokio::sync::Semaphore>,
     protected: ProtectedObjects,
@@ -538,6 +541,7 @@ async fn run_scope(scope: Scope, signals: Signals) {
         backoff: Backoff::default(),
         progress: Progress::default(),
         last_writes: last_writes.clone(),
+        parents: parent_reader.clone(),
         metrics,
         permits,
         protected: env.protected,
@@ -547,7 +551,7 @@ async fn run_scope(scope: Scope, signals: Signals) {
         pacer: pacer.clone(),
     });
 
-    let sweeper = tokio::spawn(sweep(ctx.clone(), parent_reader.clone(), shutdown.clone()));
+    let sweeper = tokio::spawn(sweep(ctx.clone(), shutdown.clone()));
     let watcher_sync = tokio::spawn(report_synced(parents_listed, ctx.clone(), synced));
     let resync = settings.resync;
     // Every parent again: on each resync, after a swap, and when this host
@@ -704,29 +708,32 @@ fn related_events(
 
 /// Forgets, every [`SWEEP_PERIOD`], the backoff and progress records of
 /// parents that are gone, so memory follows the live objects.
-async fn sweep(
-    ctx: Arc<Context>,
-    parents: reflector::Store<Compact>,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
-) {
+async fn sweep(ctx: Arc<Context>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+    let parents = &ctx.parents;
     loop {
         tokio::select! {
             () = tokio::time::sleep(SWEEP_PERIOD) => {}
             _ = shutdown.wait_for(|stop| *stop) => return,
         }
+        let state = parents.state();
         let live: std::collections::HashSet<String> =
-            parents.state().iter().filter_map(|p| p.uid()).collect();
+            state.iter().filter_map(|p| p.uid()).collect();
+        // A write whose watch event arrived before its answer (so `seen`
+        // found nothing to forget yet) is forgotten here.
+        for parent in &state {
+            ctx.last_writes.seen(&parent.metadata);
+        }
         ctx.progress.retain(|uid| live.contains(uid));
         ctx.last_writes.retain(|uid| live.contains(uid));
         ctx.backoff.retain(|key| parents.get(key).is_some());
         let primary = &ctx.kinds.primary.resource;
         // Triggers of children and related objects whose parent is gone
         // (garbage collection deleting its children) never run.
-        let keys: std::collections::HashSet<String> = parents
-            .state()
+        let keys: std::collections::HashSet<String> = state
             .iter()
             .map(|p| queue_key(p.metadata.namespace.as_deref(), &p.name_any()))
             .collect();
+        drop(state);
         let prefix = ctx.scope.as_deref().map(|ns| format!("{ns}/"));
         ctx.queue.retain(|key| {
             keys.contains(key) || prefix.as_deref().is_some_and(|p| !key.starts_with(p))

@@ -141,6 +141,13 @@ mod tests {
         ObjectRef::new_with(name, ar).within("ns")
     }
 
+    /// Whether the pacer admits nothing for 50 ms.
+    async fn held(admitted: &mut (impl Stream<Item = ParentRef> + Unpin)) -> bool {
+        tokio::time::timeout(Duration::from_millis(50), admitted.next())
+            .await
+            .is_err()
+    }
+
     #[tokio::test]
     async fn keys_enter_in_order_once_each_while_the_queue_has_room() {
         let pacer = Arc::new(Pacer::new(2));
@@ -152,11 +159,7 @@ mod tests {
         assert_eq!(admitted.next().await.unwrap().name, "a");
         assert_eq!(admitted.next().await.unwrap().name, "b");
         // Two handed over and not started: c waits until one starts.
-        assert!(
-            tokio::time::timeout(Duration::from_millis(50), admitted.next())
-                .await
-                .is_err()
-        );
+        assert!(held(&mut admitted).await);
         pacer.started(&key("a"));
         assert_eq!(admitted.next().await.unwrap().name, "c");
         assert_eq!(pacer.waiting(), 0);
@@ -172,11 +175,7 @@ mod tests {
         // kube-runtime's queue runs keys due at once newest first: a key
         // handed over after the user's would run before it.
         pacer.urgent(key("user"));
-        assert!(
-            tokio::time::timeout(Duration::from_millis(50), admitted.next())
-                .await
-                .is_err()
-        );
+        assert!(held(&mut admitted).await);
         pacer.started(&key("user"));
         assert_eq!(admitted.next().await.unwrap().name, "b");
     }

@@ -174,8 +174,7 @@ pub async fn reconcile(parent: Arc<Compact>, ctx: Arc<Context>) -> Result<Action
         let started = std::time::Instant::now();
         // The store may not have seen the host's own last write of the
         // parent yet: decide on the parent as that write left it.
-        let parent = parent.object();
-        let parent = ctx.last_writes.fresher(&parent).unwrap_or_else(|| Arc::new(parent));
+        let parent = ctx.last_writes.decide_on(&parent, || ctx.parents.get(&key));
         let result = reconcile_inner(&parent, &ctx).await;
         workers.dec();
         ctx.queue.finish(tele, id);
