@@ -69,10 +69,11 @@ impl From<DynamicObject> for Compact {
 }
 
 /// Hash of everything but the status: the parent's spec (and any other
-/// top-level field), labels, annotations, finalizers and deletion mark.
-/// Status-only updates (most of them written by this very host) do not
-/// trigger a reconcile.
-fn spec_hash(object: &DynamicObject) -> u64 {
+/// top-level field), uid, generation, labels, annotations, finalizers and
+/// deletion mark. Status-only updates (most of them written by this very
+/// host) do not trigger a reconcile; the progress check builds its
+/// fingerprint on it too.
+pub fn spec_hash(object: &DynamicObject) -> u64 {
     let mut h = DefaultHasher::new();
     if let Some(data) = object.data.as_object() {
         for (k, v) in data.iter().filter(|(k, _)| *k != "status") {

@@ -401,7 +401,7 @@ async fn run_scope(scope: Scope, signals: Signals) {
     .inspect_err(
         move |e| tracing::warn!(kind = %parent_kind, "watch of the parents failed, retrying: {e}"),
     )
-    .map_ok(compact)
+    .map_ok(|event| map_object(event, Compact::from))
     .reflect(parent_writer)
     .inspect_ok(move |event| {
         // The store holds this version now.
@@ -661,13 +661,13 @@ async fn report_synced(
     }
 }
 
-/// A parent's watch event as the store keeps it.
-fn compact(event: watcher::Event<DynamicObject>) -> watcher::Event<Compact> {
+/// `event` with `f` applied to its object, if it has one.
+fn map_object<A, B>(event: watcher::Event<A>, mut f: impl FnMut(A) -> B) -> watcher::Event<B> {
     match event {
-        watcher::Event::Apply(o) => watcher::Event::Apply(o.into()),
-        watcher::Event::Delete(o) => watcher::Event::Delete(o.into()),
+        watcher::Event::Apply(o) => watcher::Event::Apply(f(o)),
+        watcher::Event::Delete(o) => watcher::Event::Delete(f(o)),
         watcher::Event::Init => watcher::Event::Init,
-        watcher::Event::InitApply(o) => watcher::Event::InitApply(o.into()),
+        watcher::Event::InitApply(o) => watcher::Event::InitApply(f(o)),
         watcher::Event::InitDone => watcher::Event::InitDone,
     }
 }
@@ -696,13 +696,7 @@ fn related_events(
         data: serde_json::json!({}),
     };
     watcher(api, watcher::Config::default())
-        .map_ok(move |event| match event {
-            watcher::Event::Apply(m) => watcher::Event::Apply(whole(m)),
-            watcher::Event::Delete(m) => watcher::Event::Delete(whole(m)),
-            watcher::Event::Init => watcher::Event::Init,
-            watcher::Event::InitApply(m) => watcher::Event::InitApply(whole(m)),
-            watcher::Event::InitDone => watcher::Event::InitDone,
-        })
+        .map_ok(move |event| map_object(event, &whole))
         .boxed()
 }
 

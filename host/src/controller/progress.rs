@@ -34,7 +34,6 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use kube::ResourceExt;
 use kube::api::DynamicObject;
 
 use super::index::ChildKey;
@@ -174,17 +173,7 @@ impl Start {
 pub fn spec_fingerprint(parent: &DynamicObject, module: &str) -> u64 {
     let mut h = DefaultHasher::new();
     module.hash(&mut h);
-    if let Some(data) = parent.data.as_object() {
-        for (k, v) in data.iter().filter(|(k, _)| *k != "status") {
-            k.hash(&mut h);
-            v.to_string().hash(&mut h);
-        }
-    }
-    parent.metadata.generation.hash(&mut h);
-    parent.metadata.deletion_timestamp.is_some().hash(&mut h);
-    parent.labels().hash(&mut h);
-    parent.annotations().hash(&mut h);
-    parent.finalizers().hash(&mut h);
+    super::compact::spec_hash(parent).hash(&mut h);
     h.finish()
 }
 
