@@ -6,6 +6,12 @@
 //! watches) happens before the running version is touched, so a bad update
 //! leaves the old one serving. Each guest remembers where it came from, so
 //! following the guest list never stops a guest given on the command line.
+//!
+//! A listed guest whose entry has a progressive `rollout` (Shadow, Canary)
+//! gets a new module as a candidate beside the running (stable) version
+//! instead of a swap ([`crate::rollout`]); the watches then cover both
+//! versions' kinds. A host that starts where a rollout was left (the status
+//! ConfigMap's record) loads both versions before any reconcile runs.
 
 use std::collections::HashMap;
 
@@ -16,7 +22,11 @@ use crate::controller::{
     ControllerSettings, Environment, GuestSlot, Metrics, RunningController, discovery,
 };
 use crate::health::Health;
+use crate::model::Description;
 use crate::protected::ProtectedObjects;
+use crate::rollout::{
+    Board, Candidate, Mode, Parts, Phase, Record, Resume, Rollout, RolloutSettings, Tracker,
+};
 use crate::runtime::{CacheOutcome, Guest, Limits, ModuleBytes, Runtime};
 use crate::telemetry::metrics::SwapLabels;
 use crate::webhook::{Served, Webhooks};
@@ -30,7 +40,7 @@ pub enum Error {
     Load(#[from] crate::runtime::Error),
     /// The kinds it declares cannot be served.
     #[error(transparent)]
-    Discovery(#[from] discovery::Error),
+    Discovery(Box<discovery::Error>),
     /// Another guest already manages the same primary kind.
     #[error("primary kind {kind} is already managed by guest {other:?}")]
     KindTaken {
@@ -53,6 +63,35 @@ pub enum Error {
     /// The blocking load task failed.
     #[error("load task failed: {0}")]
     Join(#[from] tokio::task::JoinError),
+    /// A candidate of a rollout reconciles another primary kind, or
+    /// declares another finalizer, than the stable version.
+    #[error(
+        "the candidate {what} ({candidate}) differs from the running version's ({stable}): that change needs rollout strategy Immediate"
+    )]
+    RolloutKindsChanged {
+        /// What differs.
+        what: &'static str,
+        /// The running version's.
+        stable: String,
+        /// The candidate's.
+        candidate: String,
+    },
+    /// The stable version of a rollout to resume cannot be fetched again.
+    #[error(
+        "the rollout's stable module sha256 {digest} cannot be fetched again ({why}): the guest starts once it can, or once its entry's rollout strategy is Immediate"
+    )]
+    StableUnavailable {
+        /// The stable module's digest.
+        digest: String,
+        /// Why it cannot be fetched.
+        why: String,
+    },
+}
+
+impl From<discovery::Error> for Error {
+    fn from(e: discovery::Error) -> Self {
+        Self::Discovery(Box::new(e))
+    }
 }
 
 impl Error {
@@ -67,11 +106,10 @@ impl Error {
             Self::Load(_) | Self::Join(_) | Self::Client(_) | Self::NameTaken { .. } => {
                 Reason::GuestLoadFailed
             }
-            Self::Discovery(
-                discovery::Error::NotServed { .. } | discovery::Error::NotACustomResource { .. },
-            ) => Reason::KindsNotServed,
             Self::Discovery(_) => Reason::KindsNotServed,
             Self::KindTaken { .. } => Reason::KindTaken,
+            Self::RolloutKindsChanged { .. } => Reason::RolloutKindsChanged,
+            Self::StableUnavailable { .. } => Reason::RolloutStableUnavailable,
         }
     }
 }
@@ -109,6 +147,43 @@ pub struct GuestSpec {
     pub settings: Option<String>,
     /// Where it comes from.
     pub origin: Origin,
+    /// How a new module version rolls out.
+    pub rollout: RolloutSettings,
+    /// Where the module can be fetched again (a guest list `module` value,
+    /// an OCI tag pinned to its digest), recorded while it is the stable
+    /// version of a rollout.
+    pub source: Option<serde_json::Value>,
+    /// Where an earlier host left this guest's rollout, if it did.
+    pub resume: Option<ResumeSpec>,
+}
+
+/// A rollout to resume: the record, and the stable version's module when
+/// it is not the entry's.
+#[derive(Clone, Debug)]
+pub struct ResumeSpec {
+    /// The record in the status ConfigMap.
+    pub record: Record,
+    /// The stable module, fetched from the record's `stableSource`: `Ok`
+    /// when it was, `Err` with why not; `None` when the entry's module is
+    /// the stable one.
+    pub stable: Option<Result<ModuleBytes, String>>,
+}
+
+impl GuestSpec {
+    /// A guest with today's defaults for everything but its module.
+    pub fn new(name: &str, module: ModuleBytes, origin: Origin) -> Self {
+        Self {
+            name: name.to_owned(),
+            module,
+            limits: Limits::default(),
+            controller: ControllerSettings::default(),
+            settings: None,
+            origin,
+            rollout: RolloutSettings::default(),
+            source: None,
+            resume: None,
+        }
+    }
 }
 
 /// What [`Host::upsert`] did.
@@ -120,6 +195,12 @@ pub enum Change {
     Swapped(CacheOutcome),
     /// The guest's kinds or namespaces changed: its controller restarted.
     Restarted(CacheOutcome),
+    /// A candidate version started rolling out beside the running one.
+    RolloutStarted(CacheOutcome),
+    /// The entry names the stable version again: the candidate is gone.
+    RolloutCancelled,
+    /// A rollout an earlier host left was resumed.
+    Resumed(CacheOutcome),
     /// Same module and settings as running: nothing to do.
     Unchanged,
 }
@@ -129,9 +210,13 @@ struct Running {
     /// The primary kind's resource, for the webhooks.
     primary: kube::core::ApiResource,
     controller: RunningController,
+    /// What the controller's watches were resolved from (during and after
+    /// a rollout, both versions' kinds).
+    watched: Description,
     limits: Limits,
     controller_settings: ControllerSettings,
     origin: Origin,
+    rollout: Rollout,
 }
 
 /// The running guests of this process.
@@ -142,6 +227,7 @@ pub struct Host {
     health: Health,
     guests: HashMap<String, Running>,
     webhooks: Option<Webhooks>,
+    board: Option<Board>,
 }
 
 impl Host {
@@ -159,7 +245,35 @@ impl Host {
             health,
             guests: HashMap::new(),
             webhooks: None,
+            board: None,
         }
+    }
+
+    /// Records every listed guest's rollout on `board` (the status
+    /// ConfigMap beside the guest list).
+    #[must_use]
+    pub fn with_board(mut self, board: Board) -> Self {
+        self.board = Some(board);
+        self
+    }
+
+    /// The board rollout records go to, when the host follows a list.
+    pub fn board(&self) -> Option<&Board> {
+        self.board.as_ref()
+    }
+
+    /// Follows the records the leader wrote (on a standby).
+    pub fn follow_records(&self, records: &std::collections::BTreeMap<String, Record>) {
+        for (name, running) in &self.guests {
+            if let Some(record) = records.get(name) {
+                running.rollout.follow(record);
+            }
+        }
+    }
+
+    /// A guest's rollout record.
+    pub fn record(&self, name: &str) -> Option<Record> {
+        self.guests.get(name).map(|r| r.rollout.record())
     }
 
     /// Serves the guests' admission and conversion through `webhooks`.
@@ -259,6 +373,8 @@ impl Host {
                 && running.limits == spec.limits
                 && running.controller_settings == spec.controller
                 && running.origin == spec.origin
+                && running.slot.candidate().is_none()
+                && running.rollout.aborted().is_none()
         })
     }
 
@@ -275,7 +391,7 @@ impl Host {
             result,
         };
         match &result {
-            Ok(Change::Unchanged) => {}
+            Ok(Change::Unchanged | Change::RolloutStarted(_) | Change::RolloutCancelled) => {}
             Ok(change) => {
                 if let Some(guest) = self.current(&name) {
                     metrics.set_version(&name, old.as_deref(), guest.digest());
@@ -299,30 +415,78 @@ impl Host {
     }
 
     async fn upsert_inner(&mut self, spec: GuestSpec) -> Result<Change, Error> {
-        if let Some(running) = self.guests.get(&spec.name)
-            && running.origin != spec.origin
-        {
+        let Some(running) = self.guests.get(&spec.name) else {
+            return self.start(spec).await;
+        };
+        if running.origin != spec.origin {
             return Err(Error::NameTaken {
                 name: spec.name,
                 other: running.origin,
             });
         }
-        if self.is_current(&spec) {
+        let is = |guest: &Guest| {
+            guest.digest() == spec.module.digest() && guest.settings() == spec.settings.as_deref()
+        };
+        if is(&running.slot.current()) {
+            // The entry names the stable version (again).
+            let cancelled =
+                running.slot.candidate().is_some() || running.rollout.aborted().is_some();
+            if cancelled {
+                running
+                    .rollout
+                    .cancel("the guest list names the stable version again");
+            }
+            running.rollout.set_settings(spec.rollout.clone());
+            if self.is_current(&spec) {
+                return Ok(if cancelled {
+                    Change::RolloutCancelled
+                } else {
+                    Change::Unchanged
+                });
+            }
+        } else if running.slot.candidate().is_some_and(|c| is(&c.guest)) {
+            running.rollout.set_settings(spec.rollout.clone());
             return Ok(Change::Unchanged);
+        } else if running.rollout.aborted().as_deref() == Some(spec.module.digest()) {
+            // Rolled back: not tried again until the entry's module changes.
+            return Ok(Change::Unchanged);
+        } else if spec.rollout.is_progressive() {
+            return self.propose(spec).await;
         }
+        let source = spec.source.clone();
+        let settings = spec.rollout.clone();
+        let name = spec.name.clone();
+        let change = self.replace(spec).await?;
+        if let Some(running) = self.guests.get(&name) {
+            running.rollout.swapped(source, settings);
+        }
+        Ok(change)
+    }
+
+    /// Loads `spec`'s module on a blocking thread.
+    async fn load(
+        &self,
+        spec: &GuestSpec,
+        module: &ModuleBytes,
+    ) -> Result<(Guest, CacheOutcome), Error> {
         let runtime = self.runtime.clone();
         let (name, module, limits, settings) = (
             spec.name.clone(),
-            spec.module.clone(),
+            module.clone(),
             spec.limits.clone(),
             spec.settings.clone(),
         );
-        let (guest, outcome) =
+        Ok(
             tokio::task::spawn_blocking(move || runtime.load(&name, &module, limits, settings))
-                .await??;
+                .await??,
+        )
+    }
+
+    /// Refuses `guest`'s primary kind when another guest manages it.
+    fn check_kind_free(&self, name: &str, guest: &Guest) -> Result<(), Error> {
         let primary = &guest.description().primary;
         if let Some((other, _)) = self.guests.iter().find(|(n, r)| {
-            **n != spec.name
+            **n != name
                 && r.slot
                     .current()
                     .description()
@@ -334,8 +498,190 @@ impl Host {
                 other: other.clone(),
             });
         }
+        Ok(())
+    }
+
+    /// The environment a guest's controller runs in.
+    fn environment(&self, client: kube::Client) -> Environment {
+        Environment {
+            client,
+            protected: self.protected.clone(),
+            leadership: self.clients.leadership().clone(),
+            api_health: self.clients.health().clone(),
+            telemetry: self.runtime.metrics().clone(),
+        }
+    }
+
+    /// What a guest's rollout needs from the host.
+    fn rollout_parts(&self, name: &str, slot: &GuestSlot) -> Parts {
+        let webhooks = self.webhooks.clone();
+        Parts {
+            guest: name.to_owned(),
+            slot: slot.clone(),
+            board: self.board.clone(),
+            telemetry: self.runtime.metrics().clone(),
+            leadership: self.clients.leadership().clone(),
+            on_promote: Box::new(move || {
+                if let Some(webhooks) = &webhooks {
+                    webhooks.changed();
+                }
+            }),
+        }
+    }
+
+    /// Starts a guest that does not run yet: its module, or, when an
+    /// earlier host left a rollout whose stable version is not the entry's
+    /// module (and the entry rolls out progressively), that stable version
+    /// with the entry's module as its candidate: resumed where the record
+    /// says, kept rolled back if it was, or as a new rollout if the entry
+    /// changed meanwhile.
+    async fn start(&mut self, spec: GuestSpec) -> Result<Change, Error> {
+        let resume = spec.resume.clone();
+        let mut stable_module = None;
+        let mut candidate_mode = None;
+        let mut propose_after = false;
+        if let Some(ResumeSpec {
+            record,
+            stable: Some(stable),
+        }) = &resume
+            && spec.rollout.is_progressive()
+            && record.stable != spec.module.digest()
+        {
+            stable_module = Some(stable.clone().map_err(|why| Error::StableUnavailable {
+                digest: record.stable.clone(),
+                why,
+            })?);
+            if record.candidate.as_deref() == Some(spec.module.digest()) {
+                candidate_mode = match record.phase {
+                    Phase::Progressing => Some(
+                        record
+                            .cut()
+                            .map_or(Mode::Waiting, |cut| Mode::Canary { cut }),
+                    ),
+                    Phase::Shadowing => Some(Mode::Shadow),
+                    // Rolled back: the stable version alone.
+                    _ => None,
+                };
+            } else {
+                propose_after = true;
+            }
+        }
+        let (guest, outcome) = self.load(&spec, &spec.module).await?;
+        let resuming = candidate_mode.is_some();
+        let (stable, candidate) = match &stable_module {
+            Some(module) => {
+                let (stable, _) = self.load(&spec, module).await?;
+                check_same_kind(&stable, &guest)?;
+                (stable, candidate_mode.map(|mode| (guest, mode)))
+            }
+            None => (guest, None),
+        };
+        self.check_kind_free(&spec.name, &stable)?;
+        let watched = match &candidate {
+            Some((candidate, _)) => union(stable.description(), candidate.description()),
+            None => stable.description().clone(),
+        };
+        let client = self.clients.for_guest(&spec.name).map_err(Error::Client)?;
+        let kinds = discovery::resolve(&client, &watched).await?;
+        let slot = GuestSlot::new(stable);
+        // The candidate is in place before the first reconcile.
+        if let Some((candidate, mode)) = candidate {
+            slot.set_candidate(Some(Candidate {
+                guest: candidate,
+                mode,
+                tracker: std::sync::Arc::new(Tracker::new(spec.rollout.ready_condition.clone())),
+            }));
+        }
+        let primary = kinds.primary.resource.clone();
+        let controller = RunningController::start(
+            self.environment(client),
+            slot.clone(),
+            kinds,
+            &spec.controller,
+        );
+        let stable_source = match &resume {
+            Some(ResumeSpec { record, .. }) if stable_module.is_some() => {
+                record.stable_source.clone()
+            }
+            _ => spec.source.clone(),
+        };
+        let rollout = Rollout::start(
+            self.rollout_parts(&spec.name, &slot),
+            spec.rollout.clone(),
+            stable_source,
+            resume
+                .filter(|_| !propose_after)
+                .map(|r| Resume { record: r.record }),
+        );
+        rollout.set_parents(controller.parents());
+        self.health.running(&spec.name, controller.synced());
+        self.guests.insert(
+            spec.name.clone(),
+            Running {
+                slot,
+                primary,
+                controller,
+                watched,
+                limits: spec.limits.clone(),
+                controller_settings: spec.controller.clone(),
+                origin: spec.origin,
+                rollout,
+            },
+        );
+        self.evict_unused();
+        self.publish(&spec.name);
+        if propose_after {
+            tracing::info!(guest = %spec.name, "started the stable version an earlier host left; the entry's module rolls out beside it");
+            return self.propose(spec).await;
+        }
+        if resuming {
+            tracing::info!(guest = %spec.name, "resumed the rollout an earlier host left");
+            Ok(Change::Resumed(outcome))
+        } else {
+            tracing::info!(guest = %spec.name, digest = %short(&outcome.digest), cache = ?outcome.hit, elapsed_us = micros(&outcome), "started guest");
+            Ok(Change::Started(outcome))
+        }
+    }
+
+    /// Starts rolling out `spec`'s module beside the running version.
+    async fn propose(&mut self, spec: GuestSpec) -> Result<Change, Error> {
+        let (guest, outcome) = self.load(&spec, &spec.module).await?;
+        let running = self.guests.get(&spec.name).expect("a running guest");
+        check_same_kind(&running.slot.current(), &guest)?;
+        let watched = union(&running.watched, guest.description());
+        if watched != running.watched {
+            // The candidate brings kinds of its own: the watches restart
+            // with both versions' kinds, resolved before anything stops.
+            let client = self.clients.for_guest(&spec.name).map_err(Error::Client)?;
+            let kinds = discovery::resolve(&client, &watched).await?;
+            let env = self.environment(client);
+            let running = self.guests.get_mut(&spec.name).expect("a running guest");
+            let controller = RunningController::start(
+                env,
+                running.slot.clone(),
+                kinds,
+                &running.controller_settings,
+            );
+            let old = std::mem::replace(&mut running.controller, controller);
+            drop(old.stop());
+            running.watched = watched;
+            running.rollout.set_parents(running.controller.parents());
+            self.health.running(&spec.name, running.controller.synced());
+        }
+        let running = self.guests.get(&spec.name).expect("a running guest");
+        running
+            .rollout
+            .propose(guest, spec.source.clone(), spec.rollout.clone());
+        self.evict_unused();
+        Ok(Change::RolloutStarted(outcome))
+    }
+
+    /// Replaces the stable version at once (today's hot swap).
+    async fn replace(&mut self, spec: GuestSpec) -> Result<Change, Error> {
+        let (guest, outcome) = self.load(&spec, &spec.module).await?;
+        self.check_kind_free(&spec.name, &guest)?;
         if let Some(running) = self.guests.get_mut(&spec.name)
-            && running.slot.current().description() == guest.description()
+            && running.watched == *guest.description()
             && running.controller_settings == spec.controller
         {
             // Same kinds, same settings: the watches stay, only the module
@@ -355,48 +701,24 @@ impl Host {
         let kinds = discovery::resolve(&client, guest.description()).await?;
         // The kinds or namespaces changed: only this guest's watches restart,
         // gracefully (running reconciles finish on the old version).
-        let restarted = match self.guests.remove(&spec.name) {
-            Some(running) => {
-                drop(running.controller.stop());
-                true
-            }
-            None => false,
-        };
-        let slot = GuestSlot::new(guest);
-        let primary = kinds.primary.resource.clone();
-        let controller = RunningController::start(
-            Environment {
-                client,
-                protected: self.protected.clone(),
-                leadership: self.clients.leadership().clone(),
-                api_health: self.clients.health().clone(),
-                telemetry: self.runtime.metrics().clone(),
-            },
-            slot.clone(),
-            kinds,
-            &spec.controller,
-        );
-        self.health.running(&spec.name, controller.synced());
-        self.guests.insert(
-            spec.name.clone(),
-            Running {
-                slot,
-                primary,
-                controller,
-                limits: spec.limits,
-                controller_settings: spec.controller,
-                origin: spec.origin,
-            },
-        );
+        let env = self.environment(client);
+        let running = self.guests.get_mut(&spec.name).expect("a running guest");
+        running.slot.set_candidate(None);
+        running.slot.swap(guest.clone());
+        let controller =
+            RunningController::start(env, running.slot.clone(), kinds.clone(), &spec.controller);
+        let old = std::mem::replace(&mut running.controller, controller);
+        drop(old.stop());
+        running.primary = kinds.primary.resource.clone();
+        running.watched = guest.description().clone();
+        running.limits = spec.limits;
+        running.controller_settings = spec.controller;
+        running.rollout.set_parents(running.controller.parents());
+        self.health.running(&spec.name, running.controller.synced());
         self.evict_unused();
         self.publish(&spec.name);
-        if restarted {
-            tracing::info!(guest = %spec.name, to = %short(&outcome.digest), cache = ?outcome.hit, elapsed_us = micros(&outcome), watches_restarted = true, "swapped guest module");
-            Ok(Change::Restarted(outcome))
-        } else {
-            tracing::info!(guest = %spec.name, digest = %short(&outcome.digest), cache = ?outcome.hit, elapsed_us = micros(&outcome), "started guest");
-            Ok(Change::Started(outcome))
-        }
+        tracing::info!(guest = %spec.name, to = %short(&outcome.digest), cache = ?outcome.hit, elapsed_us = micros(&outcome), watches_restarted = true, "swapped guest module");
+        Ok(Change::Restarted(outcome))
     }
 
     /// Stops a guest's controller; its children stay as they are.
@@ -409,6 +731,7 @@ impl Host {
             Some(running) => {
                 let old = running.slot.current().digest().to_owned();
                 drop(running.controller.stop());
+                running.rollout.remove();
                 self.runtime.metrics().forget_guest(name);
                 self.runtime.metrics().guest_info.remove(
                     &crate::telemetry::metrics::GuestInfoLabels {
@@ -447,7 +770,10 @@ impl Host {
         let in_use: Vec<String> = self
             .guests
             .values()
-            .map(|r| r.slot.current().digest().to_owned())
+            .flat_map(|r| {
+                std::iter::once(r.slot.current().digest().to_owned())
+                    .chain(r.slot.candidate().map(|c| c.guest.digest().to_owned()))
+            })
             .collect();
         let dropped = self
             .runtime
@@ -457,6 +783,49 @@ impl Host {
             tracing::debug!(dropped, "dropped compiled module versions no guest runs");
         }
     }
+}
+
+/// Refuses a candidate that reconciles another primary kind, or declares
+/// another finalizer, than the stable version.
+fn check_same_kind(stable: &Guest, candidate: &Guest) -> Result<(), Error> {
+    let (s, c) = (stable.description(), candidate.description());
+    if !s.primary.same_resource(&c.primary) {
+        return Err(Error::RolloutKindsChanged {
+            what: "primary kind",
+            stable: s.primary.to_string(),
+            candidate: c.primary.to_string(),
+        });
+    }
+    if s.finalizer != c.finalizer {
+        let show = |f: &Option<String>| f.clone().unwrap_or_else(|| "none".into());
+        return Err(Error::RolloutKindsChanged {
+            what: "finalizer",
+            stable: show(&s.finalizer),
+            candidate: show(&c.finalizer),
+        });
+    }
+    Ok(())
+}
+
+/// What the watches of two versions cover: `a`'s kinds and those of `b`'s
+/// that `a` lacks.
+fn union(a: &Description, b: &Description) -> Description {
+    let mut out = a.clone();
+    for child in &b.children {
+        if !out
+            .children
+            .iter()
+            .any(|c| c.kind.same_resource(&child.kind))
+        {
+            out.children.push(child.clone());
+        }
+    }
+    for related in &b.related {
+        if !out.related.contains(related) {
+            out.related.push(related.clone());
+        }
+    }
+    out
 }
 
 fn short(digest: &str) -> &str {

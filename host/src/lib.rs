@@ -20,16 +20,20 @@
 //! webhooks served by guests, `memory` the allocator's settings.
 
 pub mod cli;
+
 pub mod client;
 pub mod controller;
+pub mod events;
 pub mod health;
 pub mod host;
 pub mod leader;
 pub mod memory;
 pub mod model;
+pub mod plan;
 pub mod protected;
 pub mod rbac;
 pub mod render;
+pub mod rollout;
 pub mod runtime;
 pub mod scaffold;
 pub mod secrets;

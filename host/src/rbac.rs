@@ -16,7 +16,8 @@
 //!
 //! And a Role in the guest list's namespace: configmaps get, list, watch
 //! (the guest list and the module ConfigMaps it names), nothing
-//! cluster-wide; and the leader-election Lease: create, and get, list,
+//! cluster-wide; the rollout status ConfigMap beside the list (`create`,
+//! which Kubernetes cannot limit by name, and `patch` on that one name); and the leader-election Lease: create, and get, list,
 //! watch, patch, update on that one Lease by name; and `get` on the guest
 //! list's pull Secrets by name (`--pull-secret`), none without. Every description is checked as the host checks it when a
 //! module loads, so no wildcard and no built-in primary kind ever reaches a
@@ -81,6 +82,9 @@ pub struct HostObjects<'a> {
     pub namespace: &'a str,
     /// The Lease's name.
     pub lease: &'a str,
+    /// The guest list's name: the host writes the ConfigMap
+    /// `<list>-status` beside it.
+    pub list: &'a str,
     /// The guest list's `pullSecret`s, which the host reads.
     pub pull_secrets: &'a [String],
     /// The webhooks' certificate Secret (`--webhook-cert-secret`) in the
@@ -94,6 +98,7 @@ pub fn roles(name: &str, host: HostObjects<'_>, guests: &[GuestRbac]) -> Result<
     let HostObjects {
         namespace,
         lease,
+        list,
         pull_secrets,
         webhook_cert_secret,
     } = host;
@@ -220,12 +225,17 @@ pub fn roles(name: &str, host: HostObjects<'_>, guests: &[GuestRbac]) -> Result<
         let _ = writeln!(out, "    verbs: [{}]", verbs.join(", "));
     }
     out.push_str(&extra);
+    let status = crate::rollout::record::status_name(list);
     let _ = write!(
         out,
-        "---\n# The guest list and the module ConfigMaps it names, and the leader-election\n\
-         # Lease, in the guest list's namespace only.\n\
+        "---\n# The guest list and the module ConfigMaps it names, the rollout status beside\n\
+         # the list, and the leader-election Lease, in the guest list's namespace only.\n\
          apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: {name}\n  namespace: {namespace}\n  labels:\n    app.kubernetes.io/name: wasmop\nrules:\n\
          \x20 - apiGroups: [\"\"]\n    resources: [configmaps]\n    verbs: [get, list, watch]\n\
+         \x20 # The rollout status ConfigMap: created once (a create cannot be limited by\n\
+         \x20 # name), then patched by name only\n\
+         \x20 - apiGroups: [\"\"]\n    resources: [configmaps]\n    verbs: [create]\n\
+         \x20 - apiGroups: [\"\"]\n    resources: [configmaps]\n    resourceNames: [{status}]\n    verbs: [patch]\n\
          \x20 - apiGroups: [coordination.k8s.io]\n    resources: [leases]\n    verbs: [create]\n\
          \x20 - apiGroups: [coordination.k8s.io]\n    resources: [leases]\n    resourceNames: [{lease}]\n    verbs: [get, list, patch, update, watch]\n"
     );
@@ -284,6 +294,7 @@ mod tests {
         webhook_cert_secret: None,
         namespace: "wasmop-system",
         lease: "wasmop",
+        list: "wasmop-guests",
     };
 
     #[test]

@@ -674,7 +674,7 @@ async fn repeated_events_join_one_series_on_the_api_server(
     use k8s_openapi::api::events::v1::Event as K8sEvent;
     use kube::Resource as _;
     use kube::api::{Api, DeleteParams};
-    use wasmop_host::controller::events::Events;
+    use wasmop_host::events::Events;
     use wasmop_host::model::{Event, EventType};
 
     let client = env.client();

@@ -11,6 +11,7 @@
 //! because its attacks call WASI (files, sockets, environment) to prove the
 //! host grants none of it. The names are an
 //! interface contract: `cache-operator.wasm`, `cache-operator-v2.wasm`,
+//! `cache-operator-broken.wasm` (the rollout tests' candidate with a logic bug),
 //! `cache-operator-registry.wasm` (the build that imports `wasi:http` for
 //! its `registryUrl`), `hostile.wasm`, `cache-operator-ts.wasm`,
 //! `cache-operator-py.wasm`, `tutorial-cache.wasm` (the kubebuilder
@@ -56,6 +57,12 @@ const GUESTS: &[Guest] = &[
         name: "cache-operator-v2",
         package: "cache-operator",
         features: &["v2"],
+        target: PURE,
+    },
+    Guest {
+        name: "cache-operator-broken",
+        package: "cache-operator",
+        features: &["broken"],
         target: PURE,
     },
     Guest {

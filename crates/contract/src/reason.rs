@@ -98,6 +98,25 @@ reasons! {
     GuestSwapped,
     /// A guest was removed from the list and stopped.
     GuestStopped,
+
+    // Rollouts of a new module version.
+    /// A candidate version started to roll out beside the stable one.
+    RolloutStarted,
+    /// The candidate passed every step and is the stable version now.
+    RolloutPromoted,
+    /// A step failed: every parent went back to the stable version.
+    RolloutAborted,
+    /// The guest list names the stable version again: the candidate is gone.
+    RolloutCancelled,
+    /// The candidate reconciles another primary kind, or declares another
+    /// finalizer, than the stable version: only an `Immediate` change may
+    /// do that.
+    RolloutKindsChanged,
+    /// The stable version a rollout resumes from cannot be fetched again.
+    RolloutStableUnavailable,
+    /// The candidate's answer for a parent differs from the stable
+    /// version's (shadow).
+    ShadowDifferent,
 }
 
 impl std::fmt::Display for Reason {

@@ -159,7 +159,11 @@ fn deployment(
     Deployment {
         metadata: meta::object_meta(name, child_labels(name, flavor)),
         spec: Some(DeploymentSpec {
-            replicas: Some(spec.replicas()),
+            replicas: Some(if flavor.is_broken() {
+                0
+            } else {
+                spec.replicas()
+            }),
             selector: LabelSelector {
                 match_labels: Some(selector.clone()),
                 ..LabelSelector::default()

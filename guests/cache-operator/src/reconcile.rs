@@ -52,6 +52,18 @@ pub fn reconcile(request: &Request, now: &Time, flavor: Flavor) -> Result<Respon
         return reconcile_paused(request, &cache, now);
     }
     cache.spec.validate()?;
+    if flavor.is_broken()
+        && cache
+            .metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(crate::flavor::BREAK_LABEL))
+    {
+        return Err(Error::retryable(format!(
+            "this build cannot reconcile a Cache labelled {}",
+            crate::flavor::BREAK_LABEL
+        )));
+    }
     let password = password(request, &cache.spec);
     if let Password::Missing(message) = &password {
         return reconcile_secret_missing(request, &cache, message, now);

@@ -15,14 +15,12 @@ pub mod apply;
 pub mod backoff;
 pub mod compact;
 pub mod discovery;
-pub mod events;
 pub mod finalizer;
 pub mod index;
 pub mod pacer;
 pub mod progress;
 pub mod reconcile;
 pub mod related;
-mod slot;
 pub mod status;
 
 use std::collections::HashSet;
@@ -37,16 +35,16 @@ use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 
+pub use crate::rollout::GuestSlot;
 pub use discovery::{ResolvedKind, ResolvedKinds};
-pub use slot::GuestSlot;
 
+use crate::events::Events;
 use crate::leader::Leadership;
 use crate::protected::ProtectedObjects;
 use crate::telemetry::{Metrics as Telemetry, QueueTracker};
 use crate::validate::GUEST_LABEL;
 use backoff::Backoff;
 use compact::{Compact, ParentRef, parent_ref};
-use events::Events;
 use index::ChildIndex;
 use progress::Progress;
 use related::RelatedIndex;
@@ -190,6 +188,56 @@ pub struct RunningController {
     metrics: Arc<Metrics>,
     synced: Vec<Arc<AtomicBool>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    parents: Arc<Parents>,
+}
+
+/// The parents of one guest across its namespace scopes, as the rollout
+/// sees them.
+pub struct Parents {
+    scopes: Vec<(
+        reflector::Store<Compact>,
+        tokio::sync::mpsc::UnboundedSender<ParentRef>,
+    )>,
+    /// Per scope: whether the parents were listed once.
+    listed: Vec<Arc<AtomicBool>>,
+    requeue_all: tokio::sync::broadcast::Sender<()>,
+    primary: kube::core::ApiResource,
+}
+
+impl crate::rollout::ParentSet for Parents {
+    fn positions(&self) -> Vec<u64> {
+        self.scopes
+            .iter()
+            .flat_map(|(store, _)| store.state())
+            .filter_map(|p| {
+                p.metadata
+                    .uid
+                    .as_deref()
+                    .map(crate::rollout::side::position)
+            })
+            .collect()
+    }
+
+    fn requeue_at_once(&self, range: std::ops::RangeInclusive<u64>) {
+        for (store, at_once) in &self.scopes {
+            for parent in store.state() {
+                let Some(uid) = parent.metadata.uid.as_deref() else {
+                    continue;
+                };
+                if range.contains(&crate::rollout::side::position(uid)) {
+                    let _ = at_once.send(ObjectRef::from_obj_with(&*parent, self.primary.clone()));
+                }
+            }
+        }
+    }
+
+    fn requeue_all(&self) {
+        let _ = self.requeue_all.send(());
+    }
+
+    fn listed(&self) -> bool {
+        self.listed.iter().all(|l| l.load(Ordering::Acquire))
+    }
 }
 
 /// What a controller needs from the host besides the guest.
@@ -237,11 +285,21 @@ impl RunningController {
         let queue = env.telemetry.queue(&guest);
         let mut synced = Vec::new();
         let mut tasks = Vec::new();
+        let mut parent_scopes = Vec::new();
+        let mut listed = Vec::new();
         for namespace in scopes {
             let flag = Arc::new(AtomicBool::new(false));
             synced.push(flag.clone());
+            let parents = reflector::store::Writer::<Compact>::new(kinds.primary.resource.clone());
+            let (at_once, at_once_rx) = tokio::sync::mpsc::unbounded_channel();
+            parent_scopes.push((parents.as_reader(), at_once));
+            let parents_listed = Arc::new(AtomicBool::new(false));
+            listed.push(parents_listed.clone());
             tasks.push(tokio::spawn(run_scope(
                 Scope {
+                    parents,
+                    parents_listed,
+                    at_once: at_once_rx,
                     env: env.clone(),
                     slot: slot.clone(),
                     kinds: kinds.clone(),
@@ -258,13 +316,25 @@ impl RunningController {
                 },
             )));
         }
+        let parents = Arc::new(Parents {
+            scopes: parent_scopes,
+            listed,
+            requeue_all: requeue_all.clone(),
+            primary: kinds.primary.resource.clone(),
+        });
         Self {
             requeue_all,
             shutdown,
             metrics,
             synced,
             tasks,
+            parents,
         }
+    }
+
+    /// The guest's parents, for its rollout.
+    pub fn parents(&self) -> Arc<Parents> {
+        self.parents.clone()
     }
 
     /// One flag per namespace scope: set once its parent and child caches
@@ -301,6 +371,12 @@ struct Signals {
 
 /// One namespace scope of a guest's controller.
 struct Scope {
+    /// The parents' store.
+    parents: reflector::store::Writer<Compact>,
+    /// Set at the parents' first complete list.
+    parents_listed: Arc<AtomicBool>,
+    /// Parents to reconcile at once, ahead of background work.
+    at_once: tokio::sync::mpsc::UnboundedReceiver<ParentRef>,
     env: Environment,
     slot: GuestSlot,
     kinds: ResolvedKinds,
@@ -332,6 +408,9 @@ where
 
 async fn run_scope(scope: Scope, signals: Signals) {
     let Scope {
+        parents: parent_writer,
+        parents_listed,
+        at_once,
         env,
         slot,
         kinds,
@@ -349,13 +428,11 @@ async fn run_scope(scope: Scope, signals: Signals) {
     let client = env.client.clone();
     let guest_name = slot.current().name().to_string();
     let ns = namespace.as_deref();
-    let parent_writer = reflector::store::Writer::<Compact>::new(kinds.primary.resource.clone());
     let parent_reader = parent_writer.as_reader();
     let parent_kind = kinds.primary.kind.to_string();
     let (tele, parents_queue) = (env.telemetry.clone(), queue.clone());
     // Set at the parents' first complete list (the store's own readiness
     // future wakes only one waiter, and the controller waits on it).
-    let parents_listed = Arc::new(AtomicBool::new(false));
     let listed = parents_listed.clone();
     let related = Arc::new(RelatedIndex::new(
         kinds.related.iter().map(|(_, r)| r.clone()).collect(),
@@ -606,9 +683,26 @@ async fn run_scope(scope: Scope, signals: Signals) {
         }
     });
 
+    // Parents a rollout moves from one version to the other: reconciled at
+    // once, ahead of background work.
+    let at_once = {
+        let (pacer, tele, queue) = (pacer.clone(), env.telemetry.clone(), queue.clone());
+        futures::stream::unfold(at_once, |mut rx| async move {
+            rx.recv().await.map(|key| (key, rx))
+        })
+        .inspect(move |key: &ParentRef| {
+            queue.add(
+                &tele,
+                queue_key(key.namespace.as_deref(), &key.name),
+                Duration::ZERO,
+            );
+            pacer.urgent(key.clone());
+        })
+    };
     let mut controller =
         Controller::for_stream_with(parent_stream, parent_reader, kinds.primary.resource.clone())
-            .with_config(ControllerConfig::default().concurrency(settings.concurrency));
+            .with_config(ControllerConfig::default().concurrency(settings.concurrency))
+            .reconcile_on(at_once);
     // Children's changes and the requeues of every parent reach the queue
     // through the pacer; their streams are driven here and yield nothing.
     child_streams.push(triggers.boxed());

@@ -27,7 +27,8 @@ use super::progress::{self, Refusal};
 use super::status::{self, HostCondition};
 use super::{Context, backoff, finalizer};
 use crate::model::{EventType, Request};
-use crate::runtime::CallError;
+use crate::rollout::Assignment;
+use crate::runtime::{CallError, Guest};
 use crate::telemetry::metrics::{ControllerLabels, GuestLabels, ResultLabels};
 use crate::validate::{self, ParentScope, Rules, Validated, Violation};
 
@@ -97,6 +98,17 @@ impl ReconcileError {
             Self::Watch(_) => Reason::WatchFailed,
             Self::Api { .. } | Self::ChildVanished { .. } => Reason::ApplyFailed,
             Self::Join(_) => Reason::GuestTaskFailed,
+        }
+    }
+
+    /// Whether the failure is the guest's answer's (a call that failed, an
+    /// answer the host refused, a child it cannot have), not the host's or
+    /// the API server's: what a rollout counts against a candidate.
+    pub fn is_guests(&self) -> bool {
+        match self {
+            Self::Call(e) => !matches!(e, CallError::PoolExhausted(_)),
+            Self::Invalid(_) | Self::NoProgress(_) | Self::ChildNameTaken { .. } => true,
+            Self::Watch(_) | Self::Api { .. } | Self::ChildVanished { .. } | Self::Join(_) => false,
         }
     }
 
@@ -286,7 +298,183 @@ fn retry_delay(error: &ReconcileError, delay: Duration) -> Duration {
 }
 
 async fn reconcile_inner(parent: &DynamicObject, ctx: &Context) -> Result<Outcome, ReconcileError> {
-    let guest = ctx.slot.current();
+    let uid = parent.uid().unwrap_or_default();
+    let assignment = ctx.slot.assign(&uid);
+    let result = reconcile_with(parent, ctx, &assignment).await;
+    if let (Assignment::Candidate { tracker, .. }, Err(e)) = (&assignment, &result)
+        && e.is_guests()
+    {
+        let key = super::queue_key(parent.metadata.namespace.as_deref(), &parent.name_any());
+        tracker.failed(
+            &uid,
+            &key,
+            format!("{}: {}", e.reason(), one_line(&e.to_string(), 200)),
+        );
+    }
+    result
+}
+
+/// `text` on one line, cut to `max` characters.
+fn one_line(text: &str, max: usize) -> String {
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() <= max {
+        return line;
+    }
+    let cut: String = line.chars().take(max.saturating_sub(3)).collect();
+    format!("{cut}...")
+}
+
+/// The request `guest` gets for `parent`: the observed children and related
+/// objects of the kinds it declares (during a rollout the caches hold both
+/// versions' kinds).
+fn request_for(
+    guest: &Guest,
+    parent: &DynamicObject,
+    ctx: &Context,
+    observed: &[(usize, Arc<DynamicObject>)],
+    deleting: bool,
+) -> (Request, Vec<Arc<DynamicObject>>) {
+    let description = guest.description();
+    let declared = |kind: usize| {
+        description
+            .children
+            .iter()
+            .any(|c| c.kind.same_resource(&ctx.kinds.children[kind].kind))
+    };
+    let related = ctx
+        .related
+        .objects_of_declared(parent, |d| description.related.contains(d));
+    let request = Request {
+        parent: object_value(parent),
+        observed: observed
+            .iter()
+            .filter(|(kind, _)| declared(*kind))
+            .map(|(_, o)| {
+                let mut child = object_value(o);
+                // The host keeps its children's values for the drift
+                // check; the guest sees what its entry allows.
+                if !ctx.settings.secret_values {
+                    crate::secrets::conceal(&mut child);
+                }
+                child
+            })
+            .collect(),
+        deleting,
+        // Concealed as they entered the cache, where they must be.
+        related: related.iter().map(|o| object_value(o)).collect(),
+    };
+    (request, related)
+}
+
+/// An object as a guest gets it: without the managedFields entries the
+/// cache keeps for the host's own use.
+fn object_value(o: &DynamicObject) -> serde_json::Value {
+    let mut object = serde_json::to_value(o).expect("objects serialise");
+    if let Some(meta) = object
+        .get_mut("metadata")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        meta.remove("managedFields");
+    }
+    object
+}
+
+/// A candidate answering the same request beside the stable version.
+struct Shadow {
+    call: tokio::task::JoinHandle<crate::runtime::guest::Reply<crate::model::ReconcileResponse>>,
+    candidate: Guest,
+    tracker: Arc<crate::rollout::Tracker>,
+}
+
+impl Shadow {
+    /// Compares the candidate's answer with the stable version's (`Err`:
+    /// the stable version failed) and records the result; a parent whose
+    /// answers differ gets one `ShadowDifferent` Event per candidate.
+    async fn finish(
+        self,
+        parent: &DynamicObject,
+        ctx: &Context,
+        stable: Result<&Validated, &ReconcileError>,
+    ) {
+        let namespace = ParentScope {
+            namespace: parent.metadata.namespace.as_deref(),
+        };
+        let candidate = match self.call.await {
+            Ok(reply) => reply.result.map_err(ReconcileError::from).and_then(|raw| {
+                validate::validate(
+                    Rules {
+                        description: self.candidate.description(),
+                        limits: self.candidate.limits(),
+                        parent: namespace,
+                        protected: &ctx.protected,
+                    },
+                    raw,
+                )
+                .map_err(ReconcileError::from)
+            }),
+            Err(e) => Err(ReconcileError::Join(e)),
+        };
+        let (result, difference) = match (&candidate, stable) {
+            (Err(e), _) => (
+                "failed",
+                Some(format!(
+                    "the candidate failed: {}",
+                    one_line(&e.to_string(), 300)
+                )),
+            ),
+            (Ok(_), Err(e)) => (
+                "different",
+                Some(format!(
+                    "the stable version failed and the candidate did not: {}",
+                    one_line(&e.to_string(), 300)
+                )),
+            ),
+            (Ok(candidate), Ok(stable)) => {
+                match crate::rollout::compare::compare(stable, candidate) {
+                    crate::rollout::compare::Outcome::Same => ("same", None),
+                    crate::rollout::compare::Outcome::Different(first) => {
+                        ("different", Some(first))
+                    }
+                }
+            }
+        };
+        ctx.telemetry
+            .shadow_reconciles
+            .get_or_create(&crate::telemetry::metrics::SwapLabels {
+                guest: ctx.guest_name.clone(),
+                result,
+            })
+            .inc();
+        let Some(difference) = difference else {
+            return;
+        };
+        tracing::debug!(result, "shadow: {difference}");
+        if result == "different"
+            && self
+                .tracker
+                .first_difference(&parent.uid().unwrap_or_default())
+        {
+            let reference = status::reference(parent, ctx);
+            ctx.events.host(
+                &reference,
+                EventType::Normal,
+                Reason::ShadowDifferent,
+                format!(
+                    "candidate sha256 {}… answers differently from the running version: {difference}",
+                    &self.candidate.digest()[..12.min(self.candidate.digest().len())]
+                ),
+                "Shadow",
+            );
+        }
+    }
+}
+
+async fn reconcile_with(
+    parent: &DynamicObject,
+    ctx: &Context,
+    assignment: &Assignment,
+) -> Result<Outcome, ReconcileError> {
+    let guest = assignment.applied().clone();
     let description = guest.description();
     let api = ctx.parent_api(parent.namespace().as_deref());
     let deleting = parent.metadata.deletion_timestamp.is_some();
@@ -318,7 +506,7 @@ async fn reconcile_inner(parent: &DynamicObject, ctx: &Context) -> Result<Outcom
         .await?;
     let uid = parent.uid().unwrap_or_default();
     let observed = ctx.children.children_of(&uid);
-    let related = ctx.related.objects_of(parent);
+    let (request, related) = request_for(&guest, parent, ctx, &observed, deleting);
     let versions = observed_versions(&observed);
     // A change of a related object is a change outside the host, like one
     // of the parent's spec.
@@ -327,58 +515,74 @@ async fn reconcile_inner(parent: &DynamicObject, ctx: &Context) -> Result<Outcom
         ^ related_versions;
     let start = ctx.progress.start(&uid, spec, &versions);
 
-    let to_value = |o: &DynamicObject| {
-        let mut object = serde_json::to_value(o).expect("objects serialise");
-        // The cache keeps managedFields' entries for the host's own use.
-        if let Some(meta) = object
-            .get_mut("metadata")
-            .and_then(serde_json::Value::as_object_mut)
-        {
-            meta.remove("managedFields");
-        }
-        object
-    };
-    let request = Request {
-        parent: to_value(parent),
-        observed: observed
-            .iter()
-            .map(|(_, o)| {
-                let mut child = to_value(o);
-                // The host keeps its children's values for the drift
-                // check; the guest sees what its entry allows.
-                if !ctx.settings.secret_values {
-                    crate::secrets::conceal(&mut child);
-                }
-                child
+    let now = crate::runtime::guest::now();
+    // A shadow candidate answers the same request, at the same time, on
+    // another blocking thread.
+    let shadow = match assignment {
+        Assignment::Shadowed {
+            candidate, tracker, ..
+        } => {
+            let (request, _) = request_for(candidate, parent, ctx, &observed, deleting);
+            let call_guest = candidate.clone();
+            let span = tracing::Span::current();
+            Some(Shadow {
+                call: tokio::task::spawn_blocking(move || {
+                    span.in_scope(|| call_guest.call_reconcile_at(&request, now))
+                }),
+                candidate: candidate.clone(),
+                tracker: tracker.clone(),
             })
-            .collect(),
-        deleting,
-        // Concealed as they entered the cache, where they must be.
-        related: related.iter().map(|o| to_value(o)).collect(),
+        }
+        _ => None,
     };
     let call_guest = guest.clone();
     let span = tracing::Span::current();
-    let reply =
-        tokio::task::spawn_blocking(move || span.in_scope(|| call_guest.call_reconcile(&request)))
-            .await?;
+    let reply = tokio::task::spawn_blocking(move || {
+        span.in_scope(|| call_guest.call_reconcile_at(&request, now))
+    })
+    .await?;
     if !reply.refused.is_empty() {
         let reference = status::reference(parent, ctx);
         let message = format!("the host refused: {}", reply.refused.join("; "));
         ctx.events
             .warn(&reference, Reason::OutboundRefused, message);
     }
-    let raw = reply.result?;
-    let answer = validate::validate(
-        Rules {
-            description,
-            limits: guest.limits(),
-            parent: ParentScope {
-                namespace: parent.metadata.namespace.as_deref(),
+    let answer = reply.result.map_err(ReconcileError::from).and_then(|raw| {
+        validate::validate(
+            Rules {
+                description,
+                limits: guest.limits(),
+                parent: ParentScope {
+                    namespace: parent.metadata.namespace.as_deref(),
+                },
+                protected: &ctx.protected,
             },
-            protected: &ctx.protected,
-        },
-        raw,
-    )?;
+            raw,
+        )
+        .map_err(ReconcileError::from)
+    });
+    if let Some(shadow) = shadow {
+        shadow.finish(parent, ctx, answer.as_ref()).await;
+    }
+    let answer = answer?;
+    if let Assignment::Candidate { tracker, .. } = assignment
+        && let Some(condition) = tracker.ready_condition()
+    {
+        let before = parent
+            .data
+            .get("status")
+            .and_then(serde_json::Value::as_object);
+        let key = super::queue_key(parent.metadata.namespace.as_deref(), &parent.name_any());
+        tracker.answered(
+            &uid,
+            &key,
+            crate::rollout::tracker::shows(before, &condition),
+            crate::rollout::tracker::shows(answer.status.as_ref(), &condition),
+        );
+    } else if let Assignment::Candidate { tracker, .. } = assignment {
+        let key = super::queue_key(parent.metadata.namespace.as_deref(), &parent.name_any());
+        tracker.answered(&uid, &key, None, None);
+    }
 
     let plan = plan(parent, ctx, &answer, &observed);
     if !plan.is_empty() || status::needs_write(parent, answer.status.as_ref()) {

@@ -220,10 +220,24 @@ impl RelatedIndex {
     /// The related objects of `parent`, by kind (in declaration order),
     /// then name, parsed whole again.
     pub fn objects_of(&self, parent: &DynamicObject) -> Vec<Arc<DynamicObject>> {
+        self.objects_of_declared(parent, |_| true)
+    }
+
+    /// [`Self::objects_of`] under the declarations `declared` keeps only
+    /// (during a rollout the index holds both versions' declarations, and
+    /// each version gets what it declared).
+    pub fn objects_of_declared(
+        &self,
+        parent: &DynamicObject,
+        mut declared_by: impl FnMut(&RelatedKind) -> bool,
+    ) -> Vec<Arc<DynamicObject>> {
         let namespace = parent.namespace().unwrap_or_default();
         let state = self.state.read().expect("related lock");
         let mut out = Vec::new();
         for (kind, declared) in state.iter().zip(&self.kinds) {
+            if !declared_by(declared) {
+                continue;
+            }
             let Some(want) = want_of(&declared.by, &parent.data, parent) else {
                 continue;
             };

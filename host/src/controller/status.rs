@@ -164,6 +164,17 @@ fn observed(parent: &DynamicObject) -> Value {
     }
 }
 
+/// The parent's status as it is now and as writing `desired` would leave
+/// it (both without the host's condition): what `wasmop plan` compares.
+pub fn status_change(
+    parent: &DynamicObject,
+    desired: Option<&Map<String, Value>>,
+) -> (Value, Value) {
+    let now = observed(parent);
+    let then = desired.map_or_else(|| now.clone(), |d| wanted(parent, d));
+    (now, then)
+}
+
 /// Whether writing `desired` would change the parent's status.
 pub fn needs_write(parent: &DynamicObject, desired: Option<&Map<String, Value>>) -> bool {
     desired.is_some_and(|desired| observed(parent) != wanted(parent, desired))

@@ -361,8 +361,14 @@ impl Guest {
 
     /// [`Self::reconcile`], with the outbound requests refused during it.
     pub fn call_reconcile(&self, request: &Request) -> Reply<ReconcileResponse> {
+        self.call_reconcile_at(request, now())
+    }
+
+    /// [`Self::call_reconcile`] with the time the request carries (two
+    /// versions answering one request see the same `now`).
+    pub fn call_reconcile_at(&self, request: &Request, now: u64) -> Reply<ReconcileResponse> {
         let inner = &*self.inner;
-        let wire = request.to_wire(unix_seconds(SystemTime::now()), self.settings());
+        let wire = request.to_wire(now, self.settings());
         let mut store = new_store(
             &inner.runtime,
             &inner.identity.name,
@@ -402,6 +408,11 @@ impl Guest {
             });
         Reply { result, refused }
     }
+}
+
+/// The time a request carries: seconds since the Unix epoch.
+pub fn now() -> u64 {
+    unix_seconds(SystemTime::now())
 }
 
 /// One call of `export` (named `name` in the metrics) in a fresh store

@@ -192,6 +192,25 @@ impl Sources {
         }
     }
 
+    /// Where `entry`'s module can be fetched again, as a guest list
+    /// `module` value: an OCI tag pinned to the manifest digest it last
+    /// resolved to.
+    pub fn pinned(&self, entry: &GuestEntry) -> Option<serde_json::Value> {
+        let source = match &entry.module {
+            ModuleSource::Oci(reference) => {
+                let digest = self.known(&entry.name, &oci_entry(entry))?;
+                let parsed = oci::parse_reference(reference).ok()?;
+                ModuleSource::Oci(format!(
+                    "{}/{}@{digest}",
+                    parsed.registry(),
+                    parsed.repository()
+                ))
+            }
+            other => other.clone(),
+        };
+        serde_json::to_value(source).ok()
+    }
+
     /// Resolves `entry`'s OCI reference again. `Ok(true)` when it now names
     /// another manifest than before.
     pub async fn poll(&mut self, entry: &GuestEntry) -> Result<bool, Error> {

@@ -22,6 +22,13 @@
 //!     allowedOutboundHosts: []  # what a guest importing wasi:http may call:
 //!                              # "https://registry.example.com", "http://10.0.0.7:8089",
 //!                              # "https://*.example.com"; empty: nothing
+//!     rollout:                 # how a new module reaches the parents (crate::rollout)
+//!       strategy: Canary       # Immediate (default) | Shadow | Canary
+//!       steps: [10, 50]
+//!       stepDuration: 60s
+//!       maxFailedReconciles: 0
+//!       readyCondition: Ready
+//!       progressDeadline: 2m
 //!   - name: from-registry
 //!     module:
 //!       oci: registry.example.com/ops/cache:v1   # or …@sha256:<digest>
@@ -74,7 +81,7 @@ pub struct GuestList {
 }
 
 /// Where a module's bytes are.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Deserialize, serde::Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub enum ModuleSource {
     /// A `binaryData` key of a ConfigMap in the list's namespace.
@@ -160,6 +167,10 @@ pub struct GuestEntry {
     /// entries (see [`crate::runtime::http::allow`]). Default: nothing.
     #[serde(default)]
     pub allowed_outbound_hosts: Vec<String>,
+    /// How a new module version reaches the parents: at once (default),
+    /// shadowed, or step by step.
+    #[serde(default)]
+    pub rollout: Option<crate::rollout::RolloutEntry>,
 }
 
 /// An `oci` entry's reference and how to reach its registry.
@@ -207,6 +218,7 @@ impl GuestList {
             entry.limits().map_err(bad)?;
             entry.controller().map_err(bad)?;
             entry.settings_json().map_err(bad)?;
+            entry.rollout_settings().map_err(bad)?;
         }
         Ok(list)
     }
@@ -247,6 +259,14 @@ impl GuestEntry {
             pull_secret: self.pull_secret.clone(),
             poll_interval,
         }))
+    }
+
+    /// The rollout settings, defaults filled in.
+    pub fn rollout_settings(&self) -> Result<crate::rollout::RolloutSettings, String> {
+        self.rollout.as_ref().map_or_else(
+            || Ok(Default::default()),
+            crate::rollout::RolloutEntry::settings,
+        )
     }
 
     /// The sandbox limits, defaults filled in.

@@ -33,10 +33,11 @@ use kube::{Client, Resource};
 
 use super::fetch::Sources;
 use super::list::{GuestEntry, GuestList, LIST_KEY, ModuleSource};
-use crate::controller::events::Events;
-use crate::host::{Change, GuestSpec, Host, Origin};
+use crate::events::Events;
+use crate::host::{Change, GuestSpec, Host, Origin, ResumeSpec};
 use crate::model::EventType;
 use crate::protected::ProtectedRef;
+use crate::rollout::Record;
 use wasmop_contract::Reason;
 
 /// The default guest list (interface contract).
@@ -54,14 +55,20 @@ pub async fn follow(client: Client, host: &mut Host, namespace: &str, name: &str
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
     let leadership = host.clients().leadership().clone();
     let events = Events::new(client.clone(), "guest-list").fenced_by(leadership.clone());
+    let status = crate::rollout::record::status_name(name);
     host.protected()
         .set("guest-list", [ProtectedRef::config_map(namespace, name)]);
+    host.protected().set(
+        "rollout-status",
+        [ProtectedRef::config_map(namespace, &status)],
+    );
     host.health().follow_list();
     let (store, writer) = reflector::store();
     let mut syncer = Syncer {
         sources: Sources::new(store, namespace, client.clone()),
         namespace: namespace.to_string(),
         name: name.to_string(),
+        status,
         client: client.clone(),
         leadership,
         events,
@@ -93,6 +100,11 @@ pub async fn follow(client: Client, host: &mut Host, namespace: &str, name: &str
             // guests in step with it (at start and after every re-list).
             Ok(watcher::Event::InitDone) => syncer.sync(host).await,
             Ok(watcher::Event::Apply(cm) | watcher::Event::Delete(cm))
+                if cm.metadata.name.as_deref() == Some(syncer.status.as_str()) =>
+            {
+                syncer.status_changed(host);
+            }
+            Ok(watcher::Event::Apply(cm) | watcher::Event::Delete(cm))
                 if syncer.is_relevant(&cm) =>
             {
                 syncer.sync(host).await;
@@ -101,6 +113,63 @@ pub async fn follow(client: Client, host: &mut Host, namespace: &str, name: &str
             Err(e) => tracing::warn!("watching the guest list failed, retrying: {e}"),
         }
     }
+}
+
+/// The Event a change of guest `name` is reported with, if any.
+fn describe_change(host: &Host, name: &str, change: &Change) -> Option<(Reason, String)> {
+    let short = |d: &str| d[..d.len().min(12)].to_owned();
+    let stable = host
+        .current(name)
+        .map(|g| short(g.digest()))
+        .unwrap_or_default();
+    let record = host.record(name).unwrap_or_default();
+    let candidate = record.candidate.as_deref().map(short).unwrap_or_default();
+    let strategy = record.strategy.map_or("", |s| s.as_str());
+    let (reason, verb, outcome) = match change {
+        Change::Unchanged => return None,
+        Change::RolloutCancelled => {
+            return Some((
+                Reason::RolloutCancelled,
+                format!(
+                    "guest {name:?}: rollout cancelled, the list names the running version sha256 {stable}… again"
+                ),
+            ));
+        }
+        Change::RolloutStarted(o) => {
+            return Some((
+                Reason::RolloutStarted,
+                format!(
+                    "guest {name:?}: rolling out module sha256 {candidate}… beside sha256 {stable}… ({strategy}; {})",
+                    o.summary()
+                ),
+            ));
+        }
+        Change::Resumed(o) => {
+            return Some((
+                Reason::RolloutStarted,
+                format!(
+                    "guest {name:?}: resumed the rollout of sha256 {candidate}… beside sha256 {stable}… ({strategy}, {} at step {}; {})",
+                    record.phase.as_str(),
+                    record.step,
+                    o.summary()
+                ),
+            ));
+        }
+        Change::Started(o) => (Reason::GuestStarted, "started", o),
+        Change::Swapped(o) => (Reason::GuestSwapped, "swapped to a new module version", o),
+        Change::Restarted(o) => (
+            Reason::GuestSwapped,
+            "swapped to a new module version with new kinds or settings (its watches restarted)",
+            o,
+        ),
+    };
+    Some((
+        reason,
+        format!(
+            "guest {name:?} {verb} (sha256 {stable}…, {})",
+            outcome.summary()
+        ),
+    ))
 }
 
 /// Sleeps until `deadline`, or forever without one.
@@ -117,6 +186,8 @@ struct Syncer {
     sources: Sources,
     namespace: String,
     name: String,
+    /// The rollout status ConfigMap beside the list.
+    status: String,
     client: Client,
     leadership: crate::leader::Leadership,
     /// Events about the list itself.
@@ -148,7 +219,52 @@ impl Syncer {
         name == self.name || self.referenced.iter().any(|r| r == name)
     }
 
+    /// The rollout records in the status ConfigMap, as the watch last saw
+    /// them.
+    fn records(&self) -> std::collections::BTreeMap<String, Record> {
+        let key = reflector::ObjectRef::new(&self.status).within(&self.namespace);
+        self.sources
+            .configmaps()
+            .get(&key)
+            .map(|cm| crate::rollout::record::records(&cm))
+            .unwrap_or_default()
+    }
+
+    /// The status ConfigMap changed (the leader wrote it): the board learns
+    /// what the cluster holds, and a standby follows the leader's rollouts.
+    fn status_changed(&self, host: &Host) {
+        let key = reflector::ObjectRef::new(&self.status).within(&self.namespace);
+        let cm = self.sources.configmaps().get(&key);
+        if let Some(board) = host.board() {
+            board.observe(cm.as_deref());
+        }
+        host.follow_records(&self.records());
+    }
+
+    /// The stable module a rollout `record` left, fetched again from its
+    /// recorded source and checked against its digest.
+    async fn fetch_stable(
+        &mut self,
+        entry: &GuestEntry,
+        record: &Record,
+    ) -> Result<crate::runtime::ModuleBytes, String> {
+        let source = record
+            .stable_source
+            .clone()
+            .ok_or_else(|| "the record names no source".to_owned())?;
+        let module: ModuleSource = serde_json::from_value(source)
+            .map_err(|e| format!("the recorded source is not a module source: {e}"))?;
+        let stable = GuestEntry {
+            name: format!("{}.stable", entry.name),
+            module,
+            sha256: Some(record.stable.clone()),
+            ..entry.clone()
+        };
+        self.sources.fetch(&stable).await.map_err(|e| e.to_string())
+    }
+
     async fn sync(&mut self, host: &mut Host) {
+        self.status_changed(host);
         let key = reflector::ObjectRef::new(&self.name).within(&self.namespace);
         let Some(list_cm) = self.sources.configmaps().get(&key) else {
             self.list_error(
@@ -200,6 +316,10 @@ impl Syncer {
                 ),
         );
         let reference = list_cm.object_ref(&());
+        if let Some(board) = host.board() {
+            board.set_list(reference.clone());
+        }
+        let records = self.records();
 
         for entry in &list.guests {
             self.schedule_poll(entry);
@@ -225,6 +345,23 @@ impl Syncer {
                     continue;
                 }
             };
+            let rollout = entry.rollout_settings().expect("checked by parse");
+            // A guest this host does not run yet may have a rollout an
+            // earlier host left: its stable version is fetched again.
+            let resume = match records.get(&entry.name) {
+                Some(record) if !running => {
+                    let stable = if rollout.is_progressive() && record.stable != module.digest() {
+                        Some(self.fetch_stable(entry, record).await)
+                    } else {
+                        None
+                    };
+                    Some(ResumeSpec {
+                        record: record.clone(),
+                        stable,
+                    })
+                }
+                _ => None,
+            };
             let spec = GuestSpec {
                 name: entry.name.clone(),
                 module,
@@ -232,33 +369,19 @@ impl Syncer {
                 controller: entry.controller().expect("checked by parse"),
                 settings: entry.settings_json().expect("checked by parse"),
                 origin: Origin::List,
+                rollout,
+                source: self.sources.pinned(entry),
+                resume,
             };
             match host.upsert(spec).await {
                 Ok(change) => {
-                    if !matches!(change, Change::Unchanged) {
-                        let (reason, verb, outcome) = match &change {
-                            Change::Started(o) => (Reason::GuestStarted, "started", o),
-                            Change::Swapped(o) => {
-                                (Reason::GuestSwapped, "swapped to a new module version", o)
-                            }
-                            Change::Restarted(o) => (
-                                Reason::GuestSwapped,
-                                "swapped to a new module version with new kinds or settings (its watches restarted)",
-                                o,
-                            ),
-                            Change::Unchanged => unreachable!(),
-                        };
-                        let how = outcome.summary();
-                        let digest = host
-                            .current(&entry.name)
-                            .map(|g| g.digest()[..12].to_string())
-                            .unwrap_or_default();
+                    if let Some((reason, message)) = describe_change(host, &entry.name, &change) {
                         self.guest_event(
                             &entry.name,
                             &reference,
                             EventType::Normal,
                             reason,
-                            format!("guest {:?} {verb} (sha256 {digest}…, {how})", entry.name),
+                            message,
                         );
                     }
                     self.attempted.insert(entry.name.clone(), (input, false));

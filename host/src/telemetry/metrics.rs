@@ -98,7 +98,8 @@ pub struct ReasonLabels {
     pub reason: &'static str,
 }
 
-/// `guest`, `result` (success, or the reason a swap was refused).
+/// `guest`, `result`: how a swap ended (success, or the reason it was
+/// refused), or a shadow comparison (same, different, failed).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SwapLabels {
     /// The guest's name.
@@ -136,6 +137,25 @@ pub struct WebhookCodeLabels {
     pub webhook: String,
     /// The HTTP status of the answer.
     pub code: String,
+}
+
+/// `guest`, `phase` of a rollout (Stable, Shadowing, Progressing,
+/// Promoted, Aborted).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RolloutPhaseLabels {
+    /// The guest's name.
+    pub guest: String,
+    /// The phase.
+    pub phase: &'static str,
+}
+
+/// `guest`, `version` (`stable` or `candidate`) of a rollout.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RolloutParentsLabels {
+    /// The guest's name.
+    pub guest: String,
+    /// Which version serves them.
+    pub version: &'static str,
 }
 
 /// controller-runtime's buckets for `controller_runtime_reconcile_time_seconds`.
@@ -215,6 +235,14 @@ pub struct Metrics {
     pub webhook_latency: Histograms<WebhookLabels>,
     /// `controller_runtime_webhook_requests_in_flight{webhook}`.
     pub webhook_in_flight: Family<WebhookLabels, Gauge>,
+    /// `wasmop_guest_shadow_reconciles_total{guest,result}`: `same`,
+    /// `different` or `failed`.
+    pub shadow_reconciles: Family<SwapLabels, Counter>,
+    /// `wasmop_rollout_phase{guest,phase}`: 1 for the phase each guest's
+    /// rollout is in, 0 for the others.
+    pub rollout_phase: Family<RolloutPhaseLabels, Gauge>,
+    /// `wasmop_rollout_parents{guest,version}`: parents each version serves.
+    pub rollout_parents: Family<RolloutParentsLabels, Gauge>,
     queues: Arc<Mutex<BTreeMap<String, Arc<QueueTracker>>>>,
 }
 
@@ -243,6 +271,9 @@ impl Default for Metrics {
             webhook_requests: Family::default(),
             webhook_latency: Family::new_with_constructor(reconcile_histogram),
             webhook_in_flight: Family::default(),
+            shadow_reconciles: Family::default(),
+            rollout_phase: Family::default(),
+            rollout_parents: Family::default(),
             queues: Arc::default(),
         }
     }
@@ -362,6 +393,21 @@ impl Metrics {
             "controller_runtime_webhook_requests_in_flight",
             "Current number of admission requests being served.",
             self.webhook_in_flight.clone(),
+        );
+        r.register(
+            "wasmop_guest_shadow_reconciles",
+            "Reconciles a candidate version answered beside the stable one, by result (same, different, failed).",
+            self.shadow_reconciles.clone(),
+        );
+        r.register(
+            "wasmop_rollout_phase",
+            "The phase of each guest's rollout: 1 for the current phase, 0 for the others.",
+            self.rollout_phase.clone(),
+        );
+        r.register(
+            "wasmop_rollout_parents",
+            "Parents each version of a guest serves (stable, candidate).",
+            self.rollout_parents.clone(),
         );
         r.register_collector(Box::new(QueueGauges(self.queues.clone())));
         r.register_collector(Box::new(ProcessCollector));

@@ -31,9 +31,9 @@ use serde::{Deserialize, Serialize};
 pub use configs::{config_name, timeout_seconds};
 pub use tls::Certificate;
 
-use crate::controller::GuestSlot;
 use crate::leader::Leadership;
 use crate::protected::{ProtectedObjects, ProtectedRef};
+use crate::rollout::GuestSlot;
 use crate::telemetry::Metrics;
 
 /// How often the certificate's Secret is read again.

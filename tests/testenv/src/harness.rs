@@ -69,7 +69,8 @@ impl Test {
 
 /// Builds a `Vec<`[`Test`]`>` from async functions
 /// `async fn name(env: Arc<TestEnv>) -> anyhow::Result<()>`, each named after
-/// its function.
+/// its function; `name => 300` gives that test 300 seconds instead of
+/// [`DEFAULT_TIMEOUT`].
 ///
 /// ```no_run
 /// use std::sync::Arc;
@@ -87,8 +88,12 @@ impl Test {
 /// ```
 #[macro_export]
 macro_rules! tests {
-    ($($test:ident),* $(,)?) => {
-        ::std::vec![$($crate::harness::Test::new(::std::stringify!($test), $test)),*]
+    ($($test:ident $(=> $seconds:literal)?),* $(,)?) => {
+        ::std::vec![$({
+            let test = $crate::harness::Test::new(::std::stringify!($test), $test);
+            $(let test = test.with_timeout(::std::time::Duration::from_secs($seconds));)?
+            test
+        }),*]
     };
 }
 

@@ -745,3 +745,23 @@ fn the_default_image_setting_fills_an_empty_image() {
     );
     assert!(without.unwrap_err().message.contains("defaultImage"));
 }
+
+#[test]
+fn the_broken_build_scales_to_zero_and_fails_a_labelled_cache() {
+    let broken = rendered(
+        reconcile(
+            &request(parent(spec(), None), vec![]),
+            &at(0),
+            Flavor::Broken,
+        )
+        .unwrap(),
+    );
+    assert_eq!(child(&broken, "Deployment")["spec"]["replicas"], 0);
+    let mut labelled = parent(spec(), None);
+    labelled["metadata"]["labels"] = json!({crate::flavor::BREAK_LABEL: "yes"});
+    let err = reconcile(&request(labelled.clone(), vec![]), &at(0), Flavor::Broken).unwrap_err();
+    assert!(err.is_retryable());
+    assert!(err.message.contains(crate::flavor::BREAK_LABEL), "{err}");
+    // The working builds do not care about the label.
+    assert!(reconcile(&request(labelled, vec![]), &at(0), Flavor::V1).is_ok());
+}

@@ -8,6 +8,9 @@
 //! Errors are printed as one line each: `error: ` and the chain of causes,
 //! each cause once.
 
+mod plan;
+mod status;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -58,6 +61,14 @@ pub enum Command {
     /// `configMap` source (pipe it to `kubectl apply -f -`); refuses a
     /// module larger than a ConfigMap holds.
     Configmap(ConfigmapArgs),
+    /// Run a new module version of a guest against the live cluster,
+    /// read-only, and print what would change. Exits 0 when nothing would
+    /// change, 2 when something would (or would fail), 1 on an error of
+    /// its own.
+    Plan(PlanArgs),
+    /// Print each guest's version and rollout from the status ConfigMap
+    /// beside the guest list.
+    Status(StatusArgs),
     /// Compile a component read on stdin into wasmtime's artifact on
     /// stdout: the child process `wasmop run` compiles its guests in.
     #[command(name = "compile-worker", hide = true)]
@@ -73,6 +84,61 @@ pub struct CompileWorkerArgs {
     /// MiB of memory the compile may use.
     #[arg(long, default_value_t = CompileLimits::default().memory_mib)]
     pub memory_mib: u64,
+}
+
+/// Output of `plan` and `status`.
+#[derive(Clone, Copy, Debug, Default, ValueEnum)]
+pub enum Report {
+    /// For people.
+    #[default]
+    Text,
+    /// One JSON document.
+    Json,
+    /// YAML.
+    Yaml,
+}
+
+/// `wasmop plan`.
+#[derive(Debug, clap::Args)]
+pub struct PlanArgs {
+    /// The guest and its new module, as `<name>=<path.wasm>`.
+    #[arg(long = "guest", value_name = "NAME=PATH")]
+    pub guest: String,
+    /// Settings for the new module, as `<name>=<file.yaml>` (default: the
+    /// guest list entry's).
+    #[arg(long = "settings", value_name = "NAME=FILE")]
+    pub settings: Option<String>,
+    /// Namespace to plan in; repeatable; default all.
+    #[arg(long = "namespace", value_name = "NAMESPACE")]
+    pub namespaces: Vec<String>,
+    /// Kubeconfig file; default: $KUBECONFIG, ~/.kube/config or in-cluster.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// The guest list whose entry gives the guest's settings, limits and
+    /// Secret handling, `<namespace>/<name>`.
+    #[arg(long, value_name = "NAMESPACE/NAME", default_value = crate::source::watch::DEFAULT_LIST)]
+    pub guests_configmap: String,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value = "text")]
+    pub output: Report,
+    /// Directory for compiled modules (the host's `--cache-dir`).
+    #[arg(long, env = "WASMOP_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// `wasmop status`.
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    /// The guest list, `<namespace>/<name>`; its status ConfigMap is
+    /// `<name>-status` beside it.
+    #[arg(long, value_name = "NAMESPACE/NAME", default_value = crate::source::watch::DEFAULT_LIST)]
+    pub guests_configmap: String,
+    /// Kubeconfig file; default: $KUBECONFIG, ~/.kube/config or in-cluster.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value = "text")]
+    pub output: Report,
 }
 
 /// `wasmop configmap`.
@@ -356,6 +422,10 @@ pub struct RbacArgs {
     /// The leader-election Lease's name.
     #[arg(long, default_value = "wasmop")]
     pub lease_name: String,
+    /// The guest list's name (in `--namespace`): the host writes the
+    /// rollout status ConfigMap `<name>-status` beside it.
+    #[arg(long, default_value = "wasmop-guests")]
+    pub guest_list: String,
     /// A guest's settings, as `<file stem>=<file.yaml>` (they may change
     /// what it describes); repeatable.
     #[arg(long = "settings", value_name = "NAME=FILE")]
@@ -396,6 +466,10 @@ pub fn main() -> ExitCode {
             .and_then(|rt| rt.block_on(push(args))),
         Command::New(args) => new(args),
         Command::Configmap(args) => configmap(&args),
+        Command::Plan(args) => return plan::plan(args),
+        Command::Status(args) => tokio::runtime::Runtime::new()
+            .context("starting the async runtime")
+            .and_then(|rt| rt.block_on(status::status(args))),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -425,7 +499,7 @@ pub fn one_line(error: &anyhow::Error) -> String {
     parts.join(": ")
 }
 
-async fn config(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Config> {
+pub(crate) async fn config(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Config> {
     Ok(match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
@@ -440,7 +514,7 @@ async fn config(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Config> {
 }
 
 /// `NAME=VALUE`, with the name a guest name.
-fn name_and_value<'a>(flag: &str, text: &'a str) -> anyhow::Result<(&'a str, &'a str)> {
+pub(crate) fn name_and_value<'a>(flag: &str, text: &'a str) -> anyhow::Result<(&'a str, &'a str)> {
     let Some((name, value)) = text.split_once('=') else {
         bail!("{flag} takes <name>=<value>, got {text:?}");
     };
@@ -449,7 +523,7 @@ fn name_and_value<'a>(flag: &str, text: &'a str) -> anyhow::Result<(&'a str, &'a
 }
 
 /// A settings file as JSON text: any YAML value.
-fn read_settings(path: &std::path::Path) -> anyhow::Result<String> {
+pub(crate) fn read_settings(path: &std::path::Path) -> anyhow::Result<String> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading settings {}", path.display()))?;
     let value: Value = serde_saphyr::from_str(&text)
@@ -523,6 +597,9 @@ fn file_guests(args: &RunArgs) -> anyhow::Result<Vec<GuestSpec>> {
             controller: controller.clone(),
             settings: settings.remove(name),
             origin: Origin::Flag,
+            rollout: crate::rollout::RolloutSettings::default(),
+            source: None,
+            resume: None,
         });
     }
     Ok(specs)
@@ -645,6 +722,14 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         tracing::info!(%bound, "serving probes on /healthz and /readyz");
     }
     let mut host = Host::new(clients.clone(), runtime, protected, health);
+    if let Some((ns, name)) = &list {
+        host = host.with_board(crate::rollout::Board::new(
+            clients.host(),
+            ns,
+            name,
+            leadership.clone(),
+        ));
+    }
     if let Some(config) = webhook {
         let webhooks = crate::webhook::Webhooks::start(
             config,
@@ -735,7 +820,7 @@ async fn shutdown_signal() {
     tracing::info!("shutdown requested");
 }
 
-fn load_one(
+pub(crate) fn load_one(
     path: &PathBuf,
     limits: Limits,
     settings: Option<String>,
@@ -954,6 +1039,7 @@ fn rbac(args: &RbacArgs) -> anyhow::Result<()> {
     let host = crate::rbac::HostObjects {
         namespace: &args.namespace,
         lease: &args.lease_name,
+        list: &args.guest_list,
         pull_secrets: &args.pull_secrets,
         webhook_cert_secret: args.webhook_cert_secret.as_deref(),
     };

@@ -1,0 +1,153 @@
+//! `wasmop status [--guests-configmap <ns>/<name>] [--kubeconfig <path>]
+//! [-o text|json|yaml]` (interface contract): one row per guest from the
+//! status ConfigMap beside the guest list, with its version and rollout.
+
+use std::collections::BTreeMap;
+
+use anyhow::Context as _;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::Api;
+
+use super::{Report, StatusArgs, config};
+use crate::rollout::Record;
+use crate::rollout::record::{records, status_name};
+use crate::source::list::{GuestList, LIST_KEY};
+
+/// Runs `wasmop status`.
+pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
+    let (namespace, list) = crate::source::watch::parse_list_ref(&args.guests_configmap)
+        .with_context(|| {
+            format!(
+                "--guests-configmap takes <namespace>/<name>, got {:?}",
+                args.guests_configmap
+            )
+        })?;
+    let client = kube::Client::try_from(config(args.kubeconfig.as_ref()).await?)?;
+    let api: Api<ConfigMap> = Api::namespaced(client, &namespace);
+    let name = status_name(&list);
+    let recorded = api
+        .get_opt(&name)
+        .await
+        .with_context(|| format!("reading {namespace}/{name}"))?
+        .map(|cm| records(&cm))
+        .with_context(|| {
+            format!("{namespace}/{name} does not exist: no host follows the guest list {namespace}/{list} yet")
+        })?;
+    // Listed guests no host runs yet have no record.
+    let listed: Vec<String> = api
+        .get_opt(&list)
+        .await?
+        .and_then(|cm| cm.data.and_then(|d| d.get(LIST_KEY).cloned()))
+        .and_then(|text| GuestList::parse(&text).ok())
+        .map(|l| l.guests.into_iter().map(|g| g.name).collect())
+        .unwrap_or_default();
+    match args.output {
+        Report::Json => println!("{}", serde_json::to_string_pretty(&recorded)?),
+        Report::Yaml => print!("{}", serde_saphyr::to_string(&recorded)?),
+        Report::Text => print!("{}", table(&recorded, &listed)),
+    }
+    Ok(())
+}
+
+/// The table `wasmop status` prints.
+pub fn table(recorded: &BTreeMap<String, Record>, listed: &[String]) -> String {
+    let short = |d: &str| d[..d.len().min(12)].to_owned();
+    let mut rows = vec![[
+        "GUEST".to_owned(),
+        "PHASE".to_owned(),
+        "STABLE".to_owned(),
+        "CANDIDATE".to_owned(),
+        "STEP".to_owned(),
+        "ON-CANDIDATE".to_owned(),
+        "FAILED".to_owned(),
+        "REASON".to_owned(),
+    ]];
+    for (guest, r) in recorded {
+        rows.push([
+            guest.clone(),
+            r.phase.as_str().to_owned(),
+            short(&r.stable),
+            r.candidate.as_deref().map_or_else(|| "-".to_owned(), short),
+            if r.step == 0 {
+                "-".to_owned()
+            } else {
+                format!("{} ({}%)", r.step, r.weight)
+            },
+            r.parents_on_candidate.to_string(),
+            r.failed_reconciles.to_string(),
+            r.reason.clone().unwrap_or_default(),
+        ]);
+    }
+    for guest in listed.iter().filter(|g| !recorded.contains_key(*g)) {
+        rows.push([
+            guest.clone(),
+            "-".into(),
+            "-".into(),
+            "-".into(),
+            "-".into(),
+            "-".into(),
+            "-".into(),
+            "listed, not running on the leader yet".into(),
+        ]);
+    }
+    let widths: Vec<usize> = (0..8)
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            if i + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:<width$}  ", width = widths[i]));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rollout::Phase;
+
+    #[test]
+    fn every_guest_gets_a_row_with_its_phase_and_versions() {
+        let mut recorded = BTreeMap::new();
+        recorded.insert("plain".to_owned(), Record::stable(&"a".repeat(64)));
+        recorded.insert(
+            "rolling".to_owned(),
+            Record {
+                candidate: Some("b".repeat(64)),
+                phase: Phase::Progressing,
+                step: 1,
+                weight: 10,
+                parents_on_candidate: 2,
+                reason: Some("step 1 of 2".into()),
+                ..Record::stable(&"a".repeat(64))
+            },
+        );
+        let text = table(&recorded, &["plain".into(), "waiting".into()]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("GUEST"), "{text}");
+        assert!(
+            lines[1].starts_with("plain ") && lines[1].contains("Stable"),
+            "{text}"
+        );
+        assert!(
+            lines[2].contains("Progressing") && lines[2].contains("1 (10%)"),
+            "{text}"
+        );
+        assert!(
+            lines[2].contains("bbbbbbbbbbbb") && lines[2].ends_with("step 1 of 2"),
+            "{text}"
+        );
+        assert!(
+            lines[3].starts_with("waiting") && lines[3].contains("not running"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,612 @@
+//! `wasmop plan`: a new module version run against the live cluster,
+//! read-only.
+//!
+//! For every parent of the guest's primary kind, the plan gathers what the
+//! host would hand the guest (the observed children it declares, the
+//! related objects that map to the parent, concealed as the host conceals
+//! them), reconciles with the new module offline under the host's limits
+//! and validation, and tells what would change: children to create, to
+//! delete and to change, the status fields that would change, the Events
+//! the answer asks for, or why the answer would fail. A child whose desired
+//! form differs from the live one by the host's own drift check is applied
+//! as a server-side-apply dry run (`dryRun=All`, the guest's field
+//! manager), and only the fields that run would change are shown, so server
+//! defaults and other managers' fields never show as changes. Nothing is
+//! written.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures::{StreamExt, TryStreamExt};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::controller::apply::{self, Owner};
+use crate::controller::discovery::{self, ResolvedKind};
+use crate::controller::index::controller_uid;
+use crate::model::{Description, Event, Request};
+use crate::protected::ProtectedObjects;
+use crate::rollout::diff::{self, Change};
+use crate::runtime::Guest;
+use crate::validate::{self, GUEST_LABEL, ParentScope, Rules, Validated};
+use wasmop_contract::names::field_manager;
+
+/// Guest calls of a plan that run at once.
+const CALLS_AT_ONCE: usize = 4;
+/// Dry-run applies of a plan in flight at once.
+const DRY_RUNS_AT_ONCE: usize = 8;
+
+/// Why a plan could not be made (a parent's failure is part of the plan).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The new module's kinds cannot be served.
+    #[error(transparent)]
+    Discovery(#[from] discovery::Error),
+    /// Listing objects failed.
+    #[error("listing {kind}: {source}")]
+    List {
+        /// The kind.
+        kind: String,
+        /// The API error.
+        source: kube::Error,
+    },
+    /// A guest call task failed.
+    #[error("guest task failed: {0}")]
+    Join(#[from] tokio::task::JoinError),
+}
+
+/// What the plan looks at.
+pub struct Inputs<'a> {
+    /// The guest's name: its children carry it in their label, and its
+    /// field manager is `wasmop-<name>`.
+    pub name: &'a str,
+    /// The new module version.
+    pub guest: &'a Guest,
+    /// Kinds the running version declares besides: their children are
+    /// deleted unless the new version wants them.
+    pub running: Option<&'a Description>,
+    /// Namespaces to look in; empty: all.
+    pub namespaces: &'a [String],
+    /// Hand the guest Secret values (the entry's `secretValues`).
+    pub secret_values: bool,
+    /// Objects no guest may write.
+    pub protected: &'a ProtectedObjects,
+}
+
+/// How a parent would fare.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Verdict {
+    /// Nothing would change.
+    Unchanged,
+    /// Something would change.
+    Change,
+    /// The reconcile would fail.
+    Fail,
+}
+
+/// A child named in a plan.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChildRef {
+    /// Its apiVersion.
+    pub api_version: String,
+    /// Its kind.
+    pub kind: String,
+    /// Its name.
+    pub name: String,
+}
+
+/// A child that would change, field by field.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChildChange {
+    /// Which child.
+    #[serde(flatten)]
+    pub child: ChildRef,
+    /// The fields the dry run changed.
+    pub fields: Vec<Change>,
+}
+
+/// One parent's plan.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ParentPlan {
+    /// The parent's namespace (none when cluster-scoped).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Its name.
+    pub name: String,
+    /// How it would fare.
+    pub result: Verdict,
+    /// Children that would be created.
+    pub create: Vec<ChildRef>,
+    /// Children that would be deleted.
+    pub delete: Vec<ChildRef>,
+    /// Children that would change.
+    pub change: Vec<ChildChange>,
+    /// Status fields that would change.
+    pub status: Vec<Change>,
+    /// Events the answer asks for.
+    pub events: Vec<Event>,
+    /// Why the reconcile would fail.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The counts of a plan.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    /// Parents planned.
+    pub parents: usize,
+    /// Parents where nothing would change.
+    pub unchanged: usize,
+    /// Parents where something would.
+    pub change: usize,
+    /// Parents whose reconcile would fail.
+    pub fail: usize,
+}
+
+/// A whole plan (`wasmop plan -o json`).
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    /// The primary kind, `group/version, Kind=…`.
+    pub kind: String,
+    /// Every parent, by namespace and name.
+    pub parents: Vec<ParentPlan>,
+    /// The counts.
+    pub summary: Summary,
+}
+
+impl Plan {
+    /// The plan's last line (interface contract).
+    pub fn summary_line(&self) -> String {
+        let s = self.summary;
+        format!(
+            "plan: {} parents: {} unchanged, {} would change, {} would fail",
+            s.parents, s.unchanged, s.change, s.fail
+        )
+    }
+
+    /// The plan for people: each parent that would change or fail, then
+    /// the summary line.
+    pub fn text(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        for p in self
+            .parents
+            .iter()
+            .filter(|p| p.result != Verdict::Unchanged)
+        {
+            let at = match &p.namespace {
+                Some(ns) => format!("{ns}/{}", p.name),
+                None => p.name.clone(),
+            };
+            match &p.error {
+                Some(error) => {
+                    let _ = writeln!(out, "{} {at}: would fail: {error}", self.kind);
+                    continue;
+                }
+                None => {
+                    let _ = writeln!(out, "{} {at}: would change", self.kind);
+                }
+            }
+            for c in &p.create {
+                let _ = writeln!(out, "  + create {} {}", c.kind, c.name);
+            }
+            for c in &p.change {
+                let _ = writeln!(out, "  ~ change {} {}", c.child.kind, c.child.name);
+                for field in &c.fields {
+                    let _ = writeln!(out, "      {field}");
+                }
+            }
+            for c in &p.delete {
+                let _ = writeln!(out, "  - delete {} {}", c.kind, c.name);
+            }
+            for field in &p.status {
+                let _ = writeln!(out, "  ~ status {field}");
+            }
+            for e in &p.events {
+                let _ = writeln!(
+                    out,
+                    "  ! event {:?} {}: {}",
+                    e.event_type, e.reason, e.message
+                );
+            }
+        }
+        out.push_str(&self.summary_line());
+        out.push('\n');
+        out
+    }
+}
+
+/// Makes the plan.
+pub async fn plan(client: &Client, inputs: Inputs<'_>) -> Result<Plan, Error> {
+    let description = inputs.guest.description().clone();
+    let mut watched = description.clone();
+    if let Some(running) = inputs.running {
+        for child in &running.children {
+            if !watched
+                .children
+                .iter()
+                .any(|c| c.kind.same_resource(&child.kind))
+            {
+                watched.children.push(child.clone());
+            }
+        }
+    }
+    let kinds = discovery::resolve(client, &watched).await?;
+    let scopes: Vec<Option<&str>> = if inputs.namespaces.is_empty() || !kinds.primary.namespaced {
+        vec![None]
+    } else {
+        inputs.namespaces.iter().map(|n| Some(n.as_str())).collect()
+    };
+    let mut parents = Vec::new();
+    for scope in &scopes {
+        parents.extend(list(client, &kinds.primary, *scope, None).await?);
+    }
+    parents.sort_by_key(|p| (p.namespace(), p.name_any()));
+    // Children by their controller's uid.
+    let selector = format!("{GUEST_LABEL}={}", inputs.name);
+    let mut children: HashMap<String, Vec<(usize, DynamicObject)>> = HashMap::new();
+    for (i, kind) in kinds.children.iter().enumerate() {
+        for scope in &scopes {
+            for child in list(client, kind, *scope, Some(&selector)).await? {
+                if let Some(uid) = controller_uid(&child) {
+                    children.entry(uid.to_owned()).or_default().push((i, child));
+                }
+            }
+        }
+    }
+    let mut related = Vec::new();
+    for (kind, declared) in &kinds.related {
+        for scope in &scopes {
+            let mut objects = list(client, kind, *scope, None).await?;
+            for object in &mut objects {
+                if declared.metadata_only {
+                    object.data = Value::Object(Default::default());
+                }
+                if !inputs.secret_values {
+                    crate::secrets::conceal_object(object);
+                }
+            }
+            related.extend(objects.into_iter().map(|o| (declared.clone(), o)));
+        }
+    }
+    let ctx = Arc::new(Shared {
+        guest: inputs.guest.clone(),
+        kinds: kinds.children.clone(),
+        name: inputs.name.to_owned(),
+        manager: field_manager(inputs.name),
+        primary: kinds.primary.clone(),
+        secret_values: inputs.secret_values,
+        protected: inputs.protected.clone(),
+        client: client.clone(),
+    });
+    let related = Arc::new(related);
+    let planned: Vec<ParentPlan> = futures::stream::iter(parents.into_iter().map(|parent| {
+        let observed = children
+            .remove(&parent.uid().unwrap_or_default())
+            .unwrap_or_default();
+        let (ctx, related) = (ctx.clone(), related.clone());
+        async move { plan_parent(ctx, parent, observed, related).await }
+    }))
+    .buffered(CALLS_AT_ONCE)
+    .try_collect()
+    .await?;
+    let mut summary = Summary {
+        parents: planned.len(),
+        ..Summary::default()
+    };
+    for p in &planned {
+        match p.result {
+            Verdict::Unchanged => summary.unchanged += 1,
+            Verdict::Change => summary.change += 1,
+            Verdict::Fail => summary.fail += 1,
+        }
+    }
+    let primary = &kinds.primary.resource;
+    Ok(Plan {
+        kind: primary.kind.clone(),
+        parents: planned,
+        summary,
+    })
+}
+
+struct Shared {
+    guest: Guest,
+    kinds: Vec<ResolvedKind>,
+    name: String,
+    manager: String,
+    primary: ResolvedKind,
+    secret_values: bool,
+    protected: ProtectedObjects,
+    client: Client,
+}
+
+/// Every object of `kind` in `namespace` (all: `None`), with its
+/// apiVersion and kind filled in and managedFields dropped.
+async fn list(
+    client: &Client,
+    kind: &ResolvedKind,
+    namespace: Option<&str>,
+    selector: Option<&str>,
+) -> Result<Vec<DynamicObject>, Error> {
+    let api: Api<DynamicObject> = match namespace {
+        Some(ns) if kind.namespaced => Api::namespaced_with(client.clone(), ns, &kind.resource),
+        _ => Api::all_with(client.clone(), &kind.resource),
+    };
+    let mut params = ListParams::default();
+    if let Some(selector) = selector {
+        params = params.labels(selector);
+    }
+    let items = api
+        .list(&params)
+        .await
+        .map_err(|source| Error::List {
+            kind: kind.kind.to_string(),
+            source,
+        })?
+        .items;
+    Ok(items
+        .into_iter()
+        .map(|mut o| {
+            o.types.get_or_insert_with(|| kube::core::TypeMeta {
+                api_version: kind.resource.api_version.clone(),
+                kind: kind.resource.kind.clone(),
+            });
+            o.metadata.managed_fields = None;
+            o
+        })
+        .collect())
+}
+
+fn child_ref(o: &DynamicObject) -> ChildRef {
+    let types = o.types.clone().unwrap_or_default();
+    ChildRef {
+        api_version: types.api_version,
+        kind: types.kind,
+        name: o.name_any(),
+    }
+}
+
+async fn plan_parent(
+    ctx: Arc<Shared>,
+    parent: DynamicObject,
+    observed: Vec<(usize, DynamicObject)>,
+    related: Arc<Vec<(crate::model::RelatedKind, DynamicObject)>>,
+) -> Result<ParentPlan, Error> {
+    let description = ctx.guest.description();
+    let declared = |kind: usize| {
+        description
+            .children
+            .iter()
+            .any(|c| c.kind.same_resource(&ctx.kinds[kind].kind))
+    };
+    let mut request = Request {
+        parent: serde_json::to_value(&parent).expect("objects serialise"),
+        observed: observed
+            .iter()
+            .filter(|(k, _)| declared(*k))
+            .map(|(_, o)| {
+                let mut child = serde_json::to_value(o).expect("objects serialise");
+                if !ctx.secret_values {
+                    crate::secrets::conceal(&mut child);
+                }
+                child
+            })
+            .collect(),
+        deleting: parent.metadata.deletion_timestamp.is_some(),
+        related: Vec::new(),
+    };
+    for declared in &description.related {
+        let candidates = related
+            .iter()
+            .filter(|(d, _)| d == declared)
+            .map(|(_, o)| o);
+        request.related.extend(
+            crate::controller::related::select(declared, &parent, candidates)
+                .into_iter()
+                .map(|o| serde_json::to_value(o).expect("objects serialise")),
+        );
+    }
+    let mut planned = ParentPlan {
+        namespace: parent.namespace(),
+        name: parent.name_any(),
+        result: Verdict::Unchanged,
+        create: Vec::new(),
+        delete: Vec::new(),
+        change: Vec::new(),
+        status: Vec::new(),
+        events: Vec::new(),
+        error: None,
+    };
+    let guest = ctx.guest.clone();
+    let reply = tokio::task::spawn_blocking(move || guest.call_reconcile(&request)).await?;
+    let answer = reply
+        .result
+        .map_err(|e| format!("{}: {e}", e.reason()))
+        .and_then(|raw| {
+            validate::validate(
+                Rules {
+                    description,
+                    limits: ctx.guest.limits(),
+                    parent: ParentScope {
+                        namespace: parent.metadata.namespace.as_deref(),
+                    },
+                    protected: &ctx.protected,
+                },
+                raw,
+            )
+            .map_err(|v| {
+                format!(
+                    "{}: invalid guest response, nothing would be applied: {v}",
+                    v.reason()
+                )
+            })
+        });
+    let answer = match answer {
+        Ok(answer) => answer,
+        Err(error) => {
+            planned.result = Verdict::Fail;
+            planned.error = Some(error);
+            return Ok(planned);
+        }
+    };
+    compare(&ctx, &parent, &observed, &answer, &mut planned).await;
+    let (now, then) = crate::controller::status::status_change(&parent, answer.status.as_ref());
+    planned.status = diff::changes(&now, &then);
+    planned.events = answer.events;
+    let changes = !planned.create.is_empty()
+        || !planned.delete.is_empty()
+        || !planned.change.is_empty()
+        || !planned.status.is_empty();
+    if planned.error.is_some() {
+        planned.result = Verdict::Fail;
+    } else if changes {
+        planned.result = Verdict::Change;
+    }
+    Ok(planned)
+}
+
+/// Fills in the children to create, change and delete.
+async fn compare(
+    ctx: &Shared,
+    parent: &DynamicObject,
+    observed: &[(usize, DynamicObject)],
+    answer: &Validated,
+    planned: &mut ParentPlan,
+) {
+    let uid = parent.uid().unwrap_or_default();
+    let name = parent.name_any();
+    let owner = Owner {
+        api_version: &ctx.primary.resource.api_version,
+        kind: &ctx.primary.resource.kind,
+        name: &name,
+        uid: &uid,
+        namespace: parent.metadata.namespace.as_deref(),
+    };
+    let mut kept = vec![false; observed.len()];
+    let mut dry_runs = Vec::new();
+    for child in &answer.children {
+        let Some(kind) = ctx
+            .kinds
+            .iter()
+            .position(|k| k.kind.matches(&child.api_version, &child.kind))
+        else {
+            continue;
+        };
+        let stamped = apply::stamp(child, owner, &ctx.name);
+        let reference = ChildRef {
+            api_version: child.api_version.clone(),
+            kind: child.kind.clone(),
+            name: child.name.clone(),
+        };
+        match observed
+            .iter()
+            .position(|(k, o)| *k == kind && o.name_any() == child.name)
+        {
+            None => planned.create.push(reference),
+            Some(i) => {
+                kept[i] = true;
+                if apply::drift(&stamped, &observed[i].1).is_some() {
+                    let namespace = if child.cluster_scoped {
+                        None
+                    } else {
+                        parent.metadata.namespace.clone()
+                    };
+                    dry_runs.push((reference, kind, namespace, stamped, &observed[i].1));
+                }
+            }
+        }
+    }
+    for (i, (kind, child)) in observed.iter().enumerate() {
+        let keep = answer.keep.iter().any(|k| {
+            k.name == child.name_any() && ctx.kinds[*kind].kind.matches(&k.api_version, &k.kind)
+        });
+        if !kept[i] && !keep {
+            planned.delete.push(child_ref(child));
+        }
+    }
+    let results: Vec<_> = futures::stream::iter(dry_runs.into_iter().map(
+        |(reference, kind, namespace, stamped, live)| async move {
+            let result = dry_run(ctx, kind, namespace.as_deref(), &stamped, live).await;
+            (reference, live, result)
+        },
+    ))
+    .buffered(DRY_RUNS_AT_ONCE)
+    .collect()
+    .await;
+    for (reference, live, result) in results {
+        match result {
+            Ok(applied) => {
+                let fields = diff::changes(&comparable(live), &comparable(&applied));
+                if !fields.is_empty() {
+                    let fields = if reference.kind == "Secret" {
+                        fields
+                            .into_iter()
+                            .map(|c| Change {
+                                path: c.path,
+                                before: None,
+                                after: None,
+                            })
+                            .collect()
+                    } else {
+                        fields
+                    };
+                    planned.change.push(ChildChange {
+                        child: reference,
+                        fields,
+                    });
+                }
+            }
+            Err(e) => {
+                planned.error.get_or_insert_with(|| {
+                    format!(
+                        "ApplyFailed: the dry run of {} {} was refused: {e}",
+                        reference.kind, reference.name
+                    )
+                });
+            }
+        }
+    }
+}
+
+/// The server-side apply the host would send for a child it controls, as
+/// a dry run: the object it would leave.
+async fn dry_run(
+    ctx: &Shared,
+    kind: usize,
+    namespace: Option<&str>,
+    stamped: &Value,
+    live: &DynamicObject,
+) -> kube::Result<DynamicObject> {
+    let mut body = stamped.clone();
+    body["metadata"]["uid"] = serde_json::json!(live.uid());
+    apply::api_for(&ctx.client, &ctx.kinds[kind].resource, namespace)
+        .patch(
+            &live.name_any(),
+            &PatchParams::apply(&ctx.manager).force().dry_run(),
+            &Patch::Apply(&body),
+        )
+        .await
+}
+
+/// An object without what every write changes (resourceVersion,
+/// generation, managedFields) and without its status.
+fn comparable(o: &DynamicObject) -> Value {
+    let mut value = serde_json::to_value(o).expect("objects serialise");
+    if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+        for field in ["resourceVersion", "generation", "managedFields"] {
+            meta.remove(field);
+        }
+    }
+    if let Some(map) = value.as_object_mut() {
+        map.remove("status");
+    }
+    value
+}

@@ -1,0 +1,656 @@
+//! Rollouts of operator logic: a new module version of a guest beside the
+//! running one, compared (shadow) or serving a growing share of the
+//! parents (canary), promoted when every step held and rolled back by
+//! itself when one failed.
+//!
+//! The pieces: the entry's `rollout` ([`settings`]); which parent is on
+//! which side ([`side`]); the versions a reconcile is assigned to
+//! ([`GuestSlot`]); what is seen of the candidate ([`tracker`]); the
+//! comparison of two answers ([`compare`], over [`diff`]); the record in
+//! the status ConfigMap beside the guest list, where a rollout lives
+//! between hosts ([`record`]); and [`Rollout`], one per running guest,
+//! which moves the rollout on. `wasmop plan` ([`plan`]) runs a new version
+//! against the live cluster without writing anything.
+//!
+//! Only the leader moves a rollout on (steps, promotion, rollback) and
+//! writes its record; every replica follows the record, so a standby that
+//! takes over, or a restarted host, resumes at the same step with the same
+//! parents on each side.
+
+pub mod compare;
+pub mod diff;
+
+pub mod record;
+pub mod settings;
+pub mod side;
+mod slot;
+pub mod tracker;
+
+use std::ops::RangeInclusive;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use wasmop_contract::Reason;
+
+pub use record::{Board, Phase, Record};
+pub use settings::{RolloutEntry, RolloutSettings, Strategy};
+pub use slot::{Assignment, Candidate, GuestSlot, Mode};
+pub use tracker::Tracker;
+
+use crate::leader::Leadership;
+use crate::model::EventType;
+use crate::runtime::Guest;
+use crate::telemetry::Metrics;
+use crate::telemetry::metrics::{GuestInfoLabels, RolloutParentsLabels, RolloutPhaseLabels};
+
+/// How often a rollout is looked at (steps, deadlines, counts) when
+/// nothing wakes it sooner.
+const TICK: Duration = Duration::from_millis(500);
+
+/// The parents of a guest, as its controller caches them.
+pub trait ParentSet: Send + Sync {
+    /// The position ([`side::position`]) of every cached parent.
+    fn positions(&self) -> Vec<u64>;
+    /// Queues at once, ahead of background work, every cached parent whose
+    /// position is in `range`.
+    fn requeue_at_once(&self, range: RangeInclusive<u64>);
+    /// Queues every parent again, paced as background work.
+    fn requeue_all(&self);
+    /// Whether the parents were listed once (a step's share is taken of
+    /// all of them).
+    fn listed(&self) -> bool;
+}
+
+/// A guest without parents yet (before its controller starts).
+struct NoParents;
+
+impl ParentSet for NoParents {
+    fn positions(&self) -> Vec<u64> {
+        Vec::new()
+    }
+    fn requeue_at_once(&self, _: RangeInclusive<u64>) {}
+    fn requeue_all(&self) {}
+    fn listed(&self) -> bool {
+        false
+    }
+}
+
+/// What a rollout needs from the host.
+pub struct Parts {
+    /// The guest's name.
+    pub guest: String,
+    /// Its versions.
+    pub slot: GuestSlot,
+    /// Where records are written (none without a guest list).
+    pub board: Option<Board>,
+    /// The host's metrics.
+    pub telemetry: Arc<Metrics>,
+    /// Whether this host moves rollouts on.
+    pub leadership: Leadership,
+    /// Called after a promotion (the webhooks serve the new stable
+    /// version's exports).
+    pub on_promote: Box<dyn Fn() + Send + Sync>,
+}
+
+struct Shared {
+    parts: Parts,
+    parents: Mutex<Arc<dyn ParentSet>>,
+    state: Mutex<State>,
+    wake: tokio::sync::Notify,
+}
+
+struct State {
+    settings: RolloutSettings,
+    record: Record,
+    /// Where the stable version's module can be fetched again.
+    stable_source: Option<Value>,
+    /// Where the candidate's module comes from.
+    candidate_source: Option<Value>,
+    step_started: Instant,
+    /// Digests shown in `wasmop_guest_info`.
+    shown: Vec<String>,
+}
+
+/// One guest's rollout state and the task that moves it on. Dropping it
+/// stops the task.
+pub struct Rollout {
+    shared: Arc<Shared>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Rollout {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Where a rollout resumes: the record a host before this one left.
+#[derive(Clone, Debug)]
+pub struct Resume {
+    /// The recorded state.
+    pub record: Record,
+}
+
+impl Rollout {
+    /// The rollout of a guest that runs `slot`'s stable version, fetched
+    /// from `stable_source`, under `settings`; `record` is where an earlier
+    /// host left it (a candidate already in the slot resumes there).
+    pub fn start(
+        parts: Parts,
+        settings: RolloutSettings,
+        stable_source: Option<Value>,
+        resume: Option<Resume>,
+    ) -> Self {
+        let stable = parts.slot.current();
+        let candidate = parts.slot.candidate();
+        let record = match (resume, &candidate) {
+            (Some(resume), Some(_)) => resume.record,
+            // Rolled back, promoted or stable before: kept as it was.
+            (Some(resume), None)
+                if resume.record.stable == stable.digest()
+                    && (resume.record.candidate.is_none()
+                        || resume.record.phase == Phase::Aborted) =>
+            {
+                resume.record
+            }
+            _ => Record::stable(stable.digest()),
+        };
+        if let Some(candidate) = &candidate {
+            // Resumed after a restart or a takeover: what the parents
+            // showed before they moved is not known here.
+            candidate.tracker.assume_ready_before();
+        }
+        let shared = Arc::new(Shared {
+            parts,
+            parents: Mutex::new(Arc::new(NoParents)),
+            state: Mutex::new(State {
+                settings,
+                record,
+                stable_source,
+                candidate_source: None,
+                step_started: Instant::now(),
+                shown: Vec::new(),
+            }),
+            wake: tokio::sync::Notify::new(),
+        });
+        shared.publish(&mut shared.state.lock().expect("rollout lock"));
+        let task = tokio::spawn(run(shared.clone()));
+        Self { shared, task }
+    }
+
+    /// The guest's controller caches these parents (a new controller
+    /// started).
+    pub fn set_parents(&self, parents: Arc<dyn ParentSet>) {
+        *self.shared.parents.lock().expect("rollout lock") = parents;
+    }
+
+    /// The current record.
+    pub fn record(&self) -> Record {
+        self.shared
+            .state
+            .lock()
+            .expect("rollout lock")
+            .record
+            .clone()
+    }
+
+    /// The digest of the candidate that was rolled back, until the entry's
+    /// module changes: it is not tried again.
+    pub fn aborted(&self) -> Option<String> {
+        let state = self.shared.state.lock().expect("rollout lock");
+        (state.record.phase == Phase::Aborted)
+            .then(|| state.record.candidate.clone())
+            .flatten()
+    }
+
+    /// Where the stable version's module came from.
+    pub fn stable_source(&self) -> Option<Value> {
+        self.shared
+            .state
+            .lock()
+            .expect("rollout lock")
+            .stable_source
+            .clone()
+    }
+
+    /// The stable version was replaced at once (an `Immediate` change, or
+    /// a restart of the guest) by a module from `source`.
+    pub fn swapped(&self, source: Option<Value>, settings: RolloutSettings) {
+        let shared = &self.shared;
+        let mut state = shared.state.lock().expect("rollout lock");
+        if let Some(old) = shared.parts.slot.set_candidate(None) {
+            drop(old);
+            let cut = state.record.cut();
+            if let Some(cut) = cut {
+                shared.parents().requeue_at_once(0..=cut);
+            }
+        }
+        state.settings = settings;
+        state.stable_source = source;
+        state.candidate_source = None;
+        state.record = Record::stable(shared.parts.slot.current().digest());
+        shared.publish(&mut state);
+    }
+
+    /// The entry's rollout settings changed (same module): a switch of
+    /// strategy takes effect at once.
+    pub fn set_settings(&self, settings: RolloutSettings) {
+        let shared = &self.shared;
+        let mut state = shared.state.lock().expect("rollout lock");
+        let before = state.settings.strategy;
+        state.settings = settings;
+        let Some(candidate) = shared.parts.slot.candidate() else {
+            return;
+        };
+        candidate
+            .tracker
+            .set_ready_condition(state.settings.ready_condition.clone());
+        match (before, state.settings.strategy) {
+            (_, Strategy::Immediate) => {
+                shared.promote(&mut state, "the entry's strategy is Immediate".into());
+            }
+            (Strategy::Canary, Strategy::Shadow) => {
+                if let Mode::Canary { cut } = candidate.mode {
+                    shared.parts.slot.set_mode(Mode::Shadow);
+                    shared.parents().requeue_at_once(0..=cut);
+                }
+                state.record.phase = Phase::Shadowing;
+                state.record.step = 0;
+                state.record.weight = 0;
+                state.record.set_cut(None);
+                state.record.strategy = Some(Strategy::Shadow);
+                state.record.reason = Some("shadowing: the candidate answers beside the stable version, nothing of it is applied".into());
+                shared.publish(&mut state);
+            }
+            (_, Strategy::Canary) if candidate.mode == Mode::Shadow => {
+                shared.begin_canary(&mut state);
+            }
+            _ => shared.publish(&mut state),
+        }
+    }
+
+    /// Starts rolling out `candidate` (fetched from `source`), replacing
+    /// any candidate before it.
+    pub fn propose(&self, candidate: Guest, source: Option<Value>, settings: RolloutSettings) {
+        let shared = &self.shared;
+        let mut state = shared.state.lock().expect("rollout lock");
+        state.settings = settings;
+        state.candidate_source = source;
+        let tracker = Arc::new(Tracker::new(state.settings.ready_condition.clone()));
+        let old = shared.parts.slot.set_candidate(Some(Candidate {
+            guest: candidate.clone(),
+            mode: Mode::Shadow,
+            tracker,
+        }));
+        // Parents the candidate before served go back, unless the new one
+        // takes them at once.
+        let old_cut = old.and_then(|c| match c.mode {
+            Mode::Canary { cut } => Some(cut),
+            Mode::Shadow | Mode::Waiting => None,
+        });
+        state.record = Record {
+            candidate: Some(candidate.digest().to_owned()),
+            strategy: Some(state.settings.strategy),
+            stable_source: state.stable_source.clone(),
+            ..Record::stable(shared.parts.slot.current().digest())
+        };
+        match state.settings.strategy {
+            Strategy::Canary => shared.begin_canary(&mut state),
+            _ => {
+                state.record.phase = Phase::Shadowing;
+                state.record.reason = Some("shadowing: the candidate answers beside the stable version, nothing of it is applied".into());
+                shared.parents().requeue_all();
+                shared.publish(&mut state);
+            }
+        }
+        if let Some(cut) = old_cut {
+            shared.parents().requeue_at_once(0..=cut);
+        }
+        tracing::info!(guest = %shared.parts.guest, candidate = %short(candidate.digest()), strategy = state.settings.strategy.as_str(), "rollout started");
+    }
+
+    /// Drops the candidate: the entry names the stable version again.
+    pub fn cancel(&self, reason: &str) {
+        let shared = &self.shared;
+        let mut state = shared.state.lock().expect("rollout lock");
+        if let Some(candidate) = shared.parts.slot.set_candidate(None)
+            && let Mode::Canary { cut } = candidate.mode
+        {
+            shared.parents().requeue_at_once(0..=cut);
+        }
+        state.candidate_source = None;
+        state.record = Record {
+            reason: Some(reason.to_owned()),
+            ..Record::stable(shared.parts.slot.current().digest())
+        };
+        shared.publish(&mut state);
+    }
+
+    /// Follows a record the leader wrote (this host does not lead).
+    pub fn follow(&self, record: &Record) {
+        let shared = &self.shared;
+        if shared.parts.leadership.is_leader() {
+            return;
+        }
+        let mut state = shared.state.lock().expect("rollout lock");
+        let Some(candidate) = shared.parts.slot.candidate() else {
+            return;
+        };
+        if record.candidate.as_deref() != Some(candidate.guest.digest()) {
+            if record.phase == Phase::Promoted && record.stable == candidate.guest.digest() {
+                shared.parts.slot.promote();
+                state.record = record.clone();
+                shared.publish(&mut state);
+                (shared.parts.on_promote)();
+            }
+            return;
+        }
+        match record.phase {
+            Phase::Aborted => {
+                shared.parts.slot.set_candidate(None);
+                state.record = record.clone();
+            }
+            Phase::Progressing => {
+                if let Some(cut) = record.cut() {
+                    shared.parts.slot.set_mode(Mode::Canary { cut });
+                }
+                if record.step != state.record.step {
+                    state.step_started = Instant::now();
+                }
+                state.record = record.clone();
+            }
+            Phase::Shadowing => {
+                shared.parts.slot.set_mode(Mode::Shadow);
+                state.record = record.clone();
+            }
+            Phase::Stable | Phase::Promoted => {}
+        }
+        shared.publish(&mut state);
+    }
+
+    /// Stops the rollout's task and forgets the guest's metrics and record.
+    pub fn remove(self) {
+        let shared = &self.shared;
+        if let Some(board) = &shared.parts.board {
+            board.remove(&shared.parts.guest);
+        }
+        let metrics = &shared.parts.telemetry;
+        for phase in Phase::ALL {
+            metrics.rollout_phase.remove(&RolloutPhaseLabels {
+                guest: shared.parts.guest.clone(),
+                phase: phase.as_str(),
+            });
+        }
+        for version in ["stable", "candidate"] {
+            metrics.rollout_parents.remove(&RolloutParentsLabels {
+                guest: shared.parts.guest.clone(),
+                version,
+            });
+        }
+    }
+}
+
+impl Shared {
+    fn parents(&self) -> Arc<dyn ParentSet> {
+        self.parents.lock().expect("rollout lock").clone()
+    }
+
+    /// Step 1 of a canary: the candidate serves nobody until the step
+    /// starts.
+    fn begin_canary(&self, state: &mut State) {
+        self.parts.slot.set_mode(Mode::Waiting);
+        state.record.phase = Phase::Progressing;
+        state.record.strategy = Some(Strategy::Canary);
+        state.record.step = 0;
+        state.record.set_cut(None);
+        state.record.reason = Some("waiting for the parents to be listed".into());
+        self.next_step(state);
+        self.publish(state);
+    }
+
+    /// Moves to the next step: its share of the parents on the candidate,
+    /// the new ones reconciled at once. Waits (for a later tick) until the
+    /// parents are listed, so that a share is taken of all of them.
+    fn next_step(&self, state: &mut State) {
+        let Some(candidate) = self.parts.slot.candidate() else {
+            return;
+        };
+        if !self.parents().listed() {
+            return;
+        }
+        let index = state.record.step as usize;
+        let Some(&weight) = state.settings.steps.get(index) else {
+            return;
+        };
+        let floor = state.record.cut();
+        let mut positions = self.parents().positions();
+        let cut = side::cut(&mut positions, weight, floor);
+        self.parts.slot.set_mode(Mode::Canary { cut });
+        candidate.tracker.new_step();
+        state.record.step += 1;
+        state.record.weight = weight;
+        state.record.set_cut(Some(cut));
+        state.record.failed_reconciles = 0;
+        state.record.reason = Some(format!(
+            "step {} of {}: {weight}% of parents on the candidate",
+            state.record.step,
+            state.settings.steps.len()
+        ));
+        state.step_started = Instant::now();
+        let from = floor.map_or(0, |f| f.saturating_add(1));
+        if floor != Some(u64::MAX) {
+            self.parents().requeue_at_once(from..=cut);
+        }
+        tracing::info!(guest = %self.parts.guest, step = state.record.step, weight, "rollout step");
+        self.publish(state);
+    }
+
+    fn promote(&self, state: &mut State, why: String) {
+        let Some(candidate) = self.parts.slot.candidate() else {
+            return;
+        };
+        let cut = match candidate.mode {
+            Mode::Canary { cut } => Some(cut),
+            Mode::Shadow | Mode::Waiting => None,
+        };
+        self.parts.slot.promote();
+        // Parents the candidate did not serve yet run it now.
+        if cut != Some(u64::MAX) {
+            self.parents().requeue_all();
+        }
+        let digest = candidate.guest.digest().to_owned();
+        state.stable_source = state.candidate_source.take();
+        state.record = Record {
+            phase: Phase::Promoted,
+            strategy: Some(state.settings.strategy),
+            reason: Some(format!("promoted: {why}")),
+            ..Record::stable(&digest)
+        };
+        let message = format!(
+            "guest {:?}: module sha256 {}… promoted to stable ({why})",
+            self.parts.guest,
+            short(&digest)
+        );
+        tracing::info!(guest = %self.parts.guest, "{message}");
+        self.announce(EventType::Normal, Reason::RolloutPromoted, message);
+        self.publish(state);
+        (self.parts.on_promote)();
+    }
+
+    fn abort(&self, state: &mut State, failure: &tracker::Failure) {
+        let Some(candidate) = self.parts.slot.set_candidate(None) else {
+            return;
+        };
+        if let Mode::Canary { cut } = candidate.mode {
+            self.parents().requeue_at_once(0..=cut);
+        }
+        let step = state.record.step;
+        state.record.phase = Phase::Aborted;
+        state.record.reason = Some(format!(
+            "step {step} failed: {}; first parent: {}",
+            failure.reason, failure.parent
+        ));
+        state.record.set_cut(None);
+        state.record.weight = 0;
+        state.record.parents_on_candidate = 0;
+        let message = format!(
+            "guest {:?}: rollout of module sha256 {}… aborted at step {step}: {}; parent {}; every parent is back on the stable version sha256 {}…",
+            self.parts.guest,
+            short(candidate.guest.digest()),
+            failure.reason,
+            failure.parent,
+            short(self.parts.slot.current().digest()),
+        );
+        tracing::warn!(guest = %self.parts.guest, "{message}");
+        self.announce(EventType::Warning, Reason::RolloutAborted, message);
+        self.publish(state);
+    }
+
+    fn announce(&self, kind: EventType, reason: Reason, message: String) {
+        if let Some(board) = &self.parts.board {
+            board.announce(&self.parts.guest, kind, reason, message);
+        }
+    }
+
+    /// Writes the record (through the board) and the metrics.
+    fn publish(&self, state: &mut State) {
+        let guest = &self.parts.guest;
+        state.record.stable_source = state.stable_source.clone();
+        if let Some(board) = &self.parts.board {
+            board.set(guest, state.record.clone());
+        }
+        let metrics = &self.parts.telemetry;
+        for phase in Phase::ALL {
+            metrics
+                .rollout_phase
+                .get_or_create(&RolloutPhaseLabels {
+                    guest: guest.clone(),
+                    phase: phase.as_str(),
+                })
+                .set(i64::from(phase == state.record.phase));
+        }
+        let mut shown: Vec<String> = vec![self.parts.slot.current().digest().to_owned()];
+        shown.extend(
+            self.parts
+                .slot
+                .candidate()
+                .map(|c| c.guest.digest().to_owned()),
+        );
+        for old in state.shown.iter().filter(|d| !shown.contains(d)) {
+            metrics.guest_info.remove(&GuestInfoLabels {
+                guest: guest.clone(),
+                sha256: old.clone(),
+            });
+        }
+        for digest in &shown {
+            metrics
+                .guest_info
+                .get_or_create(&GuestInfoLabels {
+                    guest: guest.clone(),
+                    sha256: digest.clone(),
+                })
+                .set(1);
+        }
+        state.shown = shown;
+    }
+
+    /// Counts the parents on each side; moves the rollout on when this
+    /// host leads.
+    fn tick(&self) {
+        let leader = self.parts.leadership.is_leader();
+        let mut state = self.state.lock().expect("rollout lock");
+        let candidate = self.parts.slot.candidate();
+        let positions = self.parents().positions();
+        let on_candidate = match candidate.as_ref().map(|c| c.mode) {
+            Some(Mode::Canary { cut }) => positions.iter().filter(|p| **p <= cut).count(),
+            _ => 0,
+        };
+        let metrics = &self.parts.telemetry;
+        for (version, count) in [
+            ("stable", positions.len() - on_candidate),
+            ("candidate", on_candidate),
+        ] {
+            metrics
+                .rollout_parents
+                .get_or_create(&RolloutParentsLabels {
+                    guest: self.parts.guest.clone(),
+                    version,
+                })
+                .set(i64::try_from(count).unwrap_or(i64::MAX));
+        }
+        let Some(candidate) = candidate else {
+            return;
+        };
+        state.record.parents_on_candidate = on_candidate as u64;
+        state.record.failed_reconciles = candidate.tracker.failed_reconciles();
+        if leader && state.record.phase == Phase::Progressing {
+            let deadline = state
+                .settings
+                .ready_condition
+                .as_ref()
+                .map(|_| state.settings.progress_deadline);
+            if let Some(failure) = candidate
+                .tracker
+                .verdict(state.settings.max_failed_reconciles, deadline)
+            {
+                self.abort(&mut state, &failure);
+                return;
+            }
+            if state.record.step == 0 {
+                self.next_step(&mut state);
+                return;
+            }
+            if state.step_started.elapsed() >= state.settings.step_duration {
+                if (state.record.step as usize) < state.settings.steps.len() {
+                    self.next_step(&mut state);
+                } else {
+                    let why = format!(
+                        "every step held ({})",
+                        state
+                            .settings
+                            .steps
+                            .iter()
+                            .map(|s| format!("{s}%"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    );
+                    self.promote(&mut state, why);
+                }
+                return;
+            }
+        }
+        self.publish(&mut state);
+    }
+}
+
+/// The rollout's task: a tick every [`TICK`], at once when the candidate
+/// reports a failure, and when this host becomes the leader (the parents'
+/// readiness before they moved is then unknown to it).
+async fn run(shared: Arc<Shared>) {
+    let mut leading = shared.parts.leadership.subscribe();
+    loop {
+        let tracker = shared.parts.slot.candidate().map(|c| c.tracker);
+        tokio::select! {
+            () = async {
+                match &tracker {
+                    Some(t) => t.changed(TICK).await,
+                    None => tokio::time::sleep(TICK).await,
+                }
+            } => {}
+            () = shared.wake.notified() => {}
+            Ok(()) = leading.changed() => {
+                if *leading.borrow_and_update()
+                    && let Some(tracker) = &tracker
+                {
+                    tracker.assume_ready_before();
+                }
+            }
+        }
+        shared.tick();
+    }
+}
+
+fn short(digest: &str) -> &str {
+    &digest[..digest.len().min(12)]
+}

@@ -1,0 +1,608 @@
+//! End to end on the real control plane: rollouts of operator logic (a
+//! broken canary rolled back by itself, v2 shadowed then promoted by a
+//! canary, `wasmop plan` and `wasmop status`, a rollout resumed by a
+//! standby and by a restarted host).
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail, ensure};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+use support::{
+    HostProcess, admin_identity, caches, create_small_cache, events_about, guest_module, http_get,
+    install_cache_crd, parse_prometheus, put_guest_list, put_module, sample, sha256_hex,
+    timed_successful_writes_by, wait_for, wait_for_event,
+};
+use wasmop_testenv::TestEnv;
+
+const LONG: Duration = Duration::from_secs(120);
+const LIST: &str = "wasmop-guests";
+const STATUS: &str = "wasmop-guests-status";
+const GUEST: &str = "cache-operator";
+/// Short leases, as in the production suite.
+const LEASE: &[&str] = &[
+    "--leader-elect",
+    "--leader-elect-lease-duration",
+    "6s",
+    "--leader-elect-renew-deadline",
+    "4s",
+    "--leader-elect-retry-period",
+    "1s",
+];
+
+/// A canary whose first step outlasts any test: only a failure ends it.
+const CANARY_WATCHED: &str = "strategy: Canary\n      steps: [10, 50]\n      stepDuration: 10m\n      readyCondition: Available\n      progressDeadline: 10s\n";
+/// A canary that promotes within seconds when nothing fails.
+const CANARY_QUICK: &str = "strategy: Canary\n      steps: [10, 50]\n      stepDuration: 3s\n      readyCondition: Available\n      progressDeadline: 60s\n";
+const SHADOW: &str = "strategy: Shadow\n";
+
+/// A namespace with the Cache CRD, the cache-operator's three builds in
+/// module ConfigMaps (`cache-module`, `cache-module-v2`,
+/// `cache-module-broken`), a guest list naming v1, `n` Caches Ready under
+/// it, and a host (its own admin user, for the audit log) following the
+/// list.
+struct Case {
+    env: Arc<TestEnv>,
+    client: Client,
+    ns: String,
+    user: String,
+    kubeconfig: PathBuf,
+    hosts: Vec<HostProcess>,
+    names: Vec<String>,
+}
+
+impl Case {
+    async fn new(
+        env: &Arc<TestEnv>,
+        prefix: &str,
+        n: usize,
+        rollout: &str,
+    ) -> anyhow::Result<Self> {
+        Self::with_hosts(env, prefix, n, rollout, &[]).await
+    }
+
+    async fn with_hosts(
+        env: &Arc<TestEnv>,
+        prefix: &str,
+        n: usize,
+        rollout: &str,
+        host_args: &[&str],
+    ) -> anyhow::Result<Self> {
+        let client = env.client();
+        install_cache_crd(&client).await?;
+        let ns = env.create_namespace(prefix).await?;
+        for (cm, flavor) in [
+            ("cache-module", "cache-operator"),
+            ("cache-module-v2", "cache-operator-v2"),
+            ("cache-module-broken", "cache-operator-broken"),
+        ] {
+            put_module(&client, &ns, cm, "module.wasm", &module(flavor)?).await?;
+        }
+        let user = format!("wasmop-{ns}");
+        let (_, kubeconfig) = admin_identity(env, &user).await?;
+        let mut case = Self {
+            env: env.clone(),
+            client,
+            ns,
+            user,
+            kubeconfig,
+            hosts: Vec::new(),
+            names: (0..n).map(|i| format!("cache-{i}")).collect(),
+        };
+        case.list("cache-module", rollout).await?;
+        case.start_host(host_args).await?;
+        for name in &case.names {
+            create_small_cache(&case.client, &case.ns, name).await?;
+        }
+        case.all_ready().await?;
+        Ok(case)
+    }
+
+    /// Starts one more host following the list.
+    async fn start_host(&mut self, extra: &[&str]) -> anyhow::Result<()> {
+        let list = format!("{}/{LIST}", self.ns);
+        let cache_dir = self.env.temp_dir().join(format!("cache-{}", self.ns));
+        let mut args = vec![
+            "--guests-configmap",
+            &list,
+            "--cache-dir",
+            cache_dir.to_str().context("utf-8")?,
+        ];
+        args.extend_from_slice(extra);
+        let mut host = HostProcess::start(&self.env, &self.kubeconfig, &self.ns, &args)?;
+        host.wait_for_log("wasmop host running", LONG).await?;
+        self.hosts.push(host);
+        Ok(())
+    }
+
+    /// Lists the cache-operator with the module in ConfigMap `cm` and the
+    /// entry's `rollout` (YAML under `rollout:`, empty for none).
+    async fn list(&self, cm: &str, rollout: &str) -> anyhow::Result<()> {
+        let rollout = if rollout.is_empty() {
+            String::new()
+        } else {
+            format!("    rollout:\n      {rollout}")
+        };
+        put_guest_list(
+            &self.client,
+            &self.ns,
+            LIST,
+            &format!(
+                "guests:\n  - name: {GUEST}\n    module:\n      configMap: {{name: {cm}, key: module.wasm}}\n    namespaces: [{}]\n{rollout}",
+                self.ns
+            ),
+        )
+        .await
+    }
+
+    async fn all_ready(&self) -> anyhow::Result<()> {
+        let api = caches(&self.client, &self.ns);
+        wait_for(LONG, || async {
+            let list = api.list(&ListParams::default()).await?.items;
+            let ready = list.iter().filter(|c| support::fleet::is_ready(c)).count();
+            if ready == self.names.len() {
+                Ok(Some(()))
+            } else {
+                bail!("{ready} of {} Caches Ready", self.names.len())
+            }
+        })
+        .await
+    }
+
+    /// The guest's record in the status ConfigMap, as YAML read into JSON.
+    async fn record(&self) -> anyhow::Result<Value> {
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.ns);
+        let cm = api.get(STATUS).await?;
+        let text = cm
+            .data
+            .and_then(|d| d.get(GUEST).cloned())
+            .context("no record of the guest")?;
+        Ok(serde_saphyr::from_str(&text)?)
+    }
+
+    /// Waits until the record's phase is `phase`; returns the record.
+    async fn phase(&self, phase: &str, timeout: Duration) -> anyhow::Result<Value> {
+        wait_for(timeout, || async {
+            let record = self.record().await?;
+            if record["phase"] == phase {
+                Ok(Some(record))
+            } else {
+                bail!("the record is {record}")
+            }
+        })
+        .await
+        .with_context(|| format!("the rollout never reached {phase}"))
+    }
+
+    /// The names of the PodDisruptionBudgets in the namespace.
+    async fn pdbs(&self) -> anyhow::Result<BTreeSet<String>> {
+        let api: Api<PodDisruptionBudget> = Api::namespaced(self.client.clone(), &self.ns);
+        Ok(api
+            .list(&ListParams::default())
+            .await?
+            .items
+            .iter()
+            .map(ResourceExt::name_any)
+            .collect())
+    }
+
+    /// Parsed metrics of the host `i`.
+    async fn metrics(&mut self, i: usize) -> anyhow::Result<Value> {
+        let addr = self.hosts[i].endpoint("metrics").await?;
+        let (_, body) = http_get(addr, "/metrics").await?;
+        parse_prometheus(&body)
+    }
+
+    /// `wasmop <args>` with the case's kubeconfig: exit code and stdout.
+    fn wasmop(&self, kubeconfig: &Path, args: &[&str]) -> anyhow::Result<(i32, String)> {
+        let out = Command::new(env!("CARGO_BIN_EXE_wasmop"))
+            .args(args)
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .output()?;
+        let stdout = String::from_utf8(out.stdout)?;
+        let code = out.status.code().context("killed by a signal")?;
+        ensure!(
+            code != 1,
+            "wasmop {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok((code, stdout))
+    }
+
+    /// The Deployments the host wrote since `since`, by name.
+    fn deployments_written_since(&self, since: Timestamp) -> anyhow::Result<BTreeSet<String>> {
+        Ok(timed_successful_writes_by(&self.env, &self.user)?
+            .into_iter()
+            .filter(|(at, (_, resource, _, _))| *at >= since && resource == "deployments")
+            .map(|(_, (_, _, _, name))| name)
+            .collect())
+    }
+}
+
+fn module(flavor: &str) -> anyhow::Result<Vec<u8>> {
+    Ok(std::fs::read(guest_module(flavor)?)?)
+}
+
+async fn a_canary_of_a_broken_build_aborts_in_its_first_step_and_every_cache_returns_to_stable(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    let mut case = Case::new(&env, "abort", 20, CANARY_WATCHED).await?;
+    let stable = sha256_hex(&module("cache-operator")?);
+    let broken = sha256_hex(&module("cache-operator-broken")?);
+    let before = case.record().await?;
+    ensure!(
+        before["phase"] == "Stable" && before["stable"] == stable.as_str(),
+        "before the rollout: {before}"
+    );
+    let started = Timestamp::now();
+    case.list("cache-module-broken", CANARY_WATCHED).await?;
+
+    let record = case.phase("Aborted", LONG).await?;
+    ensure!(
+        record["stable"] == stable.as_str() && record["candidate"] == broken.as_str(),
+        "{record}"
+    );
+    ensure!(
+        record["step"] == 1,
+        "aborted during the first step: {record}"
+    );
+    let reason = record["reason"].as_str().unwrap_or_default();
+    ensure!(
+        reason.contains("did not show their ready condition again") && reason.contains("cache-"),
+        "the reason names the readiness and one parent: {reason}"
+    );
+    let note = wait_for_event(&case.client, &case.ns, LIST, "RolloutAborted", LONG).await?;
+    ensure!(
+        note.contains("aborted at step 1") && note.contains("cache-"),
+        "RolloutAborted names the reason and a parent: {note}"
+    );
+
+    // Every Cache is back on its stable children.
+    let deployments: Api<Deployment> = Api::namespaced(case.client.clone(), &case.ns);
+    wait_for(LONG, || async {
+        let all = deployments.list(&ListParams::default()).await?.items;
+        let scaled = all
+            .iter()
+            .filter(|d| d.spec.as_ref().and_then(|s| s.replicas) != Some(1))
+            .count();
+        if all.len() == 20 && scaled == 0 {
+            Ok(Some(()))
+        } else {
+            bail!("{} Deployments, {scaled} not at 1 replica", all.len())
+        }
+    })
+    .await?;
+    case.all_ready().await?;
+    // The candidate wrote at most 10 % of the Caches' children, rounded up.
+    let written = case.deployments_written_since(started)?;
+    ensure!(
+        written.len() <= 2,
+        "the broken build reached more than 2 of 20 Caches: {written:?}"
+    );
+    ensure!(!written.is_empty(), "the broken build never ran");
+
+    let metrics = case.metrics(0).await?;
+    let phase = |p: &str| {
+        sample(
+            &metrics,
+            "wasmop_rollout_phase",
+            "wasmop_rollout_phase",
+            &[("guest", GUEST), ("phase", p)],
+        )
+    };
+    ensure!(
+        phase("Aborted") == Some(1.0) && phase("Progressing") == Some(0.0),
+        "wasmop_rollout_phase: Aborted {:?}, Progressing {:?}",
+        phase("Aborted"),
+        phase("Progressing")
+    );
+    let (code, table) = case.wasmop(
+        &case.kubeconfig,
+        &[
+            "status",
+            "--guests-configmap",
+            &format!("{}/{LIST}", case.ns),
+        ],
+    )?;
+    ensure!(code == 0, "wasmop status exited {code}");
+    let row = table
+        .lines()
+        .find(|l| l.starts_with(GUEST))
+        .context("no row for the guest")?;
+    ensure!(
+        row.contains("Aborted") && row.contains(&stable[..12]) && row.contains(&broken[..12]),
+        "wasmop status: {table}"
+    );
+
+    // The rolled-back module is not tried again while the entry names it.
+    let quiet_from = Timestamp::now();
+    let list: Api<ConfigMap> = Api::namespaced(case.client.clone(), &case.ns);
+    list.patch(
+        LIST,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {"touched": "yes"}}})),
+    )
+    .await?;
+    for _ in 0..15 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let record = case.record().await?;
+        ensure!(record["phase"] == "Aborted", "tried again: {record}");
+        let written = case.deployments_written_since(quiet_from)?;
+        ensure!(written.is_empty(), "Deployments written again: {written:?}");
+    }
+    Ok(())
+}
+
+async fn v2_in_shadow_applies_nothing_and_names_the_pdb_then_a_canary_promotes_it(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    let mut case = Case::new(&env, "shadow", 10, SHADOW).await?;
+    let v2 = sha256_hex(&module("cache-operator-v2")?);
+    case.list("cache-module-v2", SHADOW).await?;
+    case.phase("Shadowing", LONG).await?;
+    // Every Cache is reconciled again with the candidate beside it.
+    let mut different = 0.0;
+    for _ in 0..300 {
+        let metrics = case.metrics(0).await?;
+        different = sample(
+            &metrics,
+            "wasmop_guest_shadow_reconciles",
+            "wasmop_guest_shadow_reconciles_total",
+            &[("guest", GUEST), ("result", "different")],
+        )
+        .unwrap_or(0.0);
+        if different >= 10.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    ensure!(different >= 10.0, "{different} shadow reconciles differed");
+    for name in &case.names {
+        let note = wait_for_event(&case.client, &case.ns, name, "ShadowDifferent", LONG).await?;
+        ensure!(
+            note.contains("PodDisruptionBudget"),
+            "ShadowDifferent of {name} names the PDB: {note}"
+        );
+        let events = events_about(&case.client, &case.ns, name).await?;
+        let count = events
+            .iter()
+            .filter(|(_, r, _)| r == "ShadowDifferent")
+            .count();
+        ensure!(count == 1, "{name} has {count} ShadowDifferent Events");
+    }
+    ensure!(case.pdbs().await?.is_empty(), "shadow applied a PDB");
+    let deployments: Api<Deployment> = Api::namespaced(case.client.clone(), &case.ns);
+    let labelled = deployments
+        .list(&ListParams::default().labels("apps.example.com/version=v2"))
+        .await?
+        .items
+        .len();
+    ensure!(labelled == 0, "shadow applied v2 to {labelled} Deployments");
+
+    case.list("cache-module-v2", CANARY_QUICK).await?;
+    let record = case.phase("Promoted", LONG).await?;
+    ensure!(
+        record["stable"] == v2.as_str() && record.get("candidate").is_none(),
+        "{record}"
+    );
+    wait_for_event(&case.client, &case.ns, LIST, "RolloutPromoted", LONG).await?;
+    wait_for(LONG, || async {
+        let pdbs = case.pdbs().await?;
+        if pdbs.len() == 10 {
+            Ok(Some(()))
+        } else {
+            bail!("{} of 10 PDBs", pdbs.len())
+        }
+    })
+    .await?;
+    case.all_ready().await?;
+    Ok(())
+}
+
+async fn wasmop_plan_lists_each_pdb_of_v2_nothing_for_v1_and_the_cache_a_broken_build_fails_on(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    let case = Case::new(&env, "plan", 20, "").await?;
+    // The broken build fails on this Cache; v1 does not care.
+    caches(&case.client, &case.ns)
+        .patch(
+            "cache-7",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"apps.example.com/break": "yes"}}})),
+        )
+        .await?;
+    let planner = format!("planner-{}", case.ns);
+    let (_, kubeconfig) = admin_identity(&env, &planner).await?;
+    let list = format!("{}/{LIST}", case.ns);
+    let plan = |flavor: &str, extra: &[&str]| -> anyhow::Result<(i32, String)> {
+        let guest = format!("{GUEST}={}", guest_module(flavor)?.display());
+        let mut args = vec![
+            "plan",
+            "--guest",
+            &guest,
+            "--namespace",
+            &case.ns,
+            "--guests-configmap",
+            &list,
+        ];
+        args.extend_from_slice(extra);
+        case.wasmop(&kubeconfig, &args)
+    };
+
+    let (code, out) = plan("cache-operator-v2", &[])?;
+    ensure!(code == 2, "a plan with changes exits 2, not {code}:\n{out}");
+    let creations = out
+        .lines()
+        .filter(|l| l.starts_with("  + create PodDisruptionBudget cache-"))
+        .count();
+    ensure!(creations == 20, "{creations} PDB creations in:\n{out}");
+    ensure!(
+        out.lines().last() == Some("plan: 20 parents: 0 unchanged, 20 would change, 0 would fail"),
+        "{out}"
+    );
+
+    let (code, out) = plan("cache-operator", &[])?;
+    ensure!(
+        code == 0,
+        "a plan of the running version exits 0, not {code}:\n{out}"
+    );
+    ensure!(
+        out.trim() == "plan: 20 parents: 20 unchanged, 0 would change, 0 would fail",
+        "{out}"
+    );
+
+    let (code, out) = plan("cache-operator-broken", &["-o", "json"])?;
+    ensure!(code == 2, "exit {code}");
+    let json: Value = serde_json::from_str(&out)?;
+    ensure!(
+        json["summary"] == json!({"parents": 20, "unchanged": 0, "change": 19, "fail": 1}),
+        "{}",
+        json["summary"]
+    );
+    let failed: Vec<&Value> = json["parents"]
+        .as_array()
+        .context("parents")?
+        .iter()
+        .filter(|p| p["result"] == "fail")
+        .collect();
+    ensure!(
+        failed.len() == 1
+            && failed[0]["name"] == "cache-7"
+            && failed[0]["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("apps.example.com/break")),
+        "{failed:?}"
+    );
+    let replicas = json["parents"][0]["change"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["kind"] == "Deployment"))
+        .context("no Deployment change")?;
+    ensure!(
+        replicas["fields"].as_array().is_some_and(|f| f
+            .iter()
+            .any(|c| c["path"] == "/spec/replicas" && c["after"] == 0)),
+        "the dry run shows the replicas going to 0: {replicas}"
+    );
+
+    // Nothing was written: the only requests with a write verb are dry runs.
+    let writes: Vec<String> = env
+        .audit_events_of(&planner)?
+        .into_iter()
+        .filter(|e| e["user"]["username"] == planner.as_str())
+        .filter(|e| {
+            e["verb"]
+                .as_str()
+                .is_some_and(|v| wasmop_testenv::WRITE_VERBS.contains(&v))
+        })
+        .filter_map(|e| e["requestURI"].as_str().map(str::to_owned))
+        .filter(|uri| !uri.contains("dryRun=All"))
+        .collect();
+    ensure!(writes.is_empty(), "wasmop plan wrote: {writes:?}");
+    Ok(())
+}
+
+async fn a_host_killed_mid_canary_is_resumed_at_the_same_step_by_the_standby_and_by_the_restarted_host(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    const STEP: &str = "strategy: Canary\n      steps: [10, 50]\n      stepDuration: 20s\n      readyCondition: Available\n      progressDeadline: 120s\n";
+    let mut case = Case::with_hosts(&env, "resume", 20, STEP, LEASE).await?;
+    case.hosts[0]
+        .wait_for_log("became the leader", LONG)
+        .await?;
+    case.start_host(LEASE).await?;
+    let started = Timestamp::now();
+    case.list("cache-module-v2", STEP).await?;
+    let first = wait_for(LONG, || async {
+        let pdbs = case.pdbs().await?;
+        let record = case.record().await?;
+        if pdbs.len() == 2 && record["step"] == 1 && record["parentsOnCandidate"] == 2 {
+            Ok(Some(pdbs))
+        } else {
+            bail!("{} PDBs; record {record}", pdbs.len())
+        }
+    })
+    .await
+    .context("step 1 never showed")?;
+
+    // The leader dies mid-step; the standby takes over at the same step.
+    case.hosts[0].stop();
+    case.hosts[1]
+        .wait_for_log("became the leader", LONG)
+        .await?;
+    let record = case.record().await?;
+    ensure!(record["step"] == 1, "after the takeover: {record}");
+    // Parents only join the candidate: the first two keep their PDB.
+    let second = wait_for(LONG, || async {
+        let pdbs = case.pdbs().await?;
+        ensure!(
+            pdbs.is_superset(&first),
+            "a parent left the candidate: {pdbs:?}"
+        );
+        let record = case.record().await?;
+        if pdbs.len() == 10 && record["step"] == 2 {
+            Ok(Some(pdbs))
+        } else {
+            bail!("{} PDBs; record {record}", pdbs.len())
+        }
+    })
+    .await
+    .context("step 2 never showed")?;
+
+    // The first host comes back as a standby; the second dies: the
+    // restarted one resumes at step 2 and promotes.
+    case.start_host(LEASE).await?;
+    case.hosts[1].stop();
+    case.hosts[2]
+        .wait_for_log("became the leader", LONG)
+        .await?;
+    ensure!(
+        case.record().await?["step"] == 2,
+        "after the second takeover"
+    );
+    wait_for(LONG, || async {
+        let pdbs = case.pdbs().await?;
+        ensure!(
+            pdbs.is_superset(&second),
+            "a parent left the candidate: {pdbs:?}"
+        );
+        let record = case.record().await?;
+        if pdbs.len() == 20 && record["phase"] == "Promoted" {
+            Ok(Some(()))
+        } else {
+            bail!("{} PDBs; record {record}", pdbs.len())
+        }
+    })
+    .await
+    .context("never promoted")?;
+    case.all_ready().await?;
+    let deleted: Vec<String> = timed_successful_writes_by(&env, &case.user)?
+        .into_iter()
+        .filter(|(at, (verb, resource, _, _))| {
+            *at >= started && verb == "delete" && resource == "poddisruptionbudgets"
+        })
+        .map(|(_, (_, _, _, name))| name)
+        .collect();
+    ensure!(deleted.is_empty(), "PDBs deleted: {deleted:?}");
+    Ok(())
+}
+
+fn main() -> std::process::ExitCode {
+    wasmop_testenv::harness::run(wasmop_testenv::tests![
+        a_canary_of_a_broken_build_aborts_in_its_first_step_and_every_cache_returns_to_stable => 300,
+        v2_in_shadow_applies_nothing_and_names_the_pdb_then_a_canary_promotes_it => 300,
+        wasmop_plan_lists_each_pdb_of_v2_nothing_for_v1_and_the_cache_a_broken_build_fails_on => 300,
+        a_host_killed_mid_canary_is_resumed_at_the_same_step_by_the_standby_and_by_the_restarted_host => 400,
+    ])
+}
