@@ -76,6 +76,7 @@ const BENCHES: &[&str] = &[
     "soak",
     "scale",
     "admission",
+    "rollout",
 ];
 
 /// `cargo bench -p wasmop-host` (only `--bench <name>` when `args` starts

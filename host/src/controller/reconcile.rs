@@ -199,7 +199,8 @@ pub async fn reconcile(parent: Arc<Compact>, ctx: Arc<Context>) -> Result<Action
         };
         match result {
             Ok(action) => {
-                tracing::debug!("reconciled");
+                let elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+                tracing::debug!(elapsed_us, "reconciled");
                 ctx.backoff.succeed(&key);
                 ctx.metrics.record_success();
                 let (label, after) = match &action.requeue {

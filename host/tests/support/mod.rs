@@ -604,7 +604,7 @@ pub fn reconcile_spans(log: &str, guest: &str) -> Vec<(u64, bool)> {
                 .ok()?;
             if l.ends_with("reconcile started") {
                 Some((id, true))
-            } else if l.ends_with(": reconciled") || l.contains("reconcile failed") {
+            } else if l.contains(": reconciled") || l.contains("reconcile failed") {
                 Some((id, false))
             } else {
                 None

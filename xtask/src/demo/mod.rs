@@ -19,6 +19,8 @@ use wasmop_testenv::TestEnv;
 
 use crate::guests;
 
+mod rollouts;
+
 const NS: &str = "wasmop-system";
 const MANAGER: &str = "wasmop-demo";
 
@@ -248,10 +250,20 @@ async fn demo(keep: bool, ha: bool, oci: bool) -> Result<()> {
         bail!("the host exited; log: {}", log_path.display());
     }
 
+    let mut next = rollouts::show(
+        &client,
+        &wasmop,
+        env.kubeconfig_path(),
+        &guest_dir,
+        &log_path,
+        7,
+    )
+    .await?;
+
     let mut standby = standby;
     if let Some((standby, standby_log)) = standby.as_mut() {
         step(
-            7,
+            next,
             "high availability: kill -9 the leader; the warm standby takes over once the lease expires",
         );
         let killed = Instant::now();
@@ -285,6 +297,7 @@ async fn demo(keep: bool, ha: bool, oci: bool) -> Result<()> {
             "   spec.replicas: 3 reached the Deployment {:.2} s later, written by the new leader",
             changed.elapsed().as_secs_f64()
         );
+        next += 1;
     }
 
     if keep {
@@ -294,10 +307,7 @@ async fn demo(keep: bool, ha: bool, oci: bool) -> Result<()> {
         println!("Press Ctrl-C to stop.");
         tokio::signal::ctrl_c().await?;
     }
-    step(
-        if ha { 8 } else { 7 },
-        "stop the hosts and the control plane",
-    );
+    step(next, "stop the hosts and the control plane");
     let _ = host.kill();
     let _ = host.wait();
     if let Some((mut standby, _)) = standby {
@@ -418,9 +428,14 @@ async fn show_children(client: &Client) -> Result<()> {
 }
 
 async fn put_module(client: &Client, module: &[u8]) -> Result<()> {
+    put_module_named(client, "cache-operator-module", module).await
+}
+
+/// Puts `module` into the ConfigMap `name` (key `module.wasm`).
+async fn put_module_named(client: &Client, name: &str, module: &[u8]) -> Result<()> {
     let cm = ConfigMap {
         metadata: kube::api::ObjectMeta {
-            name: Some("cache-operator-module".into()),
+            name: Some(name.into()),
             namespace: Some(NS.into()),
             ..Default::default()
         },
@@ -428,11 +443,7 @@ async fn put_module(client: &Client, module: &[u8]) -> Result<()> {
         ..Default::default()
     };
     Api::<ConfigMap>::namespaced(client.clone(), NS)
-        .patch(
-            "cache-operator-module",
-            &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(&cm),
-        )
+        .patch(name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&cm))
         .await?;
     Ok(())
 }
