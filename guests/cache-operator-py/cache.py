@@ -9,6 +9,18 @@ config change rolls the pods), and a Service ``<name>``. It reports
 its finalizer scales the Deployment to zero and holds the Cache until the
 pods are gone.
 
+A change of ``spec.image`` after a first complete rollout is an upgrade:
+``Upgrading=True`` while it rolls out (phase ``Ready`` while the ready pods,
+old or new, are as many as ``spec.replicas``),
+``Upgrading=False``/``Upgraded=True`` (reason ``Upgraded``),
+``lastGoodImage`` and one Event ``Upgraded`` when every replica runs it;
+when the Deployment controller reports ``ProgressDeadlineExceeded`` (the
+Deployment's ``progressDeadlineSeconds`` is ``spec.upgrade.timeoutSeconds``),
+the Deployment goes back to ``lastGoodImage``, ``failedImage`` records the
+image (not tried again while ``spec.image`` names it), ``Upgrading=False``
+and ``Upgraded=False`` (reason ``RolledBack``), a Warning Event
+``UpgradeRolledBack``, phase ``Degraded``.
+
 Settings: ``defaultImage`` (the image of a Cache with an empty
 ``spec.image``) and ``apiGroup`` (the Cache kind's group). The Rust guest's
 ``spec.auth`` and ``registryUrl`` are not part of this port.
@@ -30,6 +42,7 @@ from wasmop_sdk import (
     canonical_json,
     conditions_of,
     describe,
+    find_condition,
     fnv1a64,
     kind_ref,
     kinds,
@@ -49,6 +62,12 @@ CONFIG_VOLUME = "config"
 DEFAULT_REPLICAS = 1
 DEFAULT_PORT = 6379
 MAX_REPLICAS = 10
+#: ``spec.upgrade.timeoutSeconds`` when absent, and its bounds (the CRD's).
+DEFAULT_UPGRADE_TIMEOUT_SECONDS = 300
+MIN_UPGRADE_TIMEOUT_SECONDS = 30
+MAX_UPGRADE_TIMEOUT_SECONDS = 3600
+#: The reason the Deployment controller gives a rollout past its deadline.
+PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
 #: How often a deleting Cache is looked at while its pods stop.
 POLL_SECONDS = 2
 
@@ -92,12 +111,19 @@ def spec_of(cache: Dict[str, Any], settings: Dict[str, str]) -> Dict[str, Any]:
     config = raw.get("config") if isinstance(raw.get("config"), dict) else {}
     replicas = raw.get("replicas")
     port = raw.get("port")
+    upgrade = raw.get("upgrade") if isinstance(raw.get("upgrade"), dict) else {}
+    timeout = upgrade.get("timeoutSeconds")
     return {
         "image": image,
         "replicas": replicas if isinstance(replicas, (int, float)) and not isinstance(replicas, bool) else DEFAULT_REPLICAS,
         "port": port if isinstance(port, (int, float)) and not isinstance(port, bool) else DEFAULT_PORT,
         "config": {str(k): str(v) for k, v in config.items()},
         "paused": raw.get("paused") is True,
+        "upgradeTimeoutSeconds": (
+            timeout
+            if isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
+            else DEFAULT_UPGRADE_TIMEOUT_SECONDS
+        ),
     }
 
 
@@ -111,6 +137,12 @@ def validate(spec: Dict[str, Any]) -> None:
     port = spec["port"]
     if _int(port) is None or not 1 <= port <= 65535:
         raise GuestError.permanent(f"spec.port must be between 1 and 65535, got {port}")
+    timeout = spec["upgradeTimeoutSeconds"]
+    if _int(timeout) is None or not MIN_UPGRADE_TIMEOUT_SECONDS <= timeout <= MAX_UPGRADE_TIMEOUT_SECONDS:
+        raise GuestError.permanent(
+            f"spec.upgrade.timeoutSeconds must be between {MIN_UPGRADE_TIMEOUT_SECONDS} "
+            f"and {MAX_UPGRADE_TIMEOUT_SECONDS}, got {timeout}"
+        )
     for key in spec["config"]:
         if not _is_config_map_key(key):
             raise GuestError.permanent(
@@ -147,6 +179,9 @@ def _deployment(name: str, spec: Dict[str, Any], hash_: str, replicas: Optional[
         "metadata": object_meta(name, _selector(name)),
         "spec": {
             "replicas": spec["replicas"] if replicas is None else replicas,
+            # Kubernetes' own verdict on a rollout: after this long without
+            # progress the Deployment controller reports ProgressDeadlineExceeded.
+            "progressDeadlineSeconds": spec["upgradeTimeoutSeconds"],
             "selector": {"matchLabels": selector},
             "template": {
                 "metadata": {"labels": selector, "annotations": {CONFIG_HASH_ANNOTATION: hash_}},
@@ -206,18 +241,41 @@ def _fingerprint(observed: Dict[str, Any]) -> Tuple[Any, Any, Any, Any]:
     )
 
 
+def _seen_latest(observed: Dict[str, Any]) -> bool:
+    """Whether the Deployment's controller has seen its latest generation."""
+    seen = _int(_get(observed, "status", "observedGeneration"))
+    generation = _get(observed, "metadata", "generation")
+    return True if generation is None else seen is not None and seen >= generation
+
+
 def _rollout_complete(observed: Dict[str, Any], desired: Tuple[Any, Any, Any, Any]) -> bool:
     status = observed.get("status")
     if not isinstance(status, dict):
         return False
-    seen = _int(status.get("observedGeneration"))
-    generation = _get(observed, "metadata", "generation")
-    seen_latest = True if generation is None else seen is not None and seen >= generation
     replicas = desired[0]
     return (
         _fingerprint(observed) == desired
-        and seen_latest
+        and _seen_latest(observed)
         and all((_int(status.get(f)) or 0) == replicas for f in ("replicas", "updatedReplicas", "readyReplicas"))
+    )
+
+
+def _progress_deadline_exceeded(observed: Dict[str, Any]) -> bool:
+    """The Deployment's controller, having seen its latest spec, says the
+    rollout failed: ``Progressing=False``, reason ``ProgressDeadlineExceeded``."""
+    status = observed.get("status")
+    conditions = _get(status, "conditions")
+    return (
+        isinstance(status, dict)
+        and _seen_latest(observed)
+        and isinstance(conditions, list)
+        and any(
+            isinstance(c, dict)
+            and c.get("type") == "Progressing"
+            and c.get("status") == "False"
+            and c.get("reason") == PROGRESS_DEADLINE_EXCEEDED
+            for c in conditions
+        )
     )
 
 
@@ -245,15 +303,118 @@ def status_of(
     progressing = {
         "Pending": ("True", "Creating", "creating the Deployment, Service and ConfigMap"),
         "Progressing": ("True", "RollingOut", counts),
+        "Degraded": ("True", "RollingOut", counts),
         "Ready": ("False", "RolloutComplete", counts),
         "Paused": ("Unknown", "Paused", "spec.paused is true: children are left as they are"),
     }[phase]
     set_condition(conditions, "Available", available[0], available[1], counts, generation, now)
     set_condition(conditions, "Progressing", *progressing, generation, now)
     status: Dict[str, Any] = {"readyReplicas": ready, "phase": phase}
+    for key in ("lastGoodImage", "failedImage"):
+        if isinstance((previous or {}).get(key), str):
+            status[key] = previous[key]
     if conditions:
         status["conditions"] = conditions
     return status
+
+
+def _string_at(status: Optional[Dict[str, Any]], key: str) -> Optional[str]:
+    value = (status or {}).get(key)
+    return value if isinstance(value, str) else None
+
+
+def held_image(image: str, status: Optional[Dict[str, Any]]) -> Optional[str]:
+    """The last good image while ``image`` is the one that failed; ``None`` otherwise."""
+    return _string_at(status, "lastGoodImage") if _string_at(status, "failedImage") == image else None
+
+
+def decide_upgrade(
+    image: str,
+    status: Optional[Dict[str, Any]],
+    observed: Optional[Dict[str, Any]],
+    wanted: Tuple[Any, Any, Any, Any],
+) -> Tuple[str, ...]:
+    """Where ``image`` (``spec.image``) stands (the Rust guest's ``upgrade::Upgrade``):
+    ``("none",)``, ``("rollingOut", from, to)``, ``("completed", from, to)``,
+    ``("rollBack", failed, to)`` or ``("heldBack", to)``; ``wanted`` is the
+    Deployment running ``image``."""
+    good = _string_at(status, "lastGoodImage")
+    if good is None or image == good:
+        return ("none",)
+    held = held_image(image, status)
+    if held is not None:
+        return ("heldBack", held)
+    if observed is not None and _rollout_complete(observed, wanted):
+        return ("completed", good, image)
+    if observed is not None and _fingerprint(observed)[1] == image and _progress_deadline_exceeded(observed):
+        return ("rollBack", image, good)
+    return ("rollingOut", good, image)
+
+
+def _held_at(upgrade: Tuple[str, ...]) -> Optional[str]:
+    """The image the Deployment runs instead of ``spec.image`` after a rollback."""
+    return upgrade[-1] if upgrade[0] in ("rollBack", "heldBack") else None
+
+
+def _upgrade_phase(upgrade: Tuple[str, ...], rollout: str, ready: int, replicas: int) -> str:
+    """The phase to report over the Deployment's own ``rollout`` phase."""
+    if upgrade[0] == "rollingOut" and ready >= replicas:
+        return "Ready"
+    if upgrade[0] in ("rollBack", "heldBack"):
+        return "Degraded"
+    return rollout
+
+
+def report_upgrade(
+    upgrade: Tuple[str, ...],
+    status: Dict[str, Any],
+    image: str,
+    rollout: str,
+    generation: Optional[int],
+    timeout: int,
+    now: str,
+) -> Optional[Tuple[str, str, str]]:
+    """Brings ``lastGoodImage``, ``failedImage``, ``Upgrading`` and ``Upgraded``
+    of ``status`` up to date; the Event of an upgrade that ended now, if any."""
+    conditions = status["conditions"]
+
+    def set_(type_: str, state: bool, reason: str, message: str) -> None:
+        set_condition(conditions, type_, "True" if state else "False", reason, message, generation, now)
+
+    kind = upgrade[0]
+    if kind == "none":
+        if rollout == "Ready" and "lastGoodImage" not in status:
+            status["lastGoodImage"] = image
+        if status.get("lastGoodImage") == image:
+            status.pop("failedImage", None)
+        upgrading = find_condition(conditions, "Upgrading")
+        if upgrading is not None and upgrading["status"] == "True":
+            set_("Upgrading", False, "Cancelled", f"spec.image is {image} again")
+        return None
+    if kind == "rollingOut":
+        _, old, new = upgrade
+        status.pop("failedImage", None)
+        set_("Upgrading", True, "RollingOut", f"{old} -> {new}")
+        return None
+    if kind == "completed":
+        _, old, new = upgrade
+        message = f"{old} -> {new}"
+        status.pop("failedImage", None)
+        status["lastGoodImage"] = new
+        set_("Upgrading", False, "Upgraded", message)
+        set_("Upgraded", True, "Upgraded", message)
+        return ("normal", "Upgraded", f"upgraded from {old} to {new}: every replica is Ready")
+    if kind == "rollBack":
+        _, failed, good = upgrade
+        message = (
+            f"the rollout of {failed} made no progress for {timeout} s "
+            f"({PROGRESS_DEADLINE_EXCEEDED}); rolled back to {good}"
+        )
+        status["failedImage"] = failed
+        set_("Upgrading", False, "RolledBack", message)
+        set_("Upgraded", False, "RolledBack", message)
+        return ("warning", "UpgradeRolledBack", message)
+    return None
 
 
 def _phase_event(previous: Optional[Dict[str, Any]], phase: str) -> List[Tuple[str, str]]:
@@ -307,7 +468,10 @@ def _reconcile_deletion(request: Request, name: str, spec: Dict[str, Any]) -> Re
                 f"cannot scale Deployment {name} down ({e.message}); the garbage collector removes it with the Cache",
             )
         )
-    response.child(_deployment(name, spec, config_hash(spec["config"]), replicas=0))
+    # The image the Deployment runs: after a rollback, not the spec's.
+    held = held_image(spec["image"], request.status)
+    running = spec if held is None else dict(spec, image=held)
+    response.child(_deployment(name, running, config_hash(spec["config"]), replicas=0))
     wanted = _fingerprint(observed)[0] or 0
     response.requeue_after(POLL_SECONDS)
     if wanted == 0:
@@ -341,24 +505,46 @@ def reconcile(request: Request) -> Response:
         return _reconcile_paused(request, name, spec)
     validate(spec)
     hash_ = config_hash(spec["config"])
-    wanted = (spec["replicas"], spec["image"], spec["port"], hash_)
     observed = request.observed_named(kinds.deployment, name)
-    if observed is None:
-        phase = "Pending"
-    elif _rollout_complete(observed, wanted):
-        phase = "Ready"
-    else:
-        phase = "Progressing"
     previous = request.status
+    upgrade = decide_upgrade(
+        spec["image"], previous, observed, (spec["replicas"], spec["image"], spec["port"], hash_)
+    )
+    # After a rollback the Deployment runs the last good image, not the
+    # spec's: the spec is the user's and stays as it is.
+    held = _held_at(upgrade)
+    running = spec if held is None else dict(spec, image=held)
+    wanted = (running["replicas"], running["image"], running["port"], hash_)
+    if observed is None:
+        rollout = "Pending"
+    elif _rollout_complete(observed, wanted):
+        rollout = "Ready"
+    else:
+        rollout = "Progressing"
+    ready = _ready(observed)
+    status = status_of(previous, rollout, ready, spec["replicas"], request.generation, request.now)
+    upgrade_event = report_upgrade(
+        upgrade, status, spec["image"], rollout, request.generation, spec["upgradeTimeoutSeconds"], request.now
+    )
+    phase = _upgrade_phase(upgrade, rollout, ready, spec["replicas"])
+    status["phase"] = phase
     response = Response()
-    for reason, message in _change_events(name, observed, wanted) + _phase_event(previous, phase):
+    events = (
+        [("normal", reason, message) for reason, message in _change_events(name, observed, wanted)]
+        + ([upgrade_event] if upgrade_event is not None else [])
+        + [("normal", reason, message) for reason, message in _phase_event(previous, phase)]
+    )
+    for type_, reason, message in events:
         log.info(f"cache {name}: {reason}: {message}")
-        response.normal(reason, message)
+        if type_ == "warning":
+            response.warning(reason, message)
+        else:
+            response.normal(reason, message)
     return (
-        response.child(_config_map(name, spec))
-        .child(_deployment(name, spec, hash_))
-        .child(_service(name, spec))
-        .status(status_of(previous, phase, _ready(observed), spec["replicas"], request.generation, request.now))
+        response.child(_config_map(name, running))
+        .child(_deployment(name, running, hash_))
+        .child(_service(name, running))
+        .status(status)
     )
 
 

@@ -8,167 +8,18 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context as _, bail, ensure};
+use anyhow::{Context as _, ensure};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
+use support::lang::{GUEST, LONG, Lang, per_language, setup, start_host, wait_phase};
 use support::{
     HostProcess, at, caches, create_cache, guest_module, install_cache_crd, wait_for, workspace,
 };
 use wasmop_testenv::TestEnv;
 use wasmop_testenv::harness::run;
-
-const GUEST: &str = "cache-operator";
-const LONG: Duration = Duration::from_secs(90);
-
-/// The cache-operator in each language it is written in. The cases about
-/// the guest's behaviour run once per module, each under the guest name
-/// [`GUEST`]; the cases about the host and the CRD run once.
-#[derive(Debug, Clone, Copy)]
-enum Lang {
-    Rust,
-    TypeScript,
-    Python,
-}
-
-impl Lang {
-    const ALL: [Self; 3] = [Self::Rust, Self::TypeScript, Self::Python];
-
-    /// The module under `target/guests`.
-    fn module(self) -> &'static str {
-        match self {
-            Self::Rust => "cache-operator",
-            Self::TypeScript => "cache-operator-ts",
-            Self::Python => "cache-operator-py",
-        }
-    }
-
-    /// The suffix of the case names and namespaces.
-    fn suffix(self) -> &'static str {
-        match self {
-            Self::Rust => "rust",
-            Self::TypeScript => "ts",
-            Self::Python => "python",
-        }
-    }
-
-    fn index(self) -> usize {
-        self as usize
-    }
-}
-
-/// The compiled-module cache every host of this suite shares, filled once
-/// per language before its first host starts: a 12–18 MB TypeScript or
-/// Python component takes tens of seconds to compile, which every host (and
-/// every case at once) would pay again.
-async fn compiled_modules(env: &TestEnv, lang: Lang) -> anyhow::Result<std::path::PathBuf> {
-    static WARM: [tokio::sync::OnceCell<()>; 3] = [
-        tokio::sync::OnceCell::const_new(),
-        tokio::sync::OnceCell::const_new(),
-        tokio::sync::OnceCell::const_new(),
-    ];
-    let dir = env.temp_dir().join("compiled-modules");
-    let module = guest_module(lang.module())?;
-    WARM[lang.index()]
-        .get_or_try_init(|| async {
-            let parent = env.temp_dir().join(format!("warm-{}.yaml", lang.suffix()));
-            std::fs::write(
-                &parent,
-                "{apiVersion: apps.example.com/v1alpha1, kind: Cache, metadata: {name: warm, namespace: default}, spec: {image: redis}}",
-            )?;
-            let started = std::time::Instant::now();
-            let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_wasmop"))
-                .arg("render")
-                .arg("--guest")
-                .arg(&module)
-                .arg("--parent")
-                .arg(&parent)
-                .arg("--cache-dir")
-                .arg(&dir)
-                .output()
-                .await?;
-            ensure!(
-                out.status.success(),
-                "wasmop render of {} failed: {}",
-                module.display(),
-                String::from_utf8_lossy(&out.stderr)
-            );
-            eprintln!(
-                "cache_operator: {} compiled into the suite's module cache in {:.1} s",
-                lang.module(),
-                started.elapsed().as_secs_f64()
-            );
-            anyhow::Ok(())
-        })
-        .await?;
-    Ok(dir)
-}
-
-/// A host running `lang`'s cache-operator as [`GUEST`], watching `ns`.
-async fn start_host(
-    env: &TestEnv,
-    kubeconfig: &std::path::Path,
-    label: &str,
-    ns: &str,
-    lang: Lang,
-) -> anyhow::Result<HostProcess> {
-    let cache = compiled_modules(env, lang).await?;
-    let module = guest_module(lang.module())?;
-    HostProcess::start(
-        env,
-        kubeconfig,
-        label,
-        &[
-            "--guest",
-            &format!("{GUEST}={}", module.display()),
-            "--namespace",
-            ns,
-            "--cache-dir",
-            &cache.display().to_string(),
-        ],
-    )
-}
-
-/// CRD installed, a namespace, and a host running `lang`'s cache-operator
-/// and watching only that namespace.
-async fn setup(
-    env: &TestEnv,
-    prefix: &str,
-    lang: Lang,
-) -> anyhow::Result<(Client, String, HostProcess)> {
-    let client = env.client();
-    install_cache_crd(&client).await?;
-    let ns = env
-        .create_namespace(&format!("{prefix}-{}", lang.suffix()))
-        .await?;
-    let (_, kubeconfig) = support::admin_identity(env, &format!("wasmop-{ns}")).await?;
-    let host = start_host(env, &kubeconfig, &ns, &ns, lang).await?;
-    Ok((client, ns, host))
-}
-
-async fn wait_phase(
-    client: &Client,
-    ns: &str,
-    name: &str,
-    phase: &str,
-) -> anyhow::Result<kube::api::DynamicObject> {
-    let api = caches(client, ns);
-    wait_for(LONG, || async {
-        let c = api.get(name).await?;
-        let ok = at(&c, "/status/phase").and_then(|v| v.as_str()) == Some(phase)
-            && at(&c, "/status/observedGeneration").and_then(|v| v.as_i64())
-                == c.metadata.generation;
-        if ok {
-            Ok(Some(c))
-        } else {
-            bail!("status is {:?}", at(&c, "/status"))
-        }
-    })
-    .await
-    .with_context(|| format!("Cache {name} never reached phase {phase}"))
-}
 
 async fn a_new_cache_gets_owned_labelled_children_and_becomes_ready(
     env: Arc<TestEnv>,
@@ -333,7 +184,22 @@ async fn spec_changes_reach_the_deployment_and_config_changes_roll_the_pods(
         after != before,
         "config change must change the pod-template hash ({before} == {after})"
     );
-    let cache = wait_phase(&client, &ns, "web", "Ready").await?;
+    // A new image is an upgrade, Ready while the old pods serve: wait for
+    // the Cache to report it complete.
+    let cache = wait_for(LONG, || async {
+        let c = caches(&client, &ns).get("web").await?;
+        let done = at(&c, "/status/lastGoodImage") == Some(&json!("redis:7.4"))
+            && at(&c, "/status/observedGeneration").and_then(serde_json::Value::as_i64)
+                == c.metadata.generation;
+        Ok(done.then_some(c))
+    })
+    .await
+    .context("the upgrade to redis:7.4 never completed")?;
+    ensure!(
+        at(&cache, "/status/phase") == Some(&json!("Ready")),
+        "status {:?}",
+        at(&cache, "/status")
+    );
     ensure!(
         cache.metadata.generation == Some(2),
         "generation {:?}",
@@ -542,6 +408,14 @@ async fn the_crd_rejects_what_its_cel_rule_and_schema_forbid(
         (json!({"image": "redis:7.2", "replicas": 11}), "replicas"),
         (json!({"image": ""}), "image"),
         (json!({"image": "redis", "port": 70000}), "port"),
+        (
+            json!({"image": "redis:7.2", "upgrade": {"timeoutSeconds": 29}}),
+            "timeoutSeconds",
+        ),
+        (
+            json!({"image": "redis:7.2", "upgrade": {"timeoutSeconds": 3601}}),
+            "timeoutSeconds",
+        ),
     ] {
         let err = create_cache(&client, &ns, "bad", spec.clone())
             .await
@@ -557,6 +431,19 @@ async fn the_crd_rejects_what_its_cel_rule_and_schema_forbid(
     ensure!(
         at(&c, "/spec/replicas") == Some(&json!(1)) && at(&c, "/spec/port") == Some(&json!(6379)),
         "defaults not applied: {:?}",
+        at(&c, "/spec")
+    );
+    create_cache(
+        &client,
+        &ns,
+        "upgrade-defaults",
+        json!({"image": "redis:7.2", "upgrade": {}}),
+    )
+    .await?;
+    let c = caches(&client, &ns).get("upgrade-defaults").await?;
+    ensure!(
+        at(&c, "/spec/upgrade/timeoutSeconds") == Some(&json!(300)),
+        "timeoutSeconds not defaulted: {:?}",
         at(&c, "/spec")
     );
     Ok(())
@@ -913,19 +800,6 @@ async fn a_child_watch_the_host_may_not_list_is_reported_instead_of_waited_for(
     ensure!(warned, "the watch error was not logged at warn");
     ensure!(host.is_running(), "the host died");
     Ok(())
-}
-
-/// `case` for `lang`, named `<case>::<lang>`.
-macro_rules! per_language {
-    ($lang:expr; $($case:ident),* $(,)?) => {
-        vec![$({
-            let lang = $lang;
-            wasmop_testenv::harness::Test::new(
-                format!("{}::{}", stringify!($case), lang.suffix()),
-                move |env| $case(env, lang),
-            )
-        }),*]
-    };
 }
 
 fn main() -> std::process::ExitCode {

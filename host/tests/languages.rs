@@ -1,8 +1,9 @@
 //! The cache-operator in TypeScript and Python answers every reconcile
 //! exactly as the Rust one does: the three built components, run by the
 //! host's runtime on the same requests (new, rolling out, ready, paused,
-//! invalid, deleting), give the same children, status, events, kept
-//! children, requeue and finalizer answer. Transition times are compared
+//! invalid, deleting, and an upgrade's: rolling out, completed, rolled
+//! back, held back, cancelled), give the same children, status, events,
+//! kept children, requeue and finalizer answer. Transition times are compared
 //! as "set now" or "kept from the parent", since each call reads the clock.
 
 mod support;
@@ -30,6 +31,11 @@ fn cache(spec: Value, status: Option<Value>) -> Value {
 }
 
 fn deployment(replicas: i64, hash: &str, status: Value) -> Value {
+    deployment_of("redis:7.2", replicas, hash, status)
+}
+
+/// The Cache's Deployment running `image`.
+fn deployment_of(image: &str, replicas: i64, hash: &str, status: Value) -> Value {
     json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -38,7 +44,7 @@ fn deployment(replicas: i64, hash: &str, status: Value) -> Value {
                 "name": "demo", "uid": "u-1", "controller": true}]},
         "spec": {"replicas": replicas, "template": {
             "metadata": {"annotations": {"apps.example.com/config-hash": hash}},
-            "spec": {"containers": [{"name": "cache", "image": "redis:7.2",
+            "spec": {"containers": [{"name": "cache", "image": image,
                 "ports": [{"containerPort": 6379}]}]}}},
         "status": status,
     })
@@ -60,6 +66,27 @@ fn conditions(available: &str, progressing: &str) -> Value {
     ])
 }
 
+/// `conditions(available, progressing)` and an `Upgrading` condition.
+fn upgrading(status: &str, reason: &str) -> Value {
+    let mut list = conditions("True", "True");
+    list.as_array_mut()
+        .unwrap()
+        .push(json!({"type": "Upgrading", "status": status,
+        "reason": reason, "message": "m", "lastTransitionTime": EARLIER, "observedGeneration": 1}));
+    list
+}
+
+/// The error each invalid case ends with.
+fn expected_error(case: &str) -> Option<&'static str> {
+    match case {
+        "invalid" => Some("spec.replicas must be between 1 and 10, got 11"),
+        "invalid upgrade timeout" => {
+            Some("spec.upgrade.timeoutSeconds must be between 30 and 3600, got 10")
+        }
+        _ => None,
+    }
+}
+
 /// The cases: (name, request).
 fn cases() -> Vec<(&'static str, Request)> {
     // `{"maxmemory": "64mb"}`'s config hash.
@@ -67,6 +94,14 @@ fn cases() -> Vec<(&'static str, Request)> {
     let spec = json!({"image": "redis:7.2", "replicas": 2, "config": {"maxmemory": "64mb"}});
     let ready =
         json!({"observedGeneration": 4, "replicas": 2, "updatedReplicas": 2, "readyReplicas": 2});
+    let failing = json!({"image": "redis:7.4-never-ready", "replicas": 2,
+        "config": {"maxmemory": "64mb"}, "upgrade": {"timeoutSeconds": 30}});
+    let stuck = json!({"observedGeneration": 4, "replicas": 3, "updatedReplicas": 1,
+        "readyReplicas": 2, "conditions": [{"type": "Progressing", "status": "False",
+            "reason": "ProgressDeadlineExceeded", "message": "m"}]});
+    let rolled_back = json!({"phase": "Degraded", "readyReplicas": 2,
+        "lastGoodImage": "redis:7.2", "failedImage": "redis:7.4-never-ready",
+        "conditions": upgrading("False", "RolledBack")});
     let request = |parent: Value, observed: Vec<Value>, deleting: bool| Request {
         parent,
         observed,
@@ -137,7 +172,95 @@ fn cases() -> Vec<(&'static str, Request)> {
                 false,
             ),
         ),
+        (
+            "invalid upgrade timeout",
+            request(
+                cache(
+                    json!({"image": "redis:7.2", "upgrade": {"timeoutSeconds": 10}}),
+                    None,
+                ),
+                vec![],
+                false,
+            ),
+        ),
+        (
+            "upgrade rolling out",
+            request(
+                cache(
+                    with_image(&spec, "redis:7.4"),
+                    Some(json!({"phase": "Ready", "readyReplicas": 2,
+                        "lastGoodImage": "redis:7.2", "conditions": conditions("True", "False")})),
+                ),
+                vec![deployment(2, hash, ready.clone()), service()],
+                false,
+            ),
+        ),
+        (
+            "upgrade completed",
+            request(
+                cache(
+                    with_image(&spec, "redis:7.4"),
+                    Some(json!({"phase": "Ready", "readyReplicas": 2,
+                        "lastGoodImage": "redis:7.2", "conditions": upgrading("True", "RollingOut")})),
+                ),
+                vec![
+                    deployment_of("redis:7.4", 2, hash, ready.clone()),
+                    service(),
+                ],
+                false,
+            ),
+        ),
+        (
+            "upgrade past its deadline",
+            request(
+                cache(
+                    failing.clone(),
+                    Some(json!({"phase": "Ready", "readyReplicas": 2,
+                        "lastGoodImage": "redis:7.2", "conditions": upgrading("True", "RollingOut")})),
+                ),
+                vec![
+                    deployment_of("redis:7.4-never-ready", 2, hash, stuck),
+                    service(),
+                ],
+                false,
+            ),
+        ),
+        (
+            "rolled back",
+            request(
+                cache(failing.clone(), Some(rolled_back.clone())),
+                vec![deployment(2, hash, ready.clone()), service()],
+                false,
+            ),
+        ),
+        (
+            "deleting, rolled back",
+            request(
+                cache(failing, Some(rolled_back)),
+                vec![deployment(2, hash, ready.clone()), service()],
+                true,
+            ),
+        ),
+        (
+            "back to the last good image",
+            request(
+                cache(
+                    spec.clone(),
+                    Some(json!({"phase": "Ready", "readyReplicas": 2,
+                        "lastGoodImage": "redis:7.2", "conditions": upgrading("True", "RollingOut")})),
+                ),
+                vec![deployment(2, hash, ready), service()],
+                false,
+            ),
+        ),
     ]
+}
+
+/// `spec` with `image`.
+fn with_image(spec: &Value, image: &str) -> Value {
+    let mut spec = spec.clone();
+    spec["image"] = json!(image);
+    spec
 }
 
 /// The built module `stem`.
@@ -199,10 +322,24 @@ fn the_typescript_and_python_cache_operators_answer_as_the_rust_one_does() {
     for (case, request) in cases() {
         let rust = answer(&guests[0], &request);
         assert!(
-            rust.get("error").is_some() == (case == "invalid"),
+            rust.get("error").is_some() == expected_error(case).is_some(),
             "{case}: the Rust guest answered {rust:#}"
         );
         // What each case is about, so that agreeing on nothing cannot pass.
+        let image = rust["children"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["kind"] == "Deployment"))
+            .map(|d| d["spec"]["template"]["spec"]["containers"][0]["image"].clone());
+        let reasons: Vec<&str> = rust["events"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e["reason"].as_str())
+            .collect();
+        let upgrading = rust["status"]["conditions"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["type"] == "Upgrading"))
+            .map(|c| (c["status"].clone(), c["reason"].clone()));
         let shape = match case {
             "new" | "rolling out" | "ready" => rust["children"].as_array().map(Vec::len) == Some(3),
             "paused" => rust["keep"].as_array().map(Vec::len) == Some(2),
@@ -210,6 +347,28 @@ fn the_typescript_and_python_cache_operators_answer_as_the_rust_one_does() {
                 rust["requeueAfterSeconds"] == json!(2) && rust["finalized"] == json!(false)
             }
             "deleting, pods gone" => rust["finalized"] == json!(true),
+            "upgrade rolling out" => {
+                rust["status"]["phase"] == "Ready"
+                    && upgrading == Some((json!("True"), json!("RollingOut")))
+                    && image == Some(json!("redis:7.4"))
+            }
+            "upgrade completed" => {
+                reasons == ["Upgraded"] && rust["status"]["lastGoodImage"] == "redis:7.4"
+            }
+            "upgrade past its deadline" => {
+                reasons.contains(&"UpgradeRolledBack")
+                    && rust["status"]["phase"] == "Degraded"
+                    && image == Some(json!("redis:7.2"))
+            }
+            "rolled back" => {
+                reasons.is_empty()
+                    && rust["status"]["phase"] == "Degraded"
+                    && image == Some(json!("redis:7.2"))
+            }
+            "deleting, rolled back" => image == Some(json!("redis:7.2")),
+            "back to the last good image" => {
+                upgrading == Some((json!("False"), json!("Cancelled")))
+            }
             _ => true,
         };
         assert!(shape, "{case}: the Rust guest answered {rust:#}");
@@ -224,9 +383,10 @@ fn the_typescript_and_python_cache_operators_answer_as_the_rust_one_does() {
                 (Some(want), Some(got)) => {
                     let want = want.as_str().unwrap();
                     let got = got.as_str().unwrap();
+                    let message = expected_error(case).unwrap();
                     assert!(
-                        want.ends_with("spec.replicas must be between 1 and 10, got 11")
-                            && got.ends_with("spec.replicas must be between 1 and 10, got 11")
+                        want.ends_with(message)
+                            && got.ends_with(message)
                             && want.contains("permanent")
                             && got.contains("permanent"),
                         "{case}: {stem} failed as {got:?}, the Rust guest as {want:?}"

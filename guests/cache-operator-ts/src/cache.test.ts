@@ -1,18 +1,24 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { type ReconcileRequest, Request } from "../../sdk-ts/src/index.ts";
+import { type Condition, type ReconcileRequest, Request } from "../../sdk-ts/src/index.ts";
 import { CacheOperator, CONFIG_HASH_ANNOTATION, configHash, FINALIZER } from "./cache.ts";
 
 const NOW = 1_714_564_800n;
 
-function request(spec: object, observed: object[] = [], extra: Partial<ReconcileRequest> = {}): Request {
+function request(
+  spec: object,
+  observed: object[] = [],
+  extra: Partial<ReconcileRequest> = {},
+  status?: object,
+): Request {
   return new Request({
     parent: JSON.stringify({
       apiVersion: "apps.example.com/v1alpha1",
       kind: "Cache",
       metadata: { name: "demo", generation: 1 },
       spec,
+      ...(status === undefined ? {} : { status }),
     }),
     observed: observed.map((o) => {
       const object = o as { apiVersion: string; kind: string; metadata: { name: string } };
@@ -91,4 +97,107 @@ test("deletion scales the Deployment to zero, then lets the Cache go", () => {
     done.events.map((e) => e.reason),
     ["CleanupComplete"],
   );
+});
+
+/** A Deployment of one replica running `image`, as the API server shows it. */
+function deploymentOf(image: string, status: object): object {
+  return {
+    apiVersion: "apps/v1",
+    kind: "Deployment",
+    metadata: { name: "demo", generation: 2 },
+    spec: {
+      replicas: 1,
+      template: {
+        metadata: { annotations: { [CONFIG_HASH_ANNOTATION]: configHash({}) } },
+        spec: { containers: [{ name: "cache", image, ports: [{ containerPort: 6379 }] }] },
+      },
+    },
+    status: { observedGeneration: 2, ...status },
+  };
+}
+
+type Wire = ReturnType<ReturnType<typeof CacheOperator.reconcile>["toWire"]>;
+
+function imageOf(wire: Wire): string {
+  const deployment = wire.children.map((c) => JSON.parse(c)).find((c) => c.kind === "Deployment");
+  return deployment.spec.template.spec.containers[0].image;
+}
+
+function conditionOf(status: { conditions: Condition[] }, type: string): Condition | undefined {
+  return status.conditions.find((c) => c.type === type);
+}
+
+test("the upgrade timeout is the Deployment's progress deadline, 30 to 3600 seconds", () => {
+  const wire = CacheOperator.reconcile(request({ image: "redis:7.2", upgrade: { timeoutSeconds: 45 } })).toWire();
+  const deployment = wire.children.map((c) => JSON.parse(c)).find((c) => c.kind === "Deployment");
+  assert.equal(deployment.spec.progressDeadlineSeconds, 45);
+  const defaulted = CacheOperator.reconcile(request({ image: "redis:7.2" })).toWire();
+  assert.equal(JSON.parse(defaulted.children[1]).spec.progressDeadlineSeconds, 300);
+  for (const bad of [29, 3601]) {
+    assert.throws(
+      () => CacheOperator.reconcile(request({ image: "redis:7.2", upgrade: { timeoutSeconds: bad } })),
+      new RegExp(`spec.upgrade.timeoutSeconds must be between 30 and 3600, got ${bad}`),
+    );
+  }
+});
+
+test("a first rollout sets the last good image and is no upgrade", () => {
+  const ready = deploymentOf("redis:7.2", { replicas: 1, updatedReplicas: 1, readyReplicas: 1 });
+  const wire = CacheOperator.reconcile(request({ image: "redis:7.2" }, [ready])).toWire();
+  const status = JSON.parse(wire.status ?? "{}");
+  assert.equal(status.phase, "Ready");
+  assert.equal(status.lastGoodImage, "redis:7.2");
+  assert.equal(conditionOf(status, "Upgrading"), undefined);
+});
+
+test("a new image rolls out while the Cache stays Ready, then completes with one Upgraded event", () => {
+  const old = deploymentOf("redis:7.2", { replicas: 1, updatedReplicas: 1, readyReplicas: 1 });
+  const rolling = CacheOperator.reconcile(
+    request({ image: "redis:7.4" }, [old], {}, { phase: "Ready", lastGoodImage: "redis:7.2" }),
+  ).toWire();
+  assert.equal(imageOf(rolling), "redis:7.4");
+  const status = JSON.parse(rolling.status ?? "{}");
+  assert.equal(status.phase, "Ready");
+  assert.deepEqual(
+    [conditionOf(status, "Upgrading")?.status, conditionOf(status, "Upgrading")?.reason],
+    ["True", "RollingOut"],
+  );
+  const done = deploymentOf("redis:7.4", { replicas: 1, updatedReplicas: 1, readyReplicas: 1 });
+  const complete = CacheOperator.reconcile(request({ image: "redis:7.4" }, [done], {}, status)).toWire();
+  assert.deepEqual(
+    complete.events.map((e) => [e.eventType, e.reason]),
+    [["normal", "Upgraded"]],
+  );
+  const after = JSON.parse(complete.status ?? "{}");
+  assert.equal(after.lastGoodImage, "redis:7.4");
+  assert.equal(conditionOf(after, "Upgraded")?.status, "True");
+});
+
+test("a rollout past its deadline goes back to the last good image and is not tried again", () => {
+  const stuck = deploymentOf("redis:7.4-never-ready", {
+    replicas: 2,
+    updatedReplicas: 1,
+    readyReplicas: 1,
+    conditions: [{ type: "Progressing", status: "False", reason: "ProgressDeadlineExceeded" }],
+  });
+  const spec = { image: "redis:7.4-never-ready", upgrade: { timeoutSeconds: 30 } };
+  const back = CacheOperator.reconcile(
+    request(spec, [stuck], {}, { phase: "Ready", lastGoodImage: "redis:7.2" }),
+  ).toWire();
+  assert.equal(imageOf(back), "redis:7.2");
+  assert.deepEqual(
+    back.events.map((e) => [e.eventType, e.reason]),
+    [
+      ["normal", "ImageChanged"],
+      ["warning", "UpgradeRolledBack"],
+      ["normal", "PhaseChanged"],
+    ],
+  );
+  const status = JSON.parse(back.status ?? "{}");
+  assert.equal(status.phase, "Degraded");
+  assert.equal(status.failedImage, "redis:7.4-never-ready");
+  assert.match(conditionOf(status, "Upgraded")?.message ?? "", /redis:7.4-never-ready/);
+  const held = CacheOperator.reconcile(request(spec, [stuck], {}, status)).toWire();
+  assert.equal(imageOf(held), "redis:7.2");
+  assert.deepEqual(JSON.parse(held.status ?? "{}").conditions, status.conditions);
 });

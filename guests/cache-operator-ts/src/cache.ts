@@ -8,6 +8,18 @@
 // its finalizer scales the Deployment to zero and holds the Cache until the
 // pods are gone.
 //
+// A change of `spec.image` after a first complete rollout is an upgrade:
+// `Upgrading=True` while it rolls out (phase `Ready` while the ready pods,
+// old or new, are as many as `spec.replicas`),
+// `Upgrading=False`/`Upgraded=True` (reason `Upgraded`), `lastGoodImage`
+// and one Event `Upgraded` when every replica runs it; when the Deployment
+// controller reports `ProgressDeadlineExceeded` (the Deployment's
+// `progressDeadlineSeconds` is `spec.upgrade.timeoutSeconds`), the
+// Deployment goes back to `lastGoodImage`, `failedImage` records the image
+// (not tried again while `spec.image` names it), `Upgrading=False` and
+// `Upgraded=False` (reason `RolledBack`), a Warning Event
+// `UpgradeRolledBack`, phase `Degraded`.
+//
 // Settings: `defaultImage` (the image of a Cache with an empty
 // `spec.image`) and `apiGroup` (the Cache kind's group). The Rust guest's
 // `spec.auth` and `registryUrl` are not part of this port.
@@ -21,6 +33,7 @@ import {
   canonicalJson,
   conditionsOf,
   DescriptionBuilder,
+  findCondition,
   fnv1a64,
   GuestError,
   type JsonObject,
@@ -47,10 +60,16 @@ const CONFIG_VOLUME = "config";
 const DEFAULT_REPLICAS = 1;
 const DEFAULT_PORT = 6379;
 const MAX_REPLICAS = 10;
+/** `spec.upgrade.timeoutSeconds` when absent, and its bounds (the CRD's). */
+const DEFAULT_UPGRADE_TIMEOUT_SECONDS = 300;
+const MIN_UPGRADE_TIMEOUT_SECONDS = 30;
+const MAX_UPGRADE_TIMEOUT_SECONDS = 3600;
+/** The reason the Deployment controller gives a rollout past its deadline. */
+const PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded";
 /** How often a deleting Cache is looked at while its pods stop. */
 const POLL_SECONDS = 2;
 
-export type Phase = "Pending" | "Progressing" | "Ready" | "Paused";
+export type Phase = "Pending" | "Progressing" | "Ready" | "Paused" | "Degraded";
 
 interface Settings {
   defaultImage?: string;
@@ -63,6 +82,7 @@ interface Spec {
   port: number;
   config: { [key: string]: string };
   paused: boolean;
+  upgradeTimeoutSeconds: number;
 }
 
 /** The settings, checked: unknown keys and empty values are refused. */
@@ -110,12 +130,14 @@ function specOf(cache: KubeObject, settings: Settings): Spec {
       config[key] = String(value);
     }
   }
+  const timeout = get(raw, "upgrade", "timeoutSeconds");
   return {
     image,
     replicas: typeof raw.replicas === "number" ? raw.replicas : DEFAULT_REPLICAS,
     port: typeof raw.port === "number" ? raw.port : DEFAULT_PORT,
     config,
     paused: raw.paused === true,
+    upgradeTimeoutSeconds: typeof timeout === "number" ? timeout : DEFAULT_UPGRADE_TIMEOUT_SECONDS,
   };
 }
 
@@ -128,6 +150,12 @@ function validate(spec: Spec): void {
   }
   if (!Number.isInteger(spec.port) || spec.port < 1 || spec.port > 65535) {
     throw GuestError.permanent(`spec.port must be between 1 and 65535, got ${spec.port}`);
+  }
+  const timeout = spec.upgradeTimeoutSeconds;
+  if (!Number.isInteger(timeout) || timeout < MIN_UPGRADE_TIMEOUT_SECONDS || timeout > MAX_UPGRADE_TIMEOUT_SECONDS) {
+    throw GuestError.permanent(
+      `spec.upgrade.timeoutSeconds must be between ${MIN_UPGRADE_TIMEOUT_SECONDS} and ${MAX_UPGRADE_TIMEOUT_SECONDS}, got ${timeout}`,
+    );
   }
   const bad = Object.keys(spec.config).find((key) => !isConfigMapKey(key));
   if (bad !== undefined) {
@@ -173,6 +201,9 @@ function deployment(name: string, spec: Spec, hash: string, replicas = spec.repl
     metadata: objectMeta(name, selectorLabels(name)),
     spec: {
       replicas,
+      // Kubernetes' own verdict on a rollout: after this long without
+      // progress the Deployment controller reports ProgressDeadlineExceeded.
+      progressDeadlineSeconds: spec.upgradeTimeoutSeconds,
       selector: { matchLabels: selector },
       template: {
         metadata: { labels: selector, annotations: { [CONFIG_HASH_ANNOTATION]: hash } },
@@ -246,22 +277,42 @@ function samePrint(a: Fingerprint, b: Fingerprint): boolean {
   return a.replicas === b.replicas && a.image === b.image && a.port === b.port && a.configHash === b.configHash;
 }
 
+/** Whether the Deployment's controller has seen its latest generation. */
+function seenLatest(observed: KubeObject): boolean {
+  const seen = num(get(observed, "status", "observedGeneration"));
+  const generation = observed.metadata?.generation;
+  return generation === undefined ? true : seen !== undefined && seen >= generation;
+}
+
 /** Every pod runs the desired spec: seen by its controller, all updated and ready. */
 function rolloutComplete(observed: KubeObject, desired: Fingerprint): boolean {
   const status = get(observed, "status");
   if (status === undefined || desired.replicas === undefined) {
     return false;
   }
-  const seen = num(get(status, "observedGeneration"));
-  const generation = observed.metadata?.generation;
-  const seenLatest = generation === undefined ? true : seen !== undefined && seen >= generation;
   const count = (field: string) => num(get(status, field)) ?? 0;
   return (
     samePrint(fingerprintOf(observed), desired) &&
-    seenLatest &&
+    seenLatest(observed) &&
     count("replicas") === desired.replicas &&
     count("updatedReplicas") === desired.replicas &&
     count("readyReplicas") === desired.replicas
+  );
+}
+
+/**
+ * The Deployment's controller, having seen its latest spec, says the rollout
+ * failed: `Progressing=False`, reason `ProgressDeadlineExceeded`.
+ */
+function progressDeadlineExceeded(observed: KubeObject): boolean {
+  const conditions = get(observed, "status", "conditions");
+  return (
+    get(observed, "status") !== undefined &&
+    seenLatest(observed) &&
+    Array.isArray(conditions) &&
+    (conditions as JsonObject[]).some(
+      (c) => c?.type === "Progressing" && c.status === "False" && c.reason === PROGRESS_DEADLINE_EXCEEDED,
+    )
   );
 }
 
@@ -291,6 +342,7 @@ function statusOf(
   const progressing: [ConditionStatus, string, string] = {
     Pending: ["True", "Creating", "creating the Deployment, Service and ConfigMap"] as [ConditionStatus, string, string],
     Progressing: ["True", "RollingOut", counts] as [ConditionStatus, string, string],
+    Degraded: ["True", "RollingOut", counts] as [ConditionStatus, string, string],
     Ready: ["False", "RolloutComplete", counts] as [ConditionStatus, string, string],
     Paused: ["Unknown", "Paused", "spec.paused is true: children are left as they are"] as [
       ConditionStatus,
@@ -301,10 +353,126 @@ function statusOf(
   setCondition(conditions, "Available", available[0], available[1], counts, generation, now);
   setCondition(conditions, "Progressing", progressing[0], progressing[1], progressing[2], generation, now);
   const status: JsonObject = { readyReplicas: ready, phase };
+  for (const key of ["lastGoodImage", "failedImage"]) {
+    if (typeof previous?.[key] === "string") {
+      status[key] = previous[key];
+    }
+  }
   if (conditions.length > 0) {
     status.conditions = conditions;
   }
   return status;
+}
+
+/** Where a Cache's image stands (the Rust guest's `upgrade::Upgrade`). */
+type Upgrade =
+  | { kind: "none" }
+  | { kind: "rollingOut"; from: string; to: string }
+  | { kind: "completed"; from: string; to: string }
+  | { kind: "rollBack"; failed: string; to: string }
+  | { kind: "heldBack"; to: string };
+
+function stringAt(status: JsonObject | undefined, key: string): string | undefined {
+  const value = status?.[key];
+  return typeof value === "string" ? value : undefined;
+}
+
+/** The last good image while `image` is the one that failed; `undefined` otherwise. */
+function heldImage(image: string, status: JsonObject | undefined): string | undefined {
+  return stringAt(status, "failedImage") === image ? stringAt(status, "lastGoodImage") : undefined;
+}
+
+/** Decides where `image` (`spec.image`) stands; `wanted` is the Deployment running it. */
+function decideUpgrade(
+  image: string,
+  status: JsonObject | undefined,
+  observed: KubeObject | undefined,
+  wanted: Fingerprint,
+): Upgrade {
+  const good = stringAt(status, "lastGoodImage");
+  if (good === undefined || image === good) {
+    return { kind: "none" };
+  }
+  const held = heldImage(image, status);
+  if (held !== undefined) {
+    return { kind: "heldBack", to: held };
+  }
+  if (observed !== undefined && rolloutComplete(observed, wanted)) {
+    return { kind: "completed", from: good, to: image };
+  }
+  if (observed !== undefined && fingerprintOf(observed).image === image && progressDeadlineExceeded(observed)) {
+    return { kind: "rollBack", failed: image, to: good };
+  }
+  return { kind: "rollingOut", from: good, to: image };
+}
+
+/** The image the Deployment runs instead of `spec.image` after a rollback. */
+function heldAt(upgrade: Upgrade): string | undefined {
+  return upgrade.kind === "rollBack" || upgrade.kind === "heldBack" ? upgrade.to : undefined;
+}
+
+/** The phase to report over the Deployment's own `rollout` phase. */
+function upgradePhase(upgrade: Upgrade, rollout: Phase, ready: number, replicas: number): Phase {
+  if (upgrade.kind === "rollingOut" && ready >= replicas) {
+    return "Ready";
+  }
+  if (upgrade.kind === "rollBack" || upgrade.kind === "heldBack") {
+    return "Degraded";
+  }
+  return rollout;
+}
+
+/**
+ * Brings `lastGoodImage`, `failedImage`, `Upgrading` and `Upgraded` of
+ * `status` up to date; the Event of an upgrade that ended now, if any.
+ */
+function reportUpgrade(
+  upgrade: Upgrade,
+  status: JsonObject,
+  image: string,
+  rollout: Phase,
+  generation: number | undefined,
+  timeout: number,
+  now: string,
+): [string, string, string] | undefined {
+  const conditions = status.conditions as Condition[];
+  const set = (type: string, state: boolean, reason: string, message: string) =>
+    setCondition(conditions, type, state ? "True" : "False", reason, message, generation, now);
+  switch (upgrade.kind) {
+    case "none": {
+      if (rollout === "Ready" && status.lastGoodImage === undefined) {
+        status.lastGoodImage = image;
+      }
+      if (status.lastGoodImage === image) {
+        delete status.failedImage;
+      }
+      if (findCondition(conditions, "Upgrading")?.status === "True") {
+        set("Upgrading", false, "Cancelled", `spec.image is ${image} again`);
+      }
+      return undefined;
+    }
+    case "rollingOut":
+      delete status.failedImage;
+      set("Upgrading", true, "RollingOut", `${upgrade.from} -> ${upgrade.to}`);
+      return undefined;
+    case "completed": {
+      const message = `${upgrade.from} -> ${upgrade.to}`;
+      delete status.failedImage;
+      status.lastGoodImage = upgrade.to;
+      set("Upgrading", false, "Upgraded", message);
+      set("Upgraded", true, "Upgraded", message);
+      return ["normal", "Upgraded", `upgraded from ${upgrade.from} to ${upgrade.to}: every replica is Ready`];
+    }
+    case "rollBack": {
+      const message = `the rollout of ${upgrade.failed} made no progress for ${timeout} s (${PROGRESS_DEADLINE_EXCEEDED}); rolled back to ${upgrade.to}`;
+      status.failedImage = upgrade.failed;
+      set("Upgrading", false, "RolledBack", message);
+      set("Upgraded", false, "RolledBack", message);
+      return ["warning", "UpgradeRolledBack", message];
+    }
+    case "heldBack":
+      return undefined;
+  }
 }
 
 function phaseEvent(previous: JsonObject | undefined, phase: Phase): [string, string][] {
@@ -362,7 +530,10 @@ function reconcileDeletion(request: Request, name: string, spec: Spec): Response
         `cannot scale Deployment ${name} down (${e instanceof Error ? e.message : String(e)}); the garbage collector removes it with the Cache`,
       );
   }
-  response.child(deployment(name, spec, configHash(spec.config), 0));
+  // The image the Deployment runs: after a rollback, not the spec's.
+  const held = heldImage(spec.image, request.status);
+  const running = held === undefined ? spec : { ...spec, image: held };
+  response.child(deployment(name, running, configHash(spec.config), 0));
   const wanted = fingerprintOf(observed).replicas ?? 0;
   return wanted === 0
     ? response.requeueAfter(POLL_SECONDS).normal("CleanupWaiting", `waiting for ${pods} pod(s) of Deployment ${name} to stop`)
@@ -411,20 +582,49 @@ export function reconcile(request: Request): Response {
   }
   validate(spec);
   const hash = configHash(spec.config);
-  const wanted: Fingerprint = { replicas: spec.replicas, image: spec.image, port: spec.port, configHash: hash };
+  const printOf = (s: Spec): Fingerprint => ({ replicas: s.replicas, image: s.image, port: s.port, configHash: hash });
   const observed = request.observedNamed(kinds.deployment, name);
-  const phase: Phase = observed === undefined ? "Pending" : rolloutComplete(observed, wanted) ? "Ready" : "Progressing";
   const previous = request.status;
+  const upgrade = decideUpgrade(spec.image, previous, observed, printOf(spec));
+  // After a rollback the Deployment runs the last good image, not the
+  // spec's: the spec is the user's and stays as it is.
+  const held = heldAt(upgrade);
+  const running: Spec = held === undefined ? spec : { ...spec, image: held };
+  const wanted = printOf(running);
+  const rollout: Phase =
+    observed === undefined ? "Pending" : rolloutComplete(observed, wanted) ? "Ready" : "Progressing";
+  const ready = readyReplicas(observed);
+  const status = statusOf(previous, rollout, ready, spec.replicas, request.generation, request.now);
+  const upgradeEvent = reportUpgrade(
+    upgrade,
+    status,
+    spec.image,
+    rollout,
+    request.generation,
+    spec.upgradeTimeoutSeconds,
+    request.now,
+  );
+  const phase = upgradePhase(upgrade, rollout, ready, spec.replicas);
+  status.phase = phase;
   const response = new Response();
-  for (const [reason, message] of [...changeEvents(name, observed, wanted), ...phaseEvent(previous, phase)]) {
+  const events: [string, string, string][] = [
+    ...changeEvents(name, observed, wanted).map(([r, m]): [string, string, string] => ["normal", r, m]),
+    ...(upgradeEvent === undefined ? [] : [upgradeEvent]),
+    ...phaseEvent(previous, phase).map(([r, m]): [string, string, string] => ["normal", r, m]),
+  ];
+  for (const [type, reason, message] of events) {
     log.info(`cache ${name}: ${reason}: ${message}`);
-    response.normal(reason, message);
+    if (type === "warning") {
+      response.warning(reason, message);
+    } else {
+      response.normal(reason, message);
+    }
   }
   return response
-    .child(configMap(name, spec))
-    .child(deployment(name, spec, hash))
-    .child(service(name, spec))
-    .status(statusOf(previous, phase, readyReplicas(observed), spec.replicas, request.generation, request.now));
+    .child(configMap(name, running))
+    .child(deployment(name, running, hash))
+    .child(service(name, running))
+    .status(status);
 }
 
 /** The Cache operator. */

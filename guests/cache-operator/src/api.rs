@@ -18,6 +18,12 @@ pub const DEFAULT_REPLICAS: i32 = 1;
 pub const DEFAULT_PORT: i32 = 6379;
 /// The largest `replicas` the CRD allows.
 pub const MAX_REPLICAS: i32 = 10;
+/// How long a change of `spec.image` may take to become Ready when
+/// `spec.upgrade.timeoutSeconds` is absent (the CRD defaults it too).
+pub const DEFAULT_UPGRADE_TIMEOUT_SECONDS: i32 = 300;
+/// The bounds of `spec.upgrade.timeoutSeconds` the CRD enforces: from a
+/// rollout Kubernetes can tell stuck after a few resyncs to an hour.
+pub const UPGRADE_TIMEOUT_SECONDS: std::ops::RangeInclusive<i32> = 30..=3600;
 
 /// A cache: a Deployment of `image` behind a Service, configured through a
 /// ConfigMap.
@@ -75,6 +81,20 @@ pub struct CacheSpec {
     /// Credentials the cache server requires.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth: Option<CacheAuth>,
+    /// How a change of `image` rolls out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upgrade: Option<CacheUpgrade>,
+}
+
+/// `spec.upgrade`: how long a new image may take to become Ready.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CacheUpgrade {
+    /// Seconds a rollout of a new image may go without progress before it
+    /// is rolled back: the Deployment's `progressDeadlineSeconds`, 30 to
+    /// 3600; default 300.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<i32>,
 }
 
 /// `spec.auth`: where the cache server's password is.
@@ -196,6 +216,14 @@ impl CacheSpec {
         self.port.unwrap_or(DEFAULT_PORT)
     }
 
+    /// `upgrade.timeoutSeconds` with the default applied.
+    pub fn upgrade_timeout_seconds(&self) -> i32 {
+        self.upgrade
+            .as_ref()
+            .and_then(|u| u.timeout_seconds)
+            .unwrap_or(DEFAULT_UPGRADE_TIMEOUT_SECONDS)
+    }
+
     /// The spec with `settings` applied: an empty `image` becomes the
     /// setting `defaultImage`.
     #[must_use]
@@ -242,6 +270,14 @@ impl CacheSpec {
                 "spec.port must be between 1 and 65535, got {port}"
             )));
         }
+        let timeout = self.upgrade_timeout_seconds();
+        if !UPGRADE_TIMEOUT_SECONDS.contains(&timeout) {
+            return Err(Error::permanent(format!(
+                "spec.upgrade.timeoutSeconds must be between {} and {}, got {timeout}",
+                UPGRADE_TIMEOUT_SECONDS.start(),
+                UPGRADE_TIMEOUT_SECONDS.end()
+            )));
+        }
         if let Some(key) = self.config.keys().find(|key| !is_config_map_key(key)) {
             return Err(Error::permanent(format!(
                 "spec.config key {key:?} is not a valid file name (letters, digits, '-', '_' and '.', at most 253 characters)"
@@ -274,6 +310,9 @@ pub enum Phase {
     Ready,
     /// `spec.paused` is true: children are left alone.
     Paused,
+    /// The rollout of `spec.image` exceeded its deadline: the Deployment
+    /// runs `status.lastGoodImage` again until `spec.image` changes.
+    Degraded,
 }
 
 impl Phase {
@@ -284,6 +323,7 @@ impl Phase {
             Self::Progressing => "Progressing",
             Self::Ready => "Ready",
             Self::Paused => "Paused",
+            Self::Degraded => "Degraded",
         }
     }
 }
@@ -295,15 +335,25 @@ pub struct CacheStatus {
     /// Ready pods of the Deployment.
     #[serde(default)]
     pub ready_replicas: i32,
-    /// Pending, Progressing, Ready or Paused. A string, so an unknown value
-    /// written by something else does not make the parent unreadable.
+    /// Pending, Progressing, Ready, Paused or Degraded. A string, so an
+    /// unknown value written by something else does not make the parent
+    /// unreadable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
     /// The generation the host last reported for (written by the host; read
     /// here only so it survives a round trip).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// `Available` and `Progressing`, as `metav1.Condition`s.
+    /// The last image whose rollout completed with every replica Ready;
+    /// the image a failed upgrade is rolled back to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_good_image: Option<String>,
+    /// The image whose rollout exceeded its deadline and was rolled back;
+    /// not tried again while `spec.image` names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_image: Option<String>,
+    /// `Available` and `Progressing`, `Upgrading` and `Upgraded` (and
+    /// `Registered` with a registry), as `metav1.Condition`s.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
 }
@@ -369,6 +419,36 @@ mod tests {
             s.port = Some(bad);
             assert!(s.validate().is_err(), "port {bad}");
         }
+    }
+
+    #[test]
+    fn an_upgrade_timeout_outside_thirty_to_3600_seconds_is_refused() {
+        let with = |seconds: i32| CacheSpec {
+            upgrade: Some(CacheUpgrade {
+                timeout_seconds: Some(seconds),
+            }),
+            ..spec("redis")
+        };
+        for bad in [0, 29, 3601] {
+            let err = with(bad).validate().unwrap_err();
+            assert!(!err.is_retryable());
+            assert_eq!(
+                err.message,
+                format!("spec.upgrade.timeoutSeconds must be between 30 and 3600, got {bad}")
+            );
+        }
+        for good in [30, 3600] {
+            assert!(with(good).validate().is_ok(), "{good}");
+            assert_eq!(with(good).upgrade_timeout_seconds(), good);
+        }
+        assert_eq!(spec("redis").upgrade_timeout_seconds(), 300);
+        let parsed: CacheSpec =
+            serde_json::from_value(json!({"image": "redis", "upgrade": {"timeoutSeconds": 45}}))
+                .unwrap();
+        assert_eq!(parsed, with(45));
+        let empty: CacheSpec =
+            serde_json::from_value(json!({"image": "redis", "upgrade": {}})).unwrap();
+        assert_eq!(empty.upgrade_timeout_seconds(), 300);
     }
 
     #[test]
@@ -462,15 +542,22 @@ mod tests {
 
     #[test]
     fn status_reads_what_the_host_wrote() {
-        let status: CacheStatus = serde_json::from_value(json!({
+        let value = json!({
             "readyReplicas": 2,
-            "phase": "Ready",
+            "phase": "Degraded",
             "observedGeneration": 4,
-            "conditions": []
-        }))
-        .unwrap();
+            "lastGoodImage": "redis:7.2",
+            "failedImage": "redis:7.4-never-ready"
+        });
+        let status: CacheStatus = serde_json::from_value(value.clone()).unwrap();
         assert_eq!(status.ready_replicas, 2);
-        assert_eq!(status.phase.as_deref(), Some("Ready"));
+        assert_eq!(status.phase.as_deref(), Some(Phase::Degraded.as_str()));
         assert_eq!(status.observed_generation, Some(4));
+        assert_eq!(status.last_good_image.as_deref(), Some("redis:7.2"));
+        assert_eq!(
+            status.failed_image.as_deref(),
+            Some("redis:7.4-never-ready")
+        );
+        assert_eq!(serde_json::to_value(&status).unwrap(), value);
     }
 }

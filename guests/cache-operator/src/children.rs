@@ -38,7 +38,8 @@ const CONFIG_VOLUME: &str = "config";
 pub struct Children {
     /// `<name>-config`, holding `spec.config`.
     pub config_map: ConfigMap,
-    /// `<name>`, running `spec.image`.
+    /// `<name>`, running `spec.image`, with `spec.upgrade.timeoutSeconds`
+    /// as its `progressDeadlineSeconds`.
     pub deployment: Deployment,
     /// `<name>`, exposing `spec.port`.
     pub service: Service,
@@ -164,6 +165,10 @@ fn deployment(
             } else {
                 spec.replicas()
             }),
+            // Kubernetes' own verdict on a rollout: after this long without
+            // progress the Deployment controller reports
+            // `Progressing=False, ProgressDeadlineExceeded`.
+            progress_deadline_seconds: Some(spec.upgrade_timeout_seconds()),
             selector: LabelSelector {
                 match_labels: Some(selector.clone()),
                 ..LabelSelector::default()
@@ -254,6 +259,7 @@ mod tests {
             config: [("redis.conf".to_owned(), "maxmemory 64mb".to_owned())].into(),
             paused: false,
             auth: None,
+            upgrade: None,
         }
     }
 
@@ -267,6 +273,7 @@ mod tests {
             json!({"name": "demo", "labels": {"app": "cache", "cache": "demo"}})
         );
         assert_eq!(value["spec"]["replicas"], 2);
+        assert_eq!(value["spec"]["progressDeadlineSeconds"], 300);
         assert_eq!(
             value["spec"]["selector"],
             json!({"matchLabels": {"app": "cache", "cache": "demo"}})
@@ -306,6 +313,19 @@ mod tests {
                     .is_none()
             );
         }
+    }
+
+    #[test]
+    fn the_upgrade_timeout_is_the_deployments_progress_deadline() {
+        let mut s = spec();
+        s.upgrade = Some(crate::api::CacheUpgrade {
+            timeout_seconds: Some(45),
+        });
+        let value = serde_json::to_value(
+            Children::desired("demo", &s, &Password::None, Flavor::V1).deployment,
+        )
+        .unwrap();
+        assert_eq!(value["spec"]["progressDeadlineSeconds"], 45);
     }
 
     #[test]

@@ -2,9 +2,10 @@
 //!
 //! `v1alpha1` (the seeds' shape): `spec.port`, and `spec.config` as a map of
 //! names to values. `v1beta1`: `spec.ports.client`, and `spec.config` as a
-//! list of `{name, value}` sorted by name. Everything else (metadata, status,
-//! the other spec fields, fields this guest does not know) is carried as it
-//! is, so a round trip through the other version gives back the same object.
+//! list of `{name, value}` sorted by name. Everything else (metadata, status
+//! with `lastGoodImage` and `failedImage`, the other spec fields such as
+//! `upgrade`, fields this guest does not know) is carried as it is, so a
+//! round trip through the other version gives back the same object.
 
 use serde_json::{Map, Value};
 
@@ -133,12 +134,25 @@ mod tests {
                 "paused": true, "auth": {"secretRef": {"name": "s", "key": "k"}}}),
             json!({"image": "redis:7.2", "config": {}}),
             json!({"image": "redis:7.2", "port": 1, "unknownField": {"kept": true}}),
+            json!({"image": "redis:7.4-never-ready", "upgrade": {"timeoutSeconds": 30}}),
+            json!({"image": "redis:7.2", "upgrade": {}}),
         ];
-        for object in samples.into_iter().map(alpha) {
+        let upgraded = |mut object: Value| {
+            object["status"] = json!({"phase": "Degraded", "readyReplicas": 1,
+                "lastGoodImage": "redis:7.2", "failedImage": "redis:7.4-never-ready",
+                "conditions": [{"type": "Upgraded", "status": "False", "reason": "RolledBack",
+                    "message": "m", "lastTransitionTime": "2024-05-01T12:00:00Z"}]});
+            object
+        };
+        let with_upgrade_status = samples.clone().into_iter().map(alpha).map(upgraded);
+        for object in samples.into_iter().map(alpha).chain(with_upgrade_status) {
             let beta = convert(object.clone(), BETA).unwrap();
             assert_eq!(beta["apiVersion"], BETA);
             assert!(beta["spec"].get("port").is_none());
-            let back = convert(beta, ALPHA).unwrap();
+            assert_eq!(beta["status"], object["status"]);
+            assert_eq!(beta["spec"].get("upgrade"), object["spec"].get("upgrade"));
+            let back = convert(beta.clone(), ALPHA).unwrap();
+            assert_eq!(convert(back.clone(), BETA).unwrap(), beta);
             assert_eq!(
                 serde_json::to_string(&back).unwrap(),
                 serde_json::to_string(&object).unwrap()

@@ -102,7 +102,15 @@ fn stop(request: &Request, cache: &Cache, flavor: Flavor) -> Result<Response> {
         )));
     }
     let password = crate::auth::password(request, &cache.spec);
-    let mut stopped = Children::desired(name, &cache.spec, &password, flavor).deployment;
+    // The image the Deployment runs: after a rollback, not the spec's.
+    let held = crate::upgrade::held_image(&cache.spec.image, cache.status.as_ref()).map(|image| {
+        crate::api::CacheSpec {
+            image: image.to_owned(),
+            ..cache.spec.clone()
+        }
+    });
+    let spec = held.as_ref().unwrap_or(&cache.spec);
+    let mut stopped = Children::desired(name, spec, &password, flavor).deployment;
     if let Some(spec) = stopped.spec.as_mut() {
         spec.replicas = Some(0);
     }

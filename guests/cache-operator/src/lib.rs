@@ -2,7 +2,8 @@
 //!
 //! A `Cache` (`apps.example.com/v1alpha1`, plural `caches`, short name `cc`)
 //! asks for a cache server: `image`, `replicas` (1–10, default 1), `port`
-//! (default 6379), `config` (files mounted at `/etc/cache`) and `paused`.
+//! (default 6379), `config` (files mounted at `/etc/cache`), `paused` and
+//! `upgrade.timeoutSeconds` (30–3600, default 300).
 //! For each Cache the operator wants:
 //!
 //! - a ConfigMap `<name>-config` holding `spec.config`;
@@ -23,8 +24,13 @@
 //! Its settings ([`CacheSettings`]) may give `defaultImage`, the image of a
 //! Cache whose `spec.image` is empty.
 //!
-//! It reports `readyReplicas`, `phase` (Pending, Progressing, Ready, Paused)
-//! and the conditions `Available` and `Progressing`. While `paused` it keeps
+//! It reports `readyReplicas`, `phase` (Pending, Progressing, Ready, Paused,
+//! Degraded) and the conditions `Available` and `Progressing`. A change of
+//! `spec.image` after a first complete rollout is an upgrade ([`upgrade`]):
+//! `Upgrading` and `Upgraded` report it, `status.lastGoodImage` is the last
+//! image that ran on every replica, and a rollout that exceeds
+//! `spec.upgrade.timeoutSeconds` (the Deployment's
+//! `progressDeadlineSeconds`) is rolled back to it. While `paused` it keeps
 //! every child as it is (the host neither writes nor prunes them). On
 //! deletion its finalizer [`FINALIZER`] scales the Deployment to zero and
 //! holds the Cache until the pods are gone.
@@ -44,9 +50,12 @@ mod pause;
 mod reconcile;
 pub mod registry;
 mod status;
+pub mod upgrade;
 
 pub use admission::{DEFAULT_MAXMEMORY_POLICY, REDIS_DIRECTIVES};
-pub use api::{Cache, CacheAuth, CacheSettings, CacheSpec, CacheStatus, Phase, SecretKeyRef};
+pub use api::{
+    Cache, CacheAuth, CacheSettings, CacheSpec, CacheStatus, CacheUpgrade, Phase, SecretKeyRef,
+};
 pub use auth::{PASSWORD_ENV, SECRET_HASH_ANNOTATION, SECRET_NAME_POINTER};
 pub use children::{CONFIG_HASH_ANNOTATION, CONFIG_MOUNT_PATH, config_hash};
 pub use finalizer::FINALIZER;

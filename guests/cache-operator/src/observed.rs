@@ -1,7 +1,7 @@
 //! What the operator reads from the observed Deployment.
 //!
-//! Only a handful of fields matter (replicas, image, port, config hash and
-//! the rollout counters), so the Deployment's text is decoded into this
+//! Only a handful of fields matter (replicas, image, port, config hash, the
+//! rollout counters and the `Progressing` condition), so the Deployment's text is decoded into this
 //! small view and every other field is skipped: decoding a whole k8s-openapi
 //! `Deployment` (or a `serde_json::Value`) made the component larger and
 //! each reconcile several times slower, for nothing.
@@ -91,7 +91,21 @@ struct Status {
     replicas: Option<i64>,
     updated_replicas: Option<i64>,
     ready_replicas: Option<i64>,
+    conditions: Vec<DeploymentCondition>,
 }
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+struct DeploymentCondition {
+    #[serde(rename = "type")]
+    type_: String,
+    status: String,
+    reason: String,
+}
+
+/// The reason Kubernetes' Deployment controller gives `Progressing=False`
+/// once a rollout made no progress for `progressDeadlineSeconds`.
+pub const PROGRESS_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
 
 impl ObservedDeployment {
     /// What its spec asks for.
@@ -136,6 +150,31 @@ impl ObservedDeployment {
             .unwrap_or(0)
     }
 
+    /// True when its controller has seen the latest generation and says the
+    /// rollout failed: `Progressing=False`, reason
+    /// [`PROGRESS_DEADLINE_EXCEEDED`]. The verdict is about the spec the
+    /// Deployment has now; before its controller saw that spec, the
+    /// condition may still be about an earlier one, so it does not count.
+    pub fn progress_deadline_exceeded(&self) -> bool {
+        self.status.as_ref().is_some_and(|status| {
+            self.seen_latest(status)
+                && status.conditions.iter().any(|c| {
+                    c.type_ == "Progressing"
+                        && c.status == "False"
+                        && c.reason == PROGRESS_DEADLINE_EXCEEDED
+                })
+        })
+    }
+
+    /// Whether the Deployment controller has seen its latest generation.
+    fn seen_latest(&self, status: &Status) -> bool {
+        match (status.observed_generation, self.metadata.generation) {
+            (Some(seen), Some(generation)) => seen >= generation,
+            (_, None) => true,
+            (None, Some(_)) => false,
+        }
+    }
+
     /// True when the Deployment runs `desired` everywhere: its spec matches,
     /// its controller has seen the latest generation, and exactly the
     /// desired number of pods exist, all updated and ready.
@@ -146,13 +185,8 @@ impl ObservedDeployment {
         let Some(status) = &self.status else {
             return false;
         };
-        let seen_latest = match (status.observed_generation, self.metadata.generation) {
-            (Some(seen), Some(generation)) => seen >= generation,
-            (_, None) => true,
-            (None, Some(_)) => false,
-        };
         self.fingerprint() == *desired
-            && seen_latest
+            && self.seen_latest(status)
             && status.replicas.unwrap_or(0) == replicas
             && status.updated_replicas.unwrap_or(0) == replicas
             && status.ready_replicas.unwrap_or(0) == replicas
@@ -233,6 +267,23 @@ mod tests {
     }
 
     #[test]
+    fn the_deadline_counts_only_once_the_controller_saw_the_latest_spec() {
+        let mut object = deployment();
+        object["status"]["conditions"] = json!([
+            {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"},
+            {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}
+        ]);
+        assert!(view(&object).progress_deadline_exceeded());
+        object["metadata"]["generation"] = json!(4);
+        assert!(!view(&object).progress_deadline_exceeded());
+        object["status"]["observedGeneration"] = json!(4);
+        object["status"]["conditions"][1]["status"] = json!("True");
+        object["status"]["conditions"][1]["reason"] = json!("ReplicaSetUpdated");
+        assert!(!view(&object).progress_deadline_exceeded());
+        assert!(!view(&deployment()).progress_deadline_exceeded());
+    }
+
+    #[test]
     fn missing_fields_read_as_absent() {
         let object = json!({"metadata": {"name": "demo"}});
         let observed = view(&object);
@@ -248,5 +299,6 @@ mod tests {
             }
         );
         assert!(!observed.rollout_complete(&desired()));
+        assert!(!observed.progress_deadline_exceeded());
     }
 }

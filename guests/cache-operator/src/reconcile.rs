@@ -1,5 +1,6 @@
 //! One reconcile of a Cache: deletion, pause, or the desired children and
-//! status.
+//! status, with an upgrade of `spec.image` followed and rolled back when it
+//! fails (`crate::upgrade`).
 //!
 //! Everything here is a pure function of the request and `now`, and `now`
 //! only reaches the output when a condition flips. A converged Cache thus
@@ -10,7 +11,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use wasmop_guest::{Error, Event, Request, Response, Result};
 
-use crate::api::{Cache, CacheSettings, CacheStatus, Phase};
+use crate::api::{Cache, CacheSettings, CacheSpec, CacheStatus, Phase};
 use crate::auth::{Password, password};
 use crate::children::Children;
 use crate::conversion::V1ALPHA1;
@@ -20,6 +21,7 @@ use crate::observed::{Fingerprint, ObservedDeployment};
 use crate::pause::reconcile_paused;
 use crate::registry::Registry;
 use crate::status;
+use crate::upgrade::Upgrade;
 
 /// Reconciles one Cache as the build `flavor`, at time `now`.
 pub fn reconcile(request: &Request, now: &Time, flavor: Flavor) -> Result<Response> {
@@ -69,21 +71,51 @@ pub fn reconcile(request: &Request, now: &Time, flavor: Flavor) -> Result<Respon
         return reconcile_secret_missing(request, &cache, message, now);
     }
 
-    let desired = Children::desired(name, &cache.spec, &password, flavor);
-    let wanted = desired.fingerprint(&cache.spec);
     let observed = request.observed_named_as::<Deployment, ObservedDeployment>(name);
     let observed = observed.as_ref();
-    let phase = status::phase(observed, &wanted);
-    let ready = observed.map_or(0, ObservedDeployment::ready_replicas);
     let previous = cache.status.as_ref();
+    let mut desired = Children::desired(name, &cache.spec, &password, flavor);
+    let upgrade = Upgrade::decide(
+        &cache.spec.image,
+        previous,
+        observed,
+        &desired.fingerprint(&cache.spec),
+    );
+    // After a rollback the Deployment runs the last good image, not the
+    // spec's: the spec is the user's and stays as it is.
+    let held;
+    let running = match upgrade.held_at() {
+        Some(image) => {
+            held = CacheSpec {
+                image: image.to_owned(),
+                ..cache.spec.clone()
+            };
+            desired = Children::desired(name, &held, &password, flavor);
+            &held
+        }
+        None => &cache.spec,
+    };
+    let wanted = desired.fingerprint(running);
+    let rollout = status::phase(observed, &wanted);
+    let ready = observed.map_or(0, ObservedDeployment::ready_replicas);
     let mut new_status = status::status(
         previous,
-        phase,
+        rollout,
         ready,
         cache.spec.replicas(),
         cache.metadata.generation,
         now,
     );
+    let upgrade_event = upgrade.report(
+        &mut new_status,
+        &cache.spec.image,
+        rollout,
+        cache.metadata.generation,
+        cache.spec.upgrade_timeout_seconds(),
+        now,
+    );
+    let phase = upgrade.phase(rollout, ready, cache.spec.replicas());
+    new_status.phase = Some(phase.as_str().to_owned());
 
     let mut response = Response::new();
     if phase == Phase::Ready
@@ -99,6 +131,7 @@ pub fn reconcile(request: &Request, now: &Time, flavor: Flavor) -> Result<Respon
     }
     for event in change_events(name, observed, &wanted)
         .into_iter()
+        .chain(upgrade_event)
         .chain(phase_event(previous, phase))
     {
         wasmop_guest::info!("cache {name}: {}: {}", event.reason, event.message);

@@ -1,5 +1,6 @@
 //! The status a Cache reports: ready replicas, phase and the `Available` and
-//! `Progressing` conditions, computed from the observed Deployment.
+//! `Progressing` conditions, computed from the observed Deployment (the
+//! upgrade's part, `crate::upgrade`, is laid over it).
 //!
 //! The status is a pure function of the parent and the observed Deployment;
 //! conditions keep their transition times unless their status flips, so a
@@ -27,7 +28,11 @@ pub fn phase(observed: Option<&ObservedDeployment>, desired: &Fingerprint<'_>) -
 }
 
 /// The status to report: `previous` (the parent's current status, whose
-/// conditions and their transition times are kept) brought up to date.
+/// conditions and their transition times are kept, as are its
+/// `lastGoodImage` and `failedImage`) brought up to date for `phase`, the
+/// Deployment's state ([`phase`]) or `Paused`. `Degraded` is laid over a
+/// rollout's phase by `crate::upgrade`; given here, it reads as a rollout
+/// under way.
 pub fn status(
     previous: Option<&CacheStatus>,
     phase: Phase,
@@ -49,7 +54,9 @@ pub fn status(
             "Creating",
             "creating the Deployment, Service and ConfigMap".to_owned(),
         ),
-        Phase::Progressing => (ConditionStatus::True, "RollingOut", counts.clone()),
+        Phase::Progressing | Phase::Degraded => {
+            (ConditionStatus::True, "RollingOut", counts.clone())
+        }
         Phase::Ready => (ConditionStatus::False, "RolloutComplete", counts.clone()),
         Phase::Paused => (
             ConditionStatus::Unknown,
@@ -79,6 +86,8 @@ pub fn status(
         ready_replicas: ready,
         phase: Some(phase.as_str().to_owned()),
         observed_generation: None,
+        last_good_image: previous.and_then(|s| s.last_good_image.clone()),
+        failed_image: previous.and_then(|s| s.failed_image.clone()),
         conditions,
     }
 }
@@ -113,6 +122,8 @@ pub fn secret_missing(
         ready_replicas: ready,
         phase: Some(Phase::Pending.as_str().to_owned()),
         observed_generation: None,
+        last_good_image: previous.and_then(|s| s.last_good_image.clone()),
+        failed_image: previous.and_then(|s| s.failed_image.clone()),
         conditions,
     }
 }
@@ -286,6 +297,21 @@ mod tests {
                 .last_transition_time,
             at(10)
         );
+    }
+
+    #[test]
+    fn the_images_an_upgrade_remembers_survive_every_status() {
+        let mut previous = status(None, Phase::Ready, 2, 2, Some(3), &at(10));
+        previous.last_good_image = Some("redis:7.2".into());
+        previous.failed_image = Some("redis:7.4-never-ready".into());
+        for next in [
+            status(Some(&previous), Phase::Progressing, 1, 2, Some(4), &at(20)),
+            status(Some(&previous), Phase::Paused, 2, 2, Some(4), &at(20)),
+            secret_missing(Some(&previous), 2, Some(4), "no Secret", &at(20)),
+        ] {
+            assert_eq!(next.last_good_image, previous.last_good_image);
+            assert_eq!(next.failed_image, previous.failed_image);
+        }
     }
 
     #[test]

@@ -5,6 +5,7 @@
 #![allow(dead_code, missing_docs)]
 
 pub mod fleet;
+pub mod lang;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -24,6 +24,7 @@ fn main() -> ExitCode {
         spec_changes_bump_generation_and_status_changes_do_not,
         config_map_owned_by_a_deleted_object_is_garbage_collected,
         deployment_with_two_replicas_becomes_ready_within_sixty_seconds,
+        a_never_ready_image_stalls_its_rollout_until_the_deployment_exceeds_its_deadline,
         finalizer_keeps_a_deleted_object_until_it_is_removed,
         minted_users_are_held_to_rbac_and_their_writes_are_audited,
     ])
@@ -318,6 +319,106 @@ async fn deployment_with_two_replicas_becomes_ready_within_sixty_seconds(
         started.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// kwok keeps every Pod whose image contains `never-ready` Running but not
+/// Ready, so a rollout to such an image makes no progress, and
+/// kube-controller-manager's Deployment controller (not a timer of ours)
+/// says so once `progressDeadlineSeconds` have passed: `Progressing=False`,
+/// reason `ProgressDeadlineExceeded`. The old Pod keeps serving meanwhile.
+async fn a_never_ready_image_stalls_its_rollout_until_the_deployment_exceeds_its_deadline(
+    env: Arc<TestEnv>,
+) -> Result<()> {
+    const DEADLINE: Duration = Duration::from_secs(10);
+    let namespace = env.create_namespace("never-ready").await?;
+    let api: Api<Deployment> = Api::namespaced(env.client(), &namespace);
+    let deployment: Deployment = serde_json::from_value(json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": { "name": "web" },
+        "spec": {
+            "replicas": 1,
+            "progressDeadlineSeconds": DEADLINE.as_secs(),
+            "selector": { "matchLabels": { "app": "web" } },
+            "template": {
+                "metadata": { "labels": { "app": "web" } },
+                "spec": { "containers": [{ "name": "web", "image": "registry.invalid/web:1" }] },
+            },
+        },
+    }))?;
+    api.create(&PostParams::default(), &deployment).await?;
+    wait_until(Duration::from_secs(60), "the first rollout", || async {
+        let d = api.get("web").await?;
+        Ok(progressing(&d) == Some(("True".into(), "NewReplicaSetAvailable".into())))
+    })
+    .await?;
+
+    let patch = json!({"spec": {"template": {"spec": {"containers": [
+        { "name": "web", "image": "registry.invalid/web:2-never-ready" }]}}}});
+    api.patch("web", &PatchParams::default(), &Patch::Strategic(&patch))
+        .await?;
+    let changed = Instant::now();
+    wait_until(
+        DEADLINE + Duration::from_secs(30),
+        "ProgressDeadlineExceeded",
+        || async {
+            let d = api.get("web").await?;
+            Ok(progressing(&d) == Some(("False".into(), "ProgressDeadlineExceeded".into())))
+        },
+    )
+    .await?;
+    let elapsed = changed.elapsed();
+    eprintln!(
+        "ProgressDeadlineExceeded {:.1}s after the change (deadline {DEADLINE:?})",
+        elapsed.as_secs_f64()
+    );
+    ensure!(
+        elapsed >= DEADLINE,
+        "the rollout was declared failed after {elapsed:?}, before its deadline"
+    );
+
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(env.client(), &namespace);
+    let mut seen = Vec::new();
+    for pod in pods.list(&Default::default()).await? {
+        let spec = pod.spec.unwrap_or_default();
+        let image = spec.containers[0].image.clone().unwrap_or_default();
+        let status = pod.status.unwrap_or_default();
+        let ready = status
+            .conditions
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
+        seen.push((image, status.phase.unwrap_or_default(), ready));
+    }
+    seen.sort();
+    ensure!(
+        seen == [
+            (
+                "registry.invalid/web:1".to_owned(),
+                "Running".to_owned(),
+                true
+            ),
+            (
+                "registry.invalid/web:2-never-ready".to_owned(),
+                "Running".to_owned(),
+                false
+            ),
+        ],
+        "pods (image, phase, ready): {seen:?}"
+    );
+    Ok(())
+}
+
+/// The status and reason of a Deployment's `Progressing` condition.
+fn progressing(deployment: &Deployment) -> Option<(String, String)> {
+    deployment
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Progressing")
+        .map(|c| (c.status.clone(), c.reason.clone().unwrap_or_default()))
 }
 
 async fn finalizer_keeps_a_deleted_object_until_it_is_removed(env: Arc<TestEnv>) -> Result<()> {

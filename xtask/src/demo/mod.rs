@@ -300,6 +300,13 @@ async fn demo(keep: bool, ha: bool, oci: bool) -> Result<()> {
         next += 1;
     }
 
+    step(
+        next,
+        "upgrade a Cache to an image whose pods never become Ready; Kubernetes declares the rollout failed and the operator rolls it back",
+    );
+    failed_upgrade_rolled_back(&client).await?;
+    next += 1;
+
     if keep {
         println!("\nEverything keeps running. In another shell:");
         println!("   export KUBECONFIG={}", env.kubeconfig_path().display());
@@ -317,6 +324,89 @@ async fn demo(keep: bool, ha: bool, oci: bool) -> Result<()> {
     drop(env);
     println!("   done: everything the demo started is stopped and removed.");
     Ok(())
+}
+
+/// A Cache of its own (`upgrade-demo`, two replicas as v2's admission asks,
+/// `spec.upgrade.timeoutSeconds: 30`) upgraded to `redis:7.4-never-ready`,
+/// whose pods kwok never makes Ready:
+/// the Deployment controller reports `ProgressDeadlineExceeded` after 30 s
+/// without progress and the operator sets the Deployment back to the last
+/// good image, leaving `spec.image` as it is.
+async fn failed_upgrade_rolled_back(client: &Client) -> Result<()> {
+    const FAILING: &str = "redis:7.4-never-ready";
+    let caches = cache_api(client);
+    let cache: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "apps.example.com/v1alpha1", "kind": "Cache",
+        "metadata": {"name": "upgrade-demo"},
+        "spec": {"image": "redis:7.2", "replicas": 2, "upgrade": {"timeoutSeconds": 30}},
+    }))?;
+    caches
+        .create(&kube::api::PostParams::default(), &cache)
+        .await?;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let started = Instant::now();
+    let mut last = String::new();
+    let mut changed = false;
+    loop {
+        let c = caches.get("upgrade-demo").await?;
+        let status = |field: &str| c.data["status"][field].as_str().unwrap_or("-").to_owned();
+        let upgrading = c.data["status"]["conditions"]
+            .as_array()
+            .and_then(|l| l.iter().find(|c| c["type"] == "Upgrading"))
+            .map_or("-".to_owned(), |c| {
+                format!(
+                    "{}/{}",
+                    c["status"].as_str().unwrap_or("-"),
+                    c["reason"].as_str().unwrap_or("-")
+                )
+            });
+        let image = deployments
+            .get_opt("upgrade-demo")
+            .await?
+            .and_then(|d| d.spec?.template.spec?.containers.first()?.image.clone())
+            .unwrap_or_else(|| "-".to_owned());
+        let line = format!(
+            "phase={} Upgrading={upgrading} lastGoodImage={} Deployment image={image}",
+            status("phase"),
+            status("lastGoodImage")
+        );
+        if line != last {
+            println!(
+                "   [{:>4.1}s] Cache upgrade-demo: {line}",
+                started.elapsed().as_secs_f64()
+            );
+            last = line;
+        }
+        if !changed && status("lastGoodImage") == "redis:7.2" {
+            let patch = serde_json::json!({"spec": {"image": FAILING}});
+            caches
+                .patch(
+                    "upgrade-demo",
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await?;
+            println!("   spec.image: {FAILING} (timeoutSeconds 30)");
+            changed = true;
+        }
+        if changed && status("phase") == "Degraded" && image == "redis:7.2" {
+            let upgraded = c.data["status"]["conditions"]
+                .as_array()
+                .and_then(|l| l.iter().find(|c| c["type"] == "Upgraded"))
+                .map(|c| c["message"].as_str().unwrap_or_default().to_owned())
+                .unwrap_or_default();
+            println!("   Upgraded=False, RolledBack: {upgraded}");
+            println!(
+                "   spec.image is still {}, the user's; the operator will not try it again until it changes",
+                c.data["spec"]["image"].as_str().unwrap_or("-")
+            );
+            return Ok(());
+        }
+        if started.elapsed() > Duration::from_secs(120) {
+            bail!("the failed upgrade was not rolled back: {last}");
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
 }
 
 fn start_host(wasmop: &Path, kubeconfig: &Path, log: &Path, extra: &[&str]) -> Result<Child> {

@@ -328,16 +328,229 @@ fn changing_replicas_scales_the_deployment() {
 }
 
 #[test]
-fn changing_the_image_updates_the_deployment() {
+fn changing_the_image_of_a_ready_cache_is_an_upgrade_that_stays_ready() {
     let converged = converged(spec());
+    assert_eq!(converged.parent["status"]["lastGoodImage"], "redis:7.2");
     let mut parent = converged.parent.clone();
     parent["spec"]["image"] = json!("redis:7.4");
     let response = run(&request(parent, converged.observed.clone()), &at(100));
+    assert_eq!(image_of(&response), "redis:7.4");
+    assert_eq!(reasons(&response), ["ImageChanged"]);
+    let status = response.status.as_ref().unwrap();
+    assert_eq!(status["phase"], "Ready", "the old pods still serve");
+    assert_eq!(status["lastGoodImage"], "redis:7.2");
+    let upgrading = condition(status, "Upgrading");
     assert_eq!(
-        child(&response, "Deployment")["spec"]["template"]["spec"]["containers"][0]["image"],
-        "redis:7.4"
+        (
+            &upgrading["status"],
+            &upgrading["reason"],
+            &upgrading["message"]
+        ),
+        (
+            &json!("True"),
+            &json!("RollingOut"),
+            &json!("redis:7.2 -> redis:7.4")
+        )
     );
-    assert_eq!(reasons(&response), ["ImageChanged", "PhaseChanged"]);
+    assert_eq!(condition(status, "Progressing")["status"], "True");
+}
+
+/// The image of the `cache` container of the desired Deployment.
+fn image_of(response: &Rendered) -> &str {
+    child(response, "Deployment")["spec"]["template"]["spec"]["containers"][0]["image"]
+        .as_str()
+        .unwrap()
+}
+
+/// The condition `type_` of `status`.
+fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {
+    status["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == type_)
+        .unwrap_or_else(|| panic!("no condition {type_} in {status}"))
+}
+
+/// `state` after `image` was asked for and its rollout got as far as the
+/// Deployment `rollout` (applied from the answer, then edited), the
+/// parent's status the answer's: the reconcile after that one sees it.
+fn upgraded(state: &State, image: &str, now: u64) -> (Value, Rendered) {
+    let mut parent = state.parent.clone();
+    parent["spec"]["image"] = json!(image);
+    let response = run(&request(parent.clone(), state.observed.clone()), &at(now));
+    parent["status"] = response.status.clone().unwrap();
+    (parent, response)
+}
+
+/// The observed children with the Deployment replaced by `desired`
+/// applied and given `status`.
+fn with_deployment(observed: &[Value], desired: &Value, status: Value) -> Vec<Value> {
+    observed
+        .iter()
+        .map(|o| {
+            if o["kind"] == "Deployment" {
+                let mut d = as_applied(desired, 2);
+                d["status"] = status.clone();
+                d
+            } else {
+                o.clone()
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn an_upgrade_that_completes_moves_the_last_good_image_with_one_event() {
+    let state = converged(spec());
+    let (parent, first) = upgraded(&state, "redis:7.4", 100);
+    let done = with_deployment(
+        &state.observed,
+        child(&first, "Deployment"),
+        json!({"observedGeneration": 5, "replicas": 2, "updatedReplicas": 2, "readyReplicas": 2}),
+    );
+    let response = run(&request(parent.clone(), done.clone()), &at(110));
+    assert_eq!(reasons(&response), ["Upgraded"]);
+    assert_eq!(response.events[0].event_type, EventType::Normal);
+    let status = response.status.clone().unwrap();
+    assert_eq!(status["phase"], "Ready");
+    assert_eq!(status["lastGoodImage"], "redis:7.4");
+    for type_ in ["Upgrading", "Upgraded"] {
+        let c = condition(&status, type_);
+        assert_eq!(c["reason"], "Upgraded", "{type_}");
+        assert_eq!(c["message"], "redis:7.2 -> redis:7.4", "{type_}");
+    }
+    assert_eq!(condition(&status, "Upgrading")["status"], "False");
+    assert_eq!(condition(&status, "Upgraded")["status"], "True");
+    // Converged again: the same status, no event.
+    let mut parent = parent;
+    parent["status"] = status.clone();
+    let again = run(&request(parent, done), &at(120));
+    assert!(again.events.is_empty(), "{:?}", again.events);
+    assert_eq!(again.status.unwrap(), status);
+}
+
+#[test]
+fn a_rollout_past_its_deadline_goes_back_to_the_last_good_image_and_stays_there() {
+    let state = converged(spec());
+    let failing = "redis:7.4-never-ready";
+    let (parent, first) = upgraded(&state, failing, 100);
+    let stuck = with_deployment(
+        &state.observed,
+        child(&first, "Deployment"),
+        json!({"observedGeneration": 5, "replicas": 3, "updatedReplicas": 1, "readyReplicas": 2,
+            "conditions": [{"type": "Progressing", "status": "False",
+                "reason": "ProgressDeadlineExceeded"}]}),
+    );
+    let response = run(&request(parent.clone(), stuck.clone()), &at(400));
+    assert_eq!(image_of(&response), "redis:7.2");
+    assert_eq!(
+        reasons(&response),
+        ["ImageChanged", "UpgradeRolledBack", "PhaseChanged"]
+    );
+    assert_eq!(response.events[1].event_type, EventType::Warning);
+    assert_eq!(
+        response.events[1].message,
+        "the rollout of redis:7.4-never-ready made no progress for 300 s (ProgressDeadlineExceeded); rolled back to redis:7.2"
+    );
+    let status = response.status.clone().unwrap();
+    assert_eq!(status["phase"], "Degraded");
+    assert_eq!(status["lastGoodImage"], "redis:7.2");
+    assert_eq!(status["failedImage"], failing);
+    for type_ in ["Upgrading", "Upgraded"] {
+        let c = condition(&status, type_);
+        assert_eq!(
+            (&c["status"], &c["reason"], &c["message"]),
+            (
+                &json!("False"),
+                &json!("RolledBack"),
+                &json!(response.events[1].message)
+            ),
+            "{type_}"
+        );
+    }
+
+    // Rolling back and rolled back: the Deployment keeps the last good
+    // image, the status stays as it is, nothing is said twice.
+    let mut parent = parent;
+    parent["status"] = status.clone();
+    assert_eq!(parent["spec"]["image"], failing, "spec.image is the user's");
+    let rolled_back = with_deployment(
+        &state.observed,
+        child(&response, "Deployment"),
+        json!({"observedGeneration": 5, "replicas": 2, "updatedReplicas": 2, "readyReplicas": 2}),
+    );
+    for (observed, now) in [(stuck, 410), (rolled_back, 420)] {
+        let again = run(&request(parent.clone(), observed), &at(now));
+        assert_eq!(image_of(&again), "redis:7.2");
+        assert!(
+            again.events.iter().all(|e| e.reason == "ImageChanged"),
+            "{:?}",
+            again.events
+        );
+        let again_status = again.status.unwrap();
+        assert_eq!(again_status["phase"], "Degraded");
+        assert_eq!(again_status["failedImage"], failing);
+        for type_ in ["Upgrading", "Upgraded"] {
+            assert_eq!(
+                condition(&again_status, type_),
+                condition(&status, type_),
+                "{type_} keeps its time"
+            );
+        }
+    }
+
+    // Deleting it scales down the image it runs, not the one that failed.
+    let mut deleting = parent.clone();
+    deleting["metadata"]["deletionTimestamp"] = json!("2024-01-01T00:00:00Z");
+    let cleanup = run(
+        &Request::new(deleting, state.observed.clone(), true),
+        &at(430),
+    );
+    assert_eq!(image_of(&cleanup), "redis:7.2");
+
+    // A new spec.image is a new upgrade.
+    parent["spec"]["image"] = json!("redis:7.4");
+    let next = run(&request(parent, state.observed.clone()), &at(440));
+    assert_eq!(image_of(&next), "redis:7.4");
+    let next_status = next.status.unwrap();
+    assert_eq!(next_status["phase"], "Ready");
+    assert!(next_status.get("failedImage").is_none(), "{next_status}");
+    assert_eq!(condition(&next_status, "Upgrading")["status"], "True");
+}
+
+#[test]
+fn the_first_rollout_is_no_upgrade() {
+    let converged = converged(spec());
+    let status = &converged.parent["status"];
+    assert_eq!(status["lastGoodImage"], "redis:7.2");
+    let types: Vec<&Value> = status["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| &c["type"])
+        .collect();
+    assert_eq!(types, ["Available", "Progressing"]);
+}
+
+#[test]
+fn a_paused_cache_does_not_upgrade() {
+    let converged = converged(spec());
+    let mut parent = converged.parent.clone();
+    parent["spec"]["paused"] = json!(true);
+    parent["spec"]["image"] = json!("redis:7.4");
+    let response = run(&request(parent, converged.observed.clone()), &at(100));
+    assert!(response.children.is_empty());
+    let status = response.status.unwrap();
+    assert_eq!(status["lastGoodImage"], "redis:7.2");
+    assert!(
+        status["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["type"] != "Upgrading"),
+        "{status}"
+    );
 }
 
 #[test]
