@@ -10,6 +10,7 @@
 //!   Deployments scaled to zero) fails its first step; the time from the
 //!   host's abort to the last moved parent written back by the stable
 //!   version (target ≤ 2 s at N = 1,000).
+//!
 //! Run with `cargo xtask bench rollout`.
 
 #[path = "../tests/support/mod.rs"]

@@ -76,6 +76,15 @@ pub enum Error {
         /// The candidate's.
         candidate: String,
     },
+    /// A progressive rollout of a module listed where the stable version
+    /// came from: a restarted host could not fetch the stable one again.
+    #[error(
+        "the new module is listed at the stable version's own source ({location}): a rollout needs the stable module to stay where it is, so that a restarted host or a standby can load it again; list the new module under another ConfigMap name or key, file, URL or tag, or use rollout strategy Immediate"
+    )]
+    StableNotPinned {
+        /// The source both are listed at.
+        location: String,
+    },
     /// The stable version of a rollout to resume cannot be fetched again.
     #[error(
         "the rollout's stable module sha256 {digest} cannot be fetched again ({why}): the guest starts once it can, or once its entry's rollout strategy is Immediate"
@@ -109,7 +118,9 @@ impl Error {
             Self::Discovery(_) => Reason::KindsNotServed,
             Self::KindTaken { .. } => Reason::KindTaken,
             Self::RolloutKindsChanged { .. } => Reason::RolloutKindsChanged,
-            Self::StableUnavailable { .. } => Reason::RolloutStableUnavailable,
+            Self::StableUnavailable { .. } | Self::StableNotPinned { .. } => {
+                Reason::RolloutStableUnavailable
+            }
         }
     }
 }
@@ -374,7 +385,7 @@ impl Host {
                 && running.controller_settings == spec.controller
                 && running.origin == spec.origin
                 && running.slot.candidate().is_none()
-                && running.rollout.aborted().is_none()
+                && !running.rollout.has_aborted()
         })
     }
 
@@ -429,8 +440,7 @@ impl Host {
         };
         if is(&running.slot.current()) {
             // The entry names the stable version (again).
-            let cancelled =
-                running.slot.candidate().is_some() || running.rollout.aborted().is_some();
+            let cancelled = running.slot.candidate().is_some() || running.rollout.has_aborted();
             if cancelled {
                 running
                     .rollout
@@ -444,23 +454,52 @@ impl Host {
                     Change::Unchanged
                 });
             }
-        } else if running.slot.candidate().is_some_and(|c| is(&c.guest)) {
+        } else if let Some(candidate) = running.slot.candidate().filter(|c| is(&c.guest)) {
             running.rollout.set_settings(spec.rollout.clone());
-            return Ok(Change::Unchanged);
-        } else if running.rollout.aborted().as_deref() == Some(spec.module.digest()) {
+            return self.update_candidate(spec, &candidate.guest).await;
+        } else if running
+            .rollout
+            .aborted(spec.module.digest(), spec.settings.as_deref())
+        {
             // Rolled back: not tried again until the entry's module changes.
             return Ok(Change::Unchanged);
         } else if spec.rollout.is_progressive() {
             return self.propose(spec).await;
         }
-        let source = spec.source.clone();
-        let settings = spec.rollout.clone();
-        let name = spec.name.clone();
-        let change = self.replace(spec).await?;
-        if let Some(running) = self.guests.get(&name) {
-            running.rollout.swapped(source, settings);
+        self.replace(spec).await
+    }
+
+    /// The entry names the candidate, with other limits or controller
+    /// settings: the candidate is loaded again under the new limits (the
+    /// stable version keeps its own until the rollout ends), and new
+    /// controller settings restart the watches.
+    async fn update_candidate(
+        &mut self,
+        spec: GuestSpec,
+        candidate: &Guest,
+    ) -> Result<Change, Error> {
+        if candidate.limits() != &spec.limits {
+            let (guest, _) = self.load(&spec, &spec.module).await?;
+            let running = self.guests.get(&spec.name).expect("a running guest");
+            running.rollout.reload_candidate(guest);
         }
-        Ok(change)
+        let running = self.guests.get(&spec.name).expect("a running guest");
+        if running.controller_settings == spec.controller {
+            return Ok(Change::Unchanged);
+        }
+        let client = self.clients.for_guest(&spec.name).map_err(Error::Client)?;
+        let kinds = discovery::resolve(&client, &running.watched).await?;
+        let env = self.environment(client);
+        let running = self.guests.get_mut(&spec.name).expect("a running guest");
+        let controller =
+            RunningController::start(env, running.slot.clone(), kinds, &spec.controller);
+        let old = std::mem::replace(&mut running.controller, controller);
+        drop(old.stop());
+        running.controller_settings = spec.controller;
+        running.rollout.set_parents(running.controller.parents());
+        self.health.running(&spec.name, running.controller.synced());
+        tracing::info!(guest = %spec.name, "controller settings changed during a rollout: the watches restarted");
+        Ok(Change::Unchanged)
     }
 
     /// Loads `spec`'s module on a blocking thread.
@@ -513,12 +552,13 @@ impl Host {
     }
 
     /// What a guest's rollout needs from the host.
-    fn rollout_parts(&self, name: &str, slot: &GuestSlot) -> Parts {
+    fn rollout_parts(&self, name: &str, slot: &GuestSlot, origin: Origin) -> Parts {
         let webhooks = self.webhooks.clone();
         Parts {
             guest: name.to_owned(),
             slot: slot.clone(),
-            board: self.board.clone(),
+            // Guests given with --guest are not the list's.
+            board: self.board.clone().filter(|_| origin == Origin::List),
             telemetry: self.runtime.metrics().clone(),
             leadership: self.clients.leadership().clone(),
             on_promote: Box::new(move || {
@@ -538,6 +578,7 @@ impl Host {
     async fn start(&mut self, spec: GuestSpec) -> Result<Change, Error> {
         let resume = spec.resume.clone();
         let mut stable_module = None;
+        let mut stable_settings = spec.settings.clone();
         let mut candidate_mode = None;
         let mut propose_after = false;
         if let Some(ResumeSpec {
@@ -545,13 +586,19 @@ impl Host {
             stable: Some(stable),
         }) = &resume
             && spec.rollout.is_progressive()
-            && record.stable != spec.module.digest()
+            && !is_version(record, &spec)
         {
             stable_module = Some(stable.clone().map_err(|why| Error::StableUnavailable {
                 digest: record.stable.clone(),
                 why,
             })?);
-            if record.candidate.as_deref() == Some(spec.module.digest()) {
+            if record.candidate.is_some() {
+                stable_settings = record.stable_settings.clone();
+            }
+            if record.candidate.as_deref() == Some(spec.module.digest())
+                && record.candidate_settings
+                    == crate::rollout::record::settings_hash(spec.settings.as_deref())
+            {
                 candidate_mode = match record.phase {
                     Phase::Progressing => Some(
                         record
@@ -570,7 +617,11 @@ impl Host {
         let resuming = candidate_mode.is_some();
         let (stable, candidate) = match &stable_module {
             Some(module) => {
-                let (stable, _) = self.load(&spec, module).await?;
+                let stable_spec = GuestSpec {
+                    settings: stable_settings,
+                    ..spec.clone()
+                };
+                let (stable, _) = self.load(&stable_spec, module).await?;
                 check_same_kind(&stable, &guest)?;
                 (stable, candidate_mode.map(|mode| (guest, mode)))
             }
@@ -606,12 +657,13 @@ impl Host {
             _ => spec.source.clone(),
         };
         let rollout = Rollout::start(
-            self.rollout_parts(&spec.name, &slot),
+            self.rollout_parts(&spec.name, &slot, spec.origin),
             spec.rollout.clone(),
             stable_source,
-            resume
-                .filter(|_| !propose_after)
-                .map(|r| Resume { record: r.record }),
+            resume.filter(|_| !propose_after).map(|r| Resume {
+                record: r.record,
+                candidate_source: spec.source.clone(),
+            }),
         );
         rollout.set_parents(controller.parents());
         self.health.running(&spec.name, controller.synced());
@@ -645,6 +697,17 @@ impl Host {
 
     /// Starts rolling out `spec`'s module beside the running version.
     async fn propose(&mut self, spec: GuestSpec) -> Result<Change, Error> {
+        let running = self.guests.get(&spec.name).expect("a running guest");
+        if let Some(source) = spec.source.as_ref().filter(|s| {
+            Some(*s) == running.rollout.stable_source().as_ref()
+                && spec.module.digest() != running.slot.current().digest()
+        }) {
+            // A restarted host or a standby must fetch the stable version
+            // again from where it came from: it must still be there.
+            return Err(Error::StableNotPinned {
+                location: source.to_string(),
+            });
+        }
         let (guest, outcome) = self.load(&spec, &spec.module).await?;
         let running = self.guests.get(&spec.name).expect("a running guest");
         check_same_kind(&running.slot.current(), &guest)?;
@@ -686,7 +749,9 @@ impl Host {
         {
             // Same kinds, same settings: the watches stay, only the module
             // changes (the kinds were resolved when the watches started).
-            let old = running.slot.swap(guest);
+            let old = running
+                .rollout
+                .swap_stable(guest, spec.source.clone(), spec.rollout.clone());
             running.limits = spec.limits;
             running.controller.requeue_all();
             let name = spec.name.clone();
@@ -703,8 +768,9 @@ impl Host {
         // gracefully (running reconciles finish on the old version).
         let env = self.environment(client);
         let running = self.guests.get_mut(&spec.name).expect("a running guest");
-        running.slot.set_candidate(None);
-        running.slot.swap(guest.clone());
+        running
+            .rollout
+            .swap_stable(guest.clone(), spec.source.clone(), spec.rollout.clone());
         let controller =
             RunningController::start(env, running.slot.clone(), kinds.clone(), &spec.controller);
         let old = std::mem::replace(&mut running.controller, controller);
@@ -785,6 +851,13 @@ impl Host {
     }
 }
 
+/// Whether the record's stable version is the one `spec` lists: its module
+/// and, while a rollout runs or was rolled back, its settings.
+fn is_version(record: &Record, spec: &GuestSpec) -> bool {
+    record.stable == spec.module.digest()
+        && (record.candidate.is_none() || record.stable_settings == spec.settings)
+}
+
 /// Refuses a candidate that reconciles another primary kind, or declares
 /// another finalizer, than the stable version.
 fn check_same_kind(stable: &Guest, candidate: &Guest) -> Result<(), Error> {
@@ -795,6 +868,19 @@ fn check_same_kind(stable: &Guest, candidate: &Guest) -> Result<(), Error> {
             stable: s.primary.to_string(),
             candidate: c.primary.to_string(),
         });
+    }
+    for child in &c.children {
+        if let Some(same) = s
+            .children
+            .iter()
+            .find(|k| k.kind.same_resource(&child.kind) && k.kind.version != child.kind.version)
+        {
+            return Err(Error::RolloutKindsChanged {
+                what: "version of a child kind",
+                stable: same.kind.to_string(),
+                candidate: child.kind.to_string(),
+            });
+        }
     }
     if s.finalizer != c.finalizer {
         let show = |f: &Option<String>| f.clone().unwrap_or_else(|| "none".into());

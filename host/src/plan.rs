@@ -11,7 +11,9 @@
 //! form differs from the live one by the host's own drift check is applied
 //! as a server-side-apply dry run (`dryRun=All`, the guest's field
 //! manager), and only the fields that run would change are shown, so server
-//! defaults and other managers' fields never show as changes. Nothing is
+//! defaults and other managers' fields never show as changes; a child to
+//! create is a dry-run create, so a taken name or an invalid object shows
+//! as a failure. The guest's outbound requests are refused. Nothing is
 //! written.
 
 use std::collections::HashMap;
@@ -252,9 +254,17 @@ pub async fn plan(client: &Client, inputs: Inputs<'_>) -> Result<Plan, Error> {
     parents.sort_by_key(|p| (p.namespace(), p.name_any()));
     // Children by their controller's uid.
     let selector = format!("{GUEST_LABEL}={}", inputs.name);
+    // A cluster-scoped kind is listed once, whatever the namespaces.
+    let scopes_of = |kind: &ResolvedKind| -> Vec<Option<&str>> {
+        if kind.namespaced {
+            scopes.clone()
+        } else {
+            vec![None]
+        }
+    };
     let mut children: HashMap<String, Vec<(usize, DynamicObject)>> = HashMap::new();
     for (i, kind) in kinds.children.iter().enumerate() {
-        for scope in &scopes {
+        for scope in &scopes_of(kind) {
             for child in list(client, kind, *scope, Some(&selector)).await? {
                 if let Some(uid) = controller_uid(&child) {
                     children.entry(uid.to_owned()).or_default().push((i, child));
@@ -264,7 +274,7 @@ pub async fn plan(client: &Client, inputs: Inputs<'_>) -> Result<Plan, Error> {
     }
     let mut related = Vec::new();
     for (kind, declared) in &kinds.related {
-        for scope in &scopes {
+        for scope in &scopes_of(kind) {
             let mut objects = list(client, kind, *scope, None).await?;
             for object in &mut objects {
                 if declared.metadata_only {
@@ -426,7 +436,11 @@ async fn plan_parent(
         error: None,
     };
     let guest = ctx.guest.clone();
-    let reply = tokio::task::spawn_blocking(move || guest.call_reconcile(&request)).await?;
+    let now = crate::runtime::guest::now();
+    // A plan reaches nothing outside: the guest's outbound requests are
+    // refused.
+    let reply =
+        tokio::task::spawn_blocking(move || guest.call_reconcile_offline(&request, now)).await?;
     let answer = reply
         .result
         .map_err(|e| format!("{}: {e}", e.reason()))
@@ -492,6 +506,7 @@ async fn compare(
     };
     let mut kept = vec![false; observed.len()];
     let mut dry_runs = Vec::new();
+    let mut creates = Vec::new();
     for child in &answer.children {
         let Some(kind) = ctx
             .kinds
@@ -506,19 +521,19 @@ async fn compare(
             kind: child.kind.clone(),
             name: child.name.clone(),
         };
+        let namespace = if child.cluster_scoped {
+            None
+        } else {
+            parent.metadata.namespace.clone()
+        };
         match observed
             .iter()
             .position(|(k, o)| *k == kind && o.name_any() == child.name)
         {
-            None => planned.create.push(reference),
+            None => creates.push((reference, kind, namespace, stamped)),
             Some(i) => {
                 kept[i] = true;
                 if apply::drift(&stamped, &observed[i].1).is_some() {
-                    let namespace = if child.cluster_scoped {
-                        None
-                    } else {
-                        parent.metadata.namespace.clone()
-                    };
                     dry_runs.push((reference, kind, namespace, stamped, &observed[i].1));
                 }
             }
@@ -530,6 +545,30 @@ async fn compare(
         });
         if !kept[i] && !keep {
             planned.delete.push(child_ref(child));
+        }
+    }
+    // A create runs as a dry run too: a name taken, a protected or an
+    // invalid object would fail.
+    let created: Vec<_> = futures::stream::iter(creates.into_iter().map(
+        |(reference, kind, namespace, stamped)| async move {
+            let result = dry_create(ctx, kind, namespace.as_deref(), &stamped).await;
+            (reference, result)
+        },
+    ))
+    .buffered(DRY_RUNS_AT_ONCE)
+    .collect()
+    .await;
+    for (reference, result) in created {
+        match result {
+            Ok(_) => planned.create.push(reference),
+            Err(e) => {
+                planned.error.get_or_insert_with(|| {
+                    format!(
+                        "ApplyFailed: the dry run of creating {} {} was refused: {e}",
+                        reference.kind, reference.name
+                    )
+                });
+            }
         }
     }
     let results: Vec<_> = futures::stream::iter(dry_runs.into_iter().map(
@@ -593,6 +632,24 @@ async fn dry_run(
             &PatchParams::apply(&ctx.manager).force().dry_run(),
             &Patch::Apply(&body),
         )
+        .await
+}
+
+/// The create the host would send for a new child, as a dry run.
+async fn dry_create(
+    ctx: &Shared,
+    kind: usize,
+    namespace: Option<&str>,
+    stamped: &Value,
+) -> kube::Result<DynamicObject> {
+    let object: DynamicObject =
+        serde_json::from_value(stamped.clone()).map_err(kube::Error::SerdeError)?;
+    let params = kube::api::PostParams {
+        dry_run: true,
+        field_manager: Some(ctx.manager.clone()),
+    };
+    apply::api_for(&ctx.client, &ctx.kinds[kind].resource, namespace)
+        .create(&params, &object)
         .await
 }
 

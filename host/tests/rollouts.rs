@@ -598,11 +598,184 @@ async fn a_host_killed_mid_canary_is_resumed_at_the_same_step_by_the_standby_and
     Ok(())
 }
 
+/// The hostile guest listed again with the setting `attack`: a candidate
+/// that misbehaves on every reconcile where its stable version does not.
+fn hostile_list(ns: &str, settings: &str, rollout: &str) -> String {
+    format!(
+        "guests:\n  - name: hostile\n    module:\n      configMap: {{name: hostile-module, key: module.wasm}}\n    namespaces: [{ns}]\n    timeout: 300ms\n{settings}    rollout:\n      {rollout}"
+    )
+}
+
+async fn a_hostile_candidate_is_contained_by_shadow_and_rolled_back_by_a_canary(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    let client = env.client();
+    support::install_yaml(
+        &client,
+        &support::workspace().join("guests/hostile/crd.yaml"),
+    )
+    .await?;
+    let ns = env.create_namespace("hostile-rollout").await?;
+    put_module(
+        &client,
+        &ns,
+        "hostile-module",
+        "module.wasm",
+        &module("hostile")?,
+    )
+    .await?;
+    put_guest_list(&client, &ns, LIST, &hostile_list(&ns, "", SHADOW)).await?;
+    let user = format!("wasmop-{ns}");
+    let (_, kubeconfig) = admin_identity(&env, &user).await?;
+    let list_ref = format!("{ns}/{LIST}");
+    let mut host = HostProcess::start(&env, &kubeconfig, &ns, &["--guests-configmap", &list_ref])?;
+    host.wait_for_log("started guest", LONG).await?;
+    let hostiles = support::hostiles(&client, &ns);
+    let parent: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
+        "metadata": {"name": "h1"}, "spec": {"attack": "none"},
+    }))?;
+    hostiles
+        .create(&kube::api::PostParams::default(), &parent)
+        .await?;
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let child = || async { Ok(configmaps.get_opt("h1-ok").await?.map(|_| ())) };
+    wait_for(LONG, child)
+        .await
+        .context("the stable version's child")?;
+    let record = |phase: &'static str| {
+        let client = client.clone();
+        let ns = ns.clone();
+        async move {
+            let cm = Api::<ConfigMap>::namespaced(client, &ns)
+                .get(STATUS)
+                .await?;
+            let text = cm
+                .data
+                .and_then(|d| d.get("hostile").cloned())
+                .context("no record")?;
+            let record: Value = serde_saphyr::from_str(&text)?;
+            if record["phase"] == phase {
+                Ok(Some(record))
+            } else {
+                bail!("the record is {record}")
+            }
+        }
+    };
+
+    // Shadow: the candidate spins to its deadline on every reconcile; the
+    // stable version's answers still apply.
+    put_guest_list(
+        &client,
+        &ns,
+        LIST,
+        &hostile_list(&ns, "    settings: {attack: loop}\n", SHADOW),
+    )
+    .await?;
+    wait_for(LONG, || record("Shadowing")).await?;
+    let addr = host.endpoint("metrics").await?;
+    wait_for(LONG, || async {
+        let (_, body) = http_get(addr, "/metrics").await?;
+        let failed = sample(
+            &parse_prometheus(&body)?,
+            "wasmop_guest_shadow_reconciles",
+            "wasmop_guest_shadow_reconciles_total",
+            &[("guest", "hostile"), ("result", "failed")],
+        );
+        Ok((failed >= Some(1.0)).then_some(()))
+    })
+    .await
+    .context("the spinning candidate was not counted failed")?;
+    configmaps.delete("h1-ok", &Default::default()).await?;
+    wait_for(LONG, child)
+        .await
+        .context("the stable version did not restore its child beside a spinning shadow")?;
+
+    // Canary: the first reconcile the candidate fails (a trap) rolls back.
+    put_guest_list(
+        &client,
+        &ns,
+        LIST,
+        &hostile_list(
+            &ns,
+            "    settings: {attack: panic}\n",
+            "strategy: Canary\n      steps: [100]\n      stepDuration: 10m\n      readyCondition: ''\n",
+        ),
+    )
+    .await?;
+    let aborted = wait_for(LONG, || record("Aborted")).await?;
+    let reason = aborted["reason"].as_str().unwrap_or_default();
+    ensure!(
+        reason.contains("GuestTrap") && reason.contains("h1"),
+        "{reason}"
+    );
+    configmaps.delete("h1-ok", &Default::default()).await?;
+    wait_for(LONG, child)
+        .await
+        .context("the stable version did not serve h1 again after the rollback")?;
+
+    // A candidate of another primary kind is refused; the stable version
+    // keeps serving.
+    put_guest_list(
+        &client,
+        &ns,
+        LIST,
+        &hostile_list(&ns, "    settings: {primary: HostileTwin}\n", CANARY_QUICK),
+    )
+    .await?;
+    let note = wait_for_event(&client, &ns, LIST, "RolloutKindsChanged", LONG).await?;
+    ensure!(
+        note.contains("primary kind") && note.contains("Immediate"),
+        "{note}"
+    );
+    configmaps.delete("h1-ok", &Default::default()).await?;
+    wait_for(LONG, child)
+        .await
+        .context("the stable version stopped serving")?;
+    Ok(())
+}
+
+async fn a_progressive_change_of_the_module_in_place_is_refused_and_the_stable_version_keeps_serving(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    let case = Case::new(&env, "inplace", 2, CANARY_QUICK).await?;
+    // The module ConfigMap the stable version came from, changed in place.
+    put_module(
+        &case.client,
+        &case.ns,
+        "cache-module",
+        "module.wasm",
+        &module("cache-operator-v2")?,
+    )
+    .await?;
+    let note = wait_for_event(
+        &case.client,
+        &case.ns,
+        LIST,
+        "RolloutStableUnavailable",
+        LONG,
+    )
+    .await?;
+    ensure!(
+        note.contains("stable version's own source") && note.contains("Immediate"),
+        "{note}"
+    );
+    let record = case.record().await?;
+    ensure!(
+        record["phase"] == "Stable" && record.get("candidate").is_none(),
+        "{record}"
+    );
+    ensure!(case.pdbs().await?.is_empty(), "v2 reached a Cache");
+    Ok(())
+}
+
 fn main() -> std::process::ExitCode {
     wasmop_testenv::harness::run(wasmop_testenv::tests![
         a_canary_of_a_broken_build_aborts_in_its_first_step_and_every_cache_returns_to_stable => 300,
         v2_in_shadow_applies_nothing_and_names_the_pdb_then_a_canary_promotes_it => 300,
         wasmop_plan_lists_each_pdb_of_v2_nothing_for_v1_and_the_cache_a_broken_build_fails_on => 300,
         a_host_killed_mid_canary_is_resumed_at_the_same_step_by_the_standby_and_by_the_restarted_host => 400,
+        a_hostile_candidate_is_contained_by_shadow_and_rolled_back_by_a_canary => 300,
+        a_progressive_change_of_the_module_in_place_is_refused_and_the_stable_version_keeps_serving,
     ])
 }

@@ -27,6 +27,11 @@ pub struct HostileSettings {
     /// With `related`: watch and receive the ConfigMaps' metadata only.
     #[serde(default, rename = "metadataOnly")]
     pub metadata_only: bool,
+    /// Every reconcile makes this attack, whatever the parent's
+    /// `spec.attack` says: one module that misbehaves as a rollout's
+    /// candidate and not as its stable version.
+    #[serde(default)]
+    pub attack: Option<String>,
 }
 
 /// The real description.

@@ -43,8 +43,11 @@
 //! | `sleep` | sleeps an hour (the WASI clock) | stop it at the deadline, though it waits in the host |
 //! | `echo-related` | status `{"related": [...], "observedSecrets": [...]}`: every related object and observed child Secret it got, as it got them | hand it Secret values only with `secretValues: true` |
 //!
-//! An unknown attack is a permanent error. `admit` and `convert` have
-//! attacks of their own ([`webhooks`]).
+//! The setting `attack` makes every reconcile make that attack instead:
+//! the same module listed again with it is a rollout's candidate that
+//! misbehaves where its stable version does not. An unknown attack is a
+//! permanent error. `admit` and `convert` have attacks of their own
+//! ([`webhooks`]).
 
 pub mod attack;
 pub mod authority;
@@ -81,7 +84,12 @@ impl Operator for HostileGuest {
                 .pointer(&format!("/spec/{field}"))
                 .and_then(Value::as_str)
         };
-        let attack = spec("attack").unwrap_or("none");
+        let forced = request
+            .settings()
+            .get::<describe::HostileSettings>()
+            .ok()
+            .and_then(|s| s.attack);
+        let attack = forced.as_deref().or(spec("attack")).unwrap_or("none");
         let target = || spec("target").unwrap_or("missing-target");
         wasmop_guest::debug!("hostile {name}: attack {attack}");
         match attack {

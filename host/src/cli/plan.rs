@@ -12,9 +12,10 @@ use kube::runtime::{reflector, watcher};
 
 use super::{PlanArgs, Report, config, load_one, name_and_value, one_line, read_settings};
 use crate::protected::{ProtectedObjects, ProtectedRef};
+use crate::rollout::record::{records, status_name};
 use crate::runtime::{Limits, ModuleBytes, Runtime, RuntimeConfig};
 use crate::source::fetch::Sources;
-use crate::source::list::{GuestEntry, GuestList, LIST_KEY};
+use crate::source::list::{GuestEntry, GuestList, LIST_KEY, stable_entry};
 
 /// Runs `wasmop plan`.
 pub fn plan(args: PlanArgs) -> ExitCode {
@@ -53,18 +54,27 @@ async fn run(args: PlanArgs) -> anyhow::Result<crate::plan::Plan> {
         })?;
     let client = kube::Client::try_from(config(args.kubeconfig.as_ref()).await?)?;
     let entry = list_entry(&client, &list_ns, &list_name, name).await?;
-    let (limits, entry_settings, secret_values) = match &entry {
+    let (limits, entry_settings, controller) = match &entry {
         Some(entry) => (
             entry.limits().map_err(anyhow::Error::msg)?,
             entry.settings_json().map_err(anyhow::Error::msg)?,
-            entry
-                .controller()
-                .map_err(anyhow::Error::msg)?
-                .secret_values,
+            entry.controller().map_err(anyhow::Error::msg)?,
         ),
-        None => (Limits::default(), None, false),
+        None => (Limits::default(), None, Default::default()),
+    };
+    let secret_values = controller.secret_values;
+    // The parents the host reconciles: the entry's namespaces by default.
+    let namespaces = if args.namespaces.is_empty() {
+        controller.namespaces
+    } else {
+        args.namespaces.clone()
     };
     let settings = settings.or(entry_settings);
+    // The plan reaches nothing outside.
+    let limits = Limits {
+        outbound: std::sync::Arc::default(),
+        ..limits
+    };
     let path = std::path::PathBuf::from(path);
     let guest = {
         let (limits, settings, cache) = (limits.clone(), settings.clone(), args.cache_dir.clone());
@@ -75,7 +85,15 @@ async fn run(args: PlanArgs) -> anyhow::Result<crate::plan::Plan> {
     // no longer declares would be deleted.
     let running = match &entry {
         Some(entry) => {
-            running_description(&client, &list_ns, entry, &guest, limits, settings, &args)
+            running_description(
+                &client,
+                (&list_ns, &list_name),
+                entry,
+                &guest,
+                limits,
+                settings,
+                &args,
+            )
                 .await
                 .unwrap_or_else(|e| {
                     eprintln!(
@@ -101,7 +119,7 @@ async fn run(args: PlanArgs) -> anyhow::Result<crate::plan::Plan> {
             name,
             guest: &guest,
             running: running.as_ref(),
-            namespaces: &args.namespaces,
+            namespaces: &namespaces,
             secret_values,
             protected: &protected,
         },
@@ -141,7 +159,7 @@ async fn list_entry(
 /// the new module itself.
 async fn running_description(
     client: &kube::Client,
-    namespace: &str,
+    (namespace, list_name): (&str, &str),
     entry: &GuestEntry,
     new: &crate::runtime::Guest,
     limits: Limits,
@@ -149,12 +167,22 @@ async fn running_description(
     args: &PlanArgs,
 ) -> anyhow::Result<Option<crate::model::Description>> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let list = api.list(&Default::default()).await?.items;
+    // During a rollout the running version is the record's stable one.
+    let record = list
+        .iter()
+        .find(|cm| cm.metadata.name.as_deref() == Some(status_name(list_name).as_str()))
+        .and_then(|cm| records(cm).remove(&entry.name));
     let (store, mut writer) = reflector::store();
-    for cm in api.list(&Default::default()).await?.items {
+    for cm in list {
         writer.apply_watcher_event(&watcher::Event::Apply(cm));
     }
     let mut sources = Sources::new(store, namespace, client.clone());
-    let module: ModuleBytes = sources.fetch(entry).await?;
+    let running = match record.filter(|r| r.stable_source.is_some()) {
+        Some(record) => stable_entry(entry, &record).map_err(anyhow::Error::msg)?,
+        None => entry.clone(),
+    };
+    let module: ModuleBytes = sources.fetch(&running).await?;
     if module.digest() == new.digest() {
         return Ok(None);
     }

@@ -21,6 +21,7 @@ pub mod pacer;
 pub mod progress;
 pub mod reconcile;
 pub mod related;
+mod shadow;
 pub mod status;
 
 use std::collections::HashSet;
@@ -144,6 +145,9 @@ pub struct Context {
     parents: reflector::Store<Compact>,
     metrics: Arc<Metrics>,
     permits: Arc<tokio::sync::Semaphore>,
+    /// Shadow calls of a candidate that may run at once (the guest's
+    /// concurrency, across its scopes).
+    shadow_permits: Arc<tokio::sync::Semaphore>,
     protected: ProtectedObjects,
     leadership: Leadership,
     telemetry: Arc<Telemetry>,
@@ -205,17 +209,23 @@ pub struct Parents {
 }
 
 impl crate::rollout::ParentSet for Parents {
-    fn positions(&self) -> Vec<u64> {
+    fn positions(&self) -> Vec<(String, u64)> {
         self.scopes
             .iter()
             .flat_map(|(store, _)| store.state())
             .filter_map(|p| {
-                p.metadata
-                    .uid
-                    .as_deref()
-                    .map(crate::rollout::side::position)
+                let uid = p.metadata.uid.clone()?;
+                let position = crate::rollout::side::position(&uid);
+                Some((uid, position))
             })
             .collect()
+    }
+
+    fn count(&self) -> usize {
+        self.scopes
+            .iter()
+            .map(|(store, _)| store.state().len())
+            .sum()
     }
 
     fn requeue_at_once(&self, range: std::ops::RangeInclusive<u64>) {
@@ -278,6 +288,9 @@ impl RunningController {
         let permits = Arc::new(tokio::sync::Semaphore::new(usize::from(
             settings.concurrency.max(1),
         )));
+        let shadow_permits = Arc::new(tokio::sync::Semaphore::new(usize::from(
+            settings.concurrency.max(1),
+        )));
         let guest = slot.current().name().to_owned();
         env.telemetry
             .init_controller(&guest)
@@ -306,6 +319,7 @@ impl RunningController {
                     settings: settings.clone(),
                     namespace,
                     permits: permits.clone(),
+                    shadow_permits: shadow_permits.clone(),
                     metrics: metrics.clone(),
                     queue: queue.clone(),
                     synced: flag,
@@ -383,6 +397,7 @@ struct Scope {
     settings: ControllerSettings,
     namespace: Option<String>,
     permits: Arc<tokio::sync::Semaphore>,
+    shadow_permits: Arc<tokio::sync::Semaphore>,
     metrics: Arc<Metrics>,
     queue: Arc<QueueTracker>,
     synced: Arc<AtomicBool>,
@@ -417,6 +432,7 @@ async fn run_scope(scope: Scope, signals: Signals) {
         settings,
         namespace,
         permits,
+        shadow_permits,
         metrics,
         queue,
         synced,
@@ -621,6 +637,7 @@ async fn run_scope(scope: Scope, signals: Signals) {
         parents: parent_reader.clone(),
         metrics,
         permits,
+        shadow_permits,
         protected: env.protected,
         leadership: env.leadership.clone(),
         telemetry: env.telemetry.clone(),

@@ -24,6 +24,7 @@ use super::apply::{self, Owner, Target, Written};
 use super::compact::Compact;
 use super::index::{ChildKey, NotReady};
 use super::progress::{self, Refusal};
+use super::shadow::Shadow;
 use super::status::{self, HostCondition};
 use super::{Context, backoff, finalizer};
 use crate::model::{EventType, Request};
@@ -108,6 +109,13 @@ impl ReconcileError {
         match self {
             Self::Call(e) => !matches!(e, CallError::PoolExhausted(_)),
             Self::Invalid(_) | Self::NoProgress(_) | Self::ChildNameTaken { .. } => true,
+            // The API server refused what the answer asked for (invalid,
+            // forbidden, denied by a webhook); a conflict or throttling is
+            // nobody's answer.
+            Self::Api {
+                source: kube::Error::Api(status),
+                ..
+            } => (400..500).contains(&status.code) && !matches!(status.code, 404 | 409 | 429),
             Self::Watch(_) | Self::Api { .. } | Self::ChildVanished { .. } | Self::Join(_) => false,
         }
     }
@@ -298,7 +306,10 @@ fn retry_delay(error: &ReconcileError, delay: Duration) -> Duration {
     }
 }
 
-async fn reconcile_inner(parent: &DynamicObject, ctx: &Context) -> Result<Outcome, ReconcileError> {
+async fn reconcile_inner(
+    parent: &DynamicObject,
+    ctx: &Arc<Context>,
+) -> Result<Outcome, ReconcileError> {
     let uid = parent.uid().unwrap_or_default();
     let assignment = ctx.slot.assign(&uid);
     let result = reconcile_with(parent, ctx, &assignment).await;
@@ -309,20 +320,10 @@ async fn reconcile_inner(parent: &DynamicObject, ctx: &Context) -> Result<Outcom
         tracker.failed(
             &uid,
             &key,
-            format!("{}: {}", e.reason(), one_line(&e.to_string(), 200)),
+            crate::rollout::text::one_line(&format!("{}: {e}", e.reason()), 200),
         );
     }
     result
-}
-
-/// `text` on one line, cut to `max` characters.
-fn one_line(text: &str, max: usize) -> String {
-    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if line.chars().count() <= max {
-        return line;
-    }
-    let cut: String = line.chars().take(max.saturating_sub(3)).collect();
-    format!("{cut}...")
 }
 
 /// The request `guest` gets for `parent`: the observed children and related
@@ -380,99 +381,9 @@ fn object_value(o: &DynamicObject) -> serde_json::Value {
     object
 }
 
-/// A candidate answering the same request beside the stable version.
-struct Shadow {
-    call: tokio::task::JoinHandle<crate::runtime::guest::Reply<crate::model::ReconcileResponse>>,
-    candidate: Guest,
-    tracker: Arc<crate::rollout::Tracker>,
-}
-
-impl Shadow {
-    /// Compares the candidate's answer with the stable version's (`Err`:
-    /// the stable version failed) and records the result; a parent whose
-    /// answers differ gets one `ShadowDifferent` Event per candidate.
-    async fn finish(
-        self,
-        parent: &DynamicObject,
-        ctx: &Context,
-        stable: Result<&Validated, &ReconcileError>,
-    ) {
-        let namespace = ParentScope {
-            namespace: parent.metadata.namespace.as_deref(),
-        };
-        let candidate = match self.call.await {
-            Ok(reply) => reply.result.map_err(ReconcileError::from).and_then(|raw| {
-                validate::validate(
-                    Rules {
-                        description: self.candidate.description(),
-                        limits: self.candidate.limits(),
-                        parent: namespace,
-                        protected: &ctx.protected,
-                    },
-                    raw,
-                )
-                .map_err(ReconcileError::from)
-            }),
-            Err(e) => Err(ReconcileError::Join(e)),
-        };
-        let (result, difference) = match (&candidate, stable) {
-            (Err(e), _) => (
-                "failed",
-                Some(format!(
-                    "the candidate failed: {}",
-                    one_line(&e.to_string(), 300)
-                )),
-            ),
-            (Ok(_), Err(e)) => (
-                "different",
-                Some(format!(
-                    "the stable version failed and the candidate did not: {}",
-                    one_line(&e.to_string(), 300)
-                )),
-            ),
-            (Ok(candidate), Ok(stable)) => {
-                match crate::rollout::compare::compare(stable, candidate) {
-                    crate::rollout::compare::Outcome::Same => ("same", None),
-                    crate::rollout::compare::Outcome::Different(first) => {
-                        ("different", Some(first))
-                    }
-                }
-            }
-        };
-        ctx.telemetry
-            .shadow_reconciles
-            .get_or_create(&crate::telemetry::metrics::SwapLabels {
-                guest: ctx.guest_name.clone(),
-                result,
-            })
-            .inc();
-        let Some(difference) = difference else {
-            return;
-        };
-        tracing::debug!(result, "shadow: {difference}");
-        if result == "different"
-            && self
-                .tracker
-                .first_difference(&parent.uid().unwrap_or_default())
-        {
-            let reference = status::reference(parent, ctx);
-            ctx.events.host(
-                &reference,
-                EventType::Normal,
-                Reason::ShadowDifferent,
-                format!(
-                    "candidate sha256 {}… answers differently from the running version: {difference}",
-                    &self.candidate.digest()[..12.min(self.candidate.digest().len())]
-                ),
-                "Shadow",
-            );
-        }
-    }
-}
-
 async fn reconcile_with(
     parent: &DynamicObject,
-    ctx: &Context,
+    ctx: &Arc<Context>,
     assignment: &Assignment,
 ) -> Result<Outcome, ReconcileError> {
     let guest = assignment.applied().clone();
@@ -508,6 +419,7 @@ async fn reconcile_with(
     let uid = parent.uid().unwrap_or_default();
     let observed = ctx.children.children_of(&uid);
     let (request, related) = request_for(&guest, parent, ctx, &observed, deleting);
+    let request = Arc::new(request);
     let versions = observed_versions(&observed);
     // A change of a related object is a change outside the host, like one
     // of the parent's spec.
@@ -517,27 +429,32 @@ async fn reconcile_with(
     let start = ctx.progress.start(&uid, spec, &versions);
 
     let now = crate::runtime::guest::now();
-    // A shadow candidate answers the same request, at the same time, on
-    // another blocking thread.
+    // A shadow candidate answers the same request, at the same time.
     let shadow = match assignment {
         Assignment::Shadowed {
             candidate, tracker, ..
         } => {
-            let (request, _) = request_for(candidate, parent, ctx, &observed, deleting);
-            let call_guest = candidate.clone();
-            let span = tracing::Span::current();
-            Some(Shadow {
-                call: tokio::task::spawn_blocking(move || {
-                    span.in_scope(|| call_guest.call_reconcile_at(&request, now))
-                }),
-                candidate: candidate.clone(),
-                tracker: tracker.clone(),
-            })
+            // Both versions declare the same kinds (the common case): one
+            // request serves both.
+            let (ours, theirs) = (guest.description(), candidate.description());
+            let request = if ours.children == theirs.children && ours.related == theirs.related {
+                request.clone()
+            } else {
+                Arc::new(request_for(candidate, parent, ctx, &observed, deleting).0)
+            };
+            Shadow::start(ctx, parent, candidate, tracker, request, now)
         }
         _ => None,
     };
     let call_guest = guest.clone();
-    let span = tracing::Span::current();
+    // A candidate's calls are told apart from the stable version's in the
+    // log.
+    let span = match assignment {
+        Assignment::Candidate { guest, .. } => {
+            tracing::info_span!("candidate", sha256 = %&guest.digest()[..12.min(guest.digest().len())])
+        }
+        _ => tracing::Span::current(),
+    };
     let reply = tokio::task::spawn_blocking(move || {
         span.in_scope(|| call_guest.call_reconcile_at(&request, now))
     })
@@ -563,7 +480,7 @@ async fn reconcile_with(
         .map_err(ReconcileError::from)
     });
     if let Some(shadow) = shadow {
-        shadow.finish(parent, ctx, answer.as_ref()).await;
+        shadow.stable_answered(answer.as_ref());
     }
     let answer = answer?;
     if let Assignment::Candidate { tracker, .. } = assignment

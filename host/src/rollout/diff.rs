@@ -45,16 +45,52 @@ pub fn short(value: &Value) -> String {
 /// or removed), anything else as a whole.
 pub fn changes(before: &Value, after: &Value) -> Vec<Change> {
     let mut out = Vec::new();
-    walk(&mut String::new(), Some(before), Some(after), &mut out);
+    walk_until(
+        &mut String::new(),
+        Some(before),
+        Some(after),
+        &mut out,
+        usize::MAX,
+    );
     out
 }
 
-/// The first field that differs, if any.
+/// The first field that differs, if any (the walk stops there).
 pub fn first(before: &Value, after: &Value) -> Option<Change> {
-    changes(before, after).into_iter().next()
+    let mut out = Vec::new();
+    walk_until(&mut String::new(), Some(before), Some(after), &mut out, 1);
+    out.pop()
 }
 
-fn walk(path: &mut String, before: Option<&Value>, after: Option<&Value>, out: &mut Vec<Change>) {
+/// A key as a JSON-pointer token, fit to show: `~` and `/` escaped, control
+/// characters as `?`, at most [`MAX_KEY`] characters.
+fn pointer_token(key: &str) -> String {
+    let mut token: String = key
+        .chars()
+        .take(MAX_KEY)
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect();
+    if key.chars().count() > MAX_KEY {
+        token.push_str("...");
+    }
+    token.replace('~', "~0").replace('/', "~1")
+}
+
+/// Longest key shown in a pointer.
+const MAX_KEY: usize = 64;
+
+/// Collects the changes between `before` and `after` under `path`, at
+/// most `limit` of them.
+fn walk_until(
+    path: &mut String,
+    before: Option<&Value>,
+    after: Option<&Value>,
+    out: &mut Vec<Change>,
+    limit: usize,
+) {
+    if out.len() >= limit {
+        return;
+    }
     match (before, after) {
         (Some(Value::Object(a)), Some(Value::Object(b))) => {
             let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
@@ -63,8 +99,8 @@ fn walk(path: &mut String, before: Option<&Value>, after: Option<&Value>, out: &
             for key in keys {
                 let len = path.len();
                 path.push('/');
-                path.push_str(&key.replace('~', "~0").replace('/', "~1"));
-                walk(path, a.get(key), b.get(key), out);
+                path.push_str(&pointer_token(key));
+                walk_until(path, a.get(key), b.get(key), out, limit);
                 path.truncate(len);
             }
         }
@@ -73,7 +109,7 @@ fn walk(path: &mut String, before: Option<&Value>, after: Option<&Value>, out: &
                 let len = path.len();
                 path.push('/');
                 path.push_str(&i.to_string());
-                walk(path, a.get(i), b.get(i), out);
+                walk_until(path, a.get(i), b.get(i), out, limit);
                 path.truncate(len);
             }
         }
@@ -114,6 +150,16 @@ mod tests {
         );
         assert_eq!(first(&before, &before), None);
         assert_eq!(first(&json!(1), &json!(2)).unwrap().path, "/");
+    }
+
+    #[test]
+    fn keys_a_guest_chose_are_shown_escaped_and_cut() {
+        let long = "k".repeat(100);
+        let before = json!({"a\nb": 1, long.clone(): 1});
+        let after = json!({"a\nb": 2, long: 2});
+        let found = changes(&before, &after);
+        assert_eq!(found[0].path, "/a?b");
+        assert_eq!(found[1].path.chars().count(), 1 + 64 + 3);
     }
 
     #[test]

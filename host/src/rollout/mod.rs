@@ -24,6 +24,7 @@ pub mod record;
 pub mod settings;
 pub mod side;
 mod slot;
+pub mod text;
 pub mod tracker;
 
 use std::ops::RangeInclusive;
@@ -50,8 +51,10 @@ const TICK: Duration = Duration::from_millis(500);
 
 /// The parents of a guest, as its controller caches them.
 pub trait ParentSet: Send + Sync {
-    /// The position ([`side::position`]) of every cached parent.
-    fn positions(&self) -> Vec<u64>;
+    /// The uid and position ([`side::position`]) of every cached parent.
+    fn positions(&self) -> Vec<(String, u64)>;
+    /// How many parents are cached.
+    fn count(&self) -> usize;
     /// Queues at once, ahead of background work, every cached parent whose
     /// position is in `range`.
     fn requeue_at_once(&self, range: RangeInclusive<u64>);
@@ -66,8 +69,11 @@ pub trait ParentSet: Send + Sync {
 struct NoParents;
 
 impl ParentSet for NoParents {
-    fn positions(&self) -> Vec<u64> {
+    fn positions(&self) -> Vec<(String, u64)> {
         Vec::new()
+    }
+    fn count(&self) -> usize {
+        0
     }
     fn requeue_at_once(&self, _: RangeInclusive<u64>) {}
     fn requeue_all(&self) {}
@@ -130,6 +136,8 @@ impl Drop for Rollout {
 pub struct Resume {
     /// The recorded state.
     pub record: Record,
+    /// Where the candidate in the slot (the entry's module) comes from.
+    pub candidate_source: Option<Value>,
 }
 
 impl Rollout {
@@ -144,6 +152,7 @@ impl Rollout {
     ) -> Self {
         let stable = parts.slot.current();
         let candidate = parts.slot.candidate();
+        let candidate_source = resume.as_ref().and_then(|r| r.candidate_source.clone());
         let record = match (resume, &candidate) {
             (Some(resume), Some(_)) => resume.record,
             // Rolled back, promoted or stable before: kept as it was.
@@ -157,10 +166,13 @@ impl Rollout {
             _ => Record::stable(stable.digest()),
         };
         if let Some(candidate) = &candidate {
-            // Resumed after a restart or a takeover: what the parents
-            // showed before they moved is not known here.
-            candidate.tracker.assume_ready_before();
+            // Resumed after a restart or a takeover: what the parents on
+            // the candidate showed before they moved is not known here, and
+            // the step's failures so far count.
+            candidate.tracker.assume_ready_up_to(record.cut());
+            candidate.tracker.seed_failed(record.failed_reconciles);
         }
+        let before = record.strategy;
         let shared = Arc::new(Shared {
             parts,
             parents: Mutex::new(Arc::new(NoParents)),
@@ -168,13 +180,18 @@ impl Rollout {
                 settings,
                 record,
                 stable_source,
-                candidate_source: None,
+                candidate_source,
                 step_started: Instant::now(),
                 shown: Vec::new(),
             }),
             wake: tokio::sync::Notify::new(),
         });
-        shared.publish(&mut shared.state.lock().expect("rollout lock"));
+        {
+            let mut state = shared.state.lock().expect("rollout lock");
+            // The entry's strategy may have changed while no host ran.
+            shared.apply_strategy(&mut state, before);
+            shared.publish(&mut state);
+        }
         let task = tokio::spawn(run(shared.clone()));
         Self { shared, task }
     }
@@ -195,13 +212,18 @@ impl Rollout {
             .clone()
     }
 
-    /// The digest of the candidate that was rolled back, until the entry's
-    /// module changes: it is not tried again.
-    pub fn aborted(&self) -> Option<String> {
+    /// Whether the version with module `digest` and `settings` was rolled
+    /// back: it is not tried again until the entry changes.
+    pub fn aborted(&self, digest: &str, settings: Option<&str>) -> bool {
         let state = self.shared.state.lock().expect("rollout lock");
-        (state.record.phase == Phase::Aborted)
-            .then(|| state.record.candidate.clone())
-            .flatten()
+        state.record.phase == Phase::Aborted
+            && state.record.candidate.as_deref() == Some(digest)
+            && state.record.candidate_settings == record::settings_hash(settings)
+    }
+
+    /// Whether a candidate was rolled back (and is remembered).
+    pub fn has_aborted(&self) -> bool {
+        self.shared.state.lock().expect("rollout lock").record.phase == Phase::Aborted
     }
 
     /// Where the stable version's module came from.
@@ -214,23 +236,44 @@ impl Rollout {
             .clone()
     }
 
-    /// The stable version was replaced at once (an `Immediate` change, or
-    /// a restart of the guest) by a module from `source`.
-    pub fn swapped(&self, source: Option<Value>, settings: RolloutSettings) {
+    /// Replaces the stable version at once (an `Immediate` change, or a
+    /// change of limits or settings of the stable version): the candidate,
+    /// if any, is dropped and its parents reconciled by `guest`, fetched
+    /// from `source`. Returns the stable version it replaced.
+    pub fn swap_stable(
+        &self,
+        guest: Guest,
+        source: Option<Value>,
+        settings: RolloutSettings,
+    ) -> Guest {
         let shared = &self.shared;
         let mut state = shared.state.lock().expect("rollout lock");
-        if let Some(old) = shared.parts.slot.set_candidate(None) {
-            drop(old);
-            let cut = state.record.cut();
-            if let Some(cut) = cut {
-                shared.parents().requeue_at_once(0..=cut);
-            }
+        let dropped = shared.parts.slot.set_candidate(None);
+        let old = shared.parts.slot.swap(guest);
+        if let Some(Mode::Canary { cut }) = dropped.map(|c| c.mode) {
+            shared.parents().requeue_at_once(0..=cut);
         }
         state.settings = settings;
         state.stable_source = source;
         state.candidate_source = None;
         state.record = Record::stable(shared.parts.slot.current().digest());
         shared.publish(&mut state);
+        old
+    }
+
+    /// The candidate is loaded again (with other limits): the same module,
+    /// serving as before.
+    pub fn reload_candidate(&self, guest: Guest) {
+        let shared = &self.shared;
+        let _state = shared.state.lock().expect("rollout lock");
+        if let Some(candidate) = shared.parts.slot.candidate()
+            && candidate.guest.digest() == guest.digest()
+        {
+            shared
+                .parts
+                .slot
+                .set_candidate(Some(Candidate { guest, ..candidate }));
+        }
     }
 
     /// The entry's rollout settings changed (same module): a switch of
@@ -238,36 +281,15 @@ impl Rollout {
     pub fn set_settings(&self, settings: RolloutSettings) {
         let shared = &self.shared;
         let mut state = shared.state.lock().expect("rollout lock");
-        let before = state.settings.strategy;
         state.settings = settings;
-        let Some(candidate) = shared.parts.slot.candidate() else {
-            return;
-        };
-        candidate
-            .tracker
-            .set_ready_condition(state.settings.ready_condition.clone());
-        match (before, state.settings.strategy) {
-            (_, Strategy::Immediate) => {
-                shared.promote(&mut state, "the entry's strategy is Immediate".into());
-            }
-            (Strategy::Canary, Strategy::Shadow) => {
-                if let Mode::Canary { cut } = candidate.mode {
-                    shared.parts.slot.set_mode(Mode::Shadow);
-                    shared.parents().requeue_at_once(0..=cut);
-                }
-                state.record.phase = Phase::Shadowing;
-                state.record.step = 0;
-                state.record.weight = 0;
-                state.record.set_cut(None);
-                state.record.strategy = Some(Strategy::Shadow);
-                state.record.reason = Some("shadowing: the candidate answers beside the stable version, nothing of it is applied".into());
-                shared.publish(&mut state);
-            }
-            (_, Strategy::Canary) if candidate.mode == Mode::Shadow => {
-                shared.begin_canary(&mut state);
-            }
-            _ => shared.publish(&mut state),
+        let before = state.record.strategy;
+        if let Some(candidate) = shared.parts.slot.candidate() {
+            candidate
+                .tracker
+                .set_ready_condition(state.settings.ready_condition.clone());
         }
+        shared.apply_strategy(&mut state, before);
+        shared.publish(&mut state);
     }
 
     /// Starts rolling out `candidate` (fetched from `source`), replacing
@@ -280,7 +302,7 @@ impl Rollout {
         let tracker = Arc::new(Tracker::new(state.settings.ready_condition.clone()));
         let old = shared.parts.slot.set_candidate(Some(Candidate {
             guest: candidate.clone(),
-            mode: Mode::Shadow,
+            mode: Mode::Waiting,
             tracker,
         }));
         // Parents the candidate before served go back, unless the new one
@@ -291,19 +313,11 @@ impl Rollout {
         });
         state.record = Record {
             candidate: Some(candidate.digest().to_owned()),
-            strategy: Some(state.settings.strategy),
-            stable_source: state.stable_source.clone(),
+            candidate_settings: record::settings_hash(candidate.settings()),
             ..Record::stable(shared.parts.slot.current().digest())
         };
-        match state.settings.strategy {
-            Strategy::Canary => shared.begin_canary(&mut state),
-            _ => {
-                state.record.phase = Phase::Shadowing;
-                state.record.reason = Some("shadowing: the candidate answers beside the stable version, nothing of it is applied".into());
-                shared.parents().requeue_all();
-                shared.publish(&mut state);
-            }
-        }
+        shared.apply_strategy(&mut state, None);
+        shared.publish(&mut state);
         if let Some(cut) = old_cut {
             shared.parents().requeue_at_once(0..=cut);
         }
@@ -340,6 +354,7 @@ impl Rollout {
         if record.candidate.as_deref() != Some(candidate.guest.digest()) {
             if record.phase == Phase::Promoted && record.stable == candidate.guest.digest() {
                 shared.parts.slot.promote();
+                state.stable_source = state.candidate_source.take();
                 state.record = record.clone();
                 shared.publish(&mut state);
                 (shared.parts.on_promote)();
@@ -376,6 +391,21 @@ impl Rollout {
             board.remove(&shared.parts.guest);
         }
         let metrics = &shared.parts.telemetry;
+        let shown = std::mem::take(&mut shared.state.lock().expect("rollout lock").shown);
+        for sha256 in shown {
+            metrics.guest_info.remove(&GuestInfoLabels {
+                guest: shared.parts.guest.clone(),
+                sha256,
+            });
+        }
+        for result in ["same", "different", "failed"] {
+            metrics
+                .shadow_reconciles
+                .remove(&crate::telemetry::metrics::SwapLabels {
+                    guest: shared.parts.guest.clone(),
+                    result,
+                });
+        }
         for phase in Phase::ALL {
             metrics.rollout_phase.remove(&RolloutPhaseLabels {
                 guest: shared.parts.guest.clone(),
@@ -396,9 +426,51 @@ impl Shared {
         self.parents.lock().expect("rollout lock").clone()
     }
 
+    /// Brings the candidate's mode in line with the entry's strategy,
+    /// `before` being the strategy the record was made under: a switch to
+    /// Shadow moves every parent back to the stable version and shadows
+    /// them all, to Canary starts at step 1, to Immediate promotes.
+    fn apply_strategy(&self, state: &mut State, before: Option<Strategy>) {
+        let Some(candidate) = self.parts.slot.candidate() else {
+            return;
+        };
+        let now = state.settings.strategy;
+        if before == Some(now) {
+            return;
+        }
+        match now {
+            Strategy::Immediate => {
+                self.promote(state, "the entry's strategy is Immediate".into());
+            }
+            Strategy::Shadow => {
+                self.parts.slot.set_mode(Mode::Shadow);
+                if let Mode::Canary { cut } = candidate.mode {
+                    self.parents().requeue_at_once(0..=cut);
+                }
+                candidate.tracker.reset();
+                state.record.phase = Phase::Shadowing;
+                state.record.step = 0;
+                state.record.weight = 0;
+                state.record.failed_reconciles = 0;
+                state.record.parents_on_candidate = 0;
+                state.record.set_cut(None);
+                state.record.strategy = Some(Strategy::Shadow);
+                state.record.reason = Some(
+                    "shadowing: the candidate answers beside the stable version, nothing of it is applied"
+                        .into(),
+                );
+                self.parents().requeue_all();
+            }
+            Strategy::Canary => self.begin_canary(state),
+        }
+    }
+
     /// Step 1 of a canary: the candidate serves nobody until the step
     /// starts.
     fn begin_canary(&self, state: &mut State) {
+        if let Some(candidate) = self.parts.slot.candidate() {
+            candidate.tracker.reset();
+        }
         self.parts.slot.set_mode(Mode::Waiting);
         state.record.phase = Phase::Progressing;
         state.record.strategy = Some(Strategy::Canary);
@@ -424,7 +496,12 @@ impl Shared {
             return;
         };
         let floor = state.record.cut();
-        let mut positions = self.parents().positions();
+        let mut positions: Vec<u64> = self
+            .parents()
+            .positions()
+            .into_iter()
+            .map(|(_, p)| p)
+            .collect();
         let cut = side::cut(&mut positions, weight, floor);
         self.parts.slot.set_mode(Mode::Canary { cut });
         candidate.tracker.new_step();
@@ -517,6 +594,12 @@ impl Shared {
     fn publish(&self, state: &mut State) {
         let guest = &self.parts.guest;
         state.record.stable_source = state.stable_source.clone();
+        state.record.stable_settings = state
+            .record
+            .candidate
+            .is_some()
+            .then(|| self.parts.slot.current().settings().map(str::to_owned))
+            .flatten();
         if let Some(board) = &self.parts.board {
             board.set(guest, state.record.clone());
         }
@@ -561,16 +644,28 @@ impl Shared {
         let leader = self.parts.leadership.is_leader();
         let mut state = self.state.lock().expect("rollout lock");
         let candidate = self.parts.slot.candidate();
-        let positions = self.parents().positions();
-        let on_candidate = match candidate.as_ref().map(|c| c.mode) {
-            Some(Mode::Canary { cut }) => positions.iter().filter(|p| **p <= cut).count(),
-            _ => 0,
+        let parents = self.parents();
+        let (all, on_candidate) = match &candidate {
+            Some(Candidate {
+                mode: Mode::Canary { cut },
+                tracker,
+                ..
+            }) => {
+                let positions = parents.positions();
+                let on: std::collections::HashSet<&str> = positions
+                    .iter()
+                    .filter(|(_, p)| p <= cut)
+                    .map(|(uid, _)| uid.as_str())
+                    .collect();
+                // Parents gone or back on the stable version are no longer
+                // watched.
+                tracker.forget(|uid| !on.contains(uid));
+                (positions.len(), on.len())
+            }
+            _ => (parents.count(), 0),
         };
         let metrics = &self.parts.telemetry;
-        for (version, count) in [
-            ("stable", positions.len() - on_candidate),
-            ("candidate", on_candidate),
-        ] {
+        for (version, count) in [("stable", all - on_candidate), ("candidate", on_candidate)] {
             metrics
                 .rollout_parents
                 .get_or_create(&RolloutParentsLabels {
@@ -641,9 +736,10 @@ async fn run(shared: Arc<Shared>) {
             () = shared.wake.notified() => {}
             Ok(()) = leading.changed() => {
                 if *leading.borrow_and_update()
-                    && let Some(tracker) = &tracker
+                    && let Some(candidate) = shared.parts.slot.candidate()
+                    && let Mode::Canary { cut } = candidate.mode
                 {
-                    tracker.assume_ready_before();
+                    candidate.tracker.assume_ready_up_to(Some(cut));
                 }
             }
         }

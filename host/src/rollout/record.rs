@@ -89,6 +89,10 @@ pub struct Record {
     /// sha256 of the candidate module.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub candidate: Option<String>,
+    /// The first 16 hex digits of the sha256 of the candidate's settings,
+    /// when it has settings (a version is its module and its settings).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate_settings: Option<String>,
     /// The phase.
     #[serde(default)]
     pub phase: Phase,
@@ -113,10 +117,22 @@ pub struct Record {
     /// The highest parent position on the candidate, as 16 hex digits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cut: Option<String>,
+    /// The stable version's settings (JSON text), while a candidate exists
+    /// or was rolled back: a resuming host loads the stable version with
+    /// them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stable_settings: Option<String>,
     /// Where the stable module can be fetched again (a guest list
-    /// `module` value), while a candidate exists or was aborted.
+    /// `module` value).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stable_source: Option<serde_json::Value>,
+}
+
+/// What a version's settings are recorded as: the first 16 hex digits of
+/// the sha256 of their JSON text; none without settings.
+pub fn settings_hash(settings: Option<&str>) -> Option<String> {
+    use sha2::Digest as _;
+    settings.map(|text| hex::encode(&sha2::Sha256::digest(text.as_bytes())[..8]))
 }
 
 fn is_zero(n: &u8) -> bool {
@@ -182,6 +198,9 @@ struct Inner {
     namespace: String,
     leadership: Leadership,
     desired: Mutex<BTreeMap<String, Record>>,
+    /// Guests whose records go (removed from the list); the records of
+    /// listed guests this host does not run stay as the cluster has them.
+    removed: Mutex<std::collections::BTreeSet<String>>,
     /// What the cluster holds, once known (`None` before the first list).
     observed: Mutex<Option<BTreeMap<String, String>>>,
     wake: tokio::sync::Notify,
@@ -207,6 +226,7 @@ impl Board {
                 namespace: namespace.to_owned(),
                 leadership,
                 desired: Mutex::default(),
+                removed: Mutex::default(),
                 observed: Mutex::default(),
                 wake: tokio::sync::Notify::new(),
             }),
@@ -227,6 +247,7 @@ impl Board {
 
     /// Records `record` for `guest`.
     pub fn set(&self, guest: &str, record: Record) {
+        self.inner.removed.lock().expect("board lock").remove(guest);
         let mut desired = self.inner.desired.lock().expect("board lock");
         if desired.get(guest) != Some(&record) {
             desired.insert(guest.to_owned(), record);
@@ -245,18 +266,33 @@ impl Board {
             .cloned()
     }
 
-    /// Forgets `guest` (removed from the list).
+    /// Forgets `guest` (stopped, or removed from the list): its record
+    /// goes.
     pub fn remove(&self, guest: &str) {
-        if self
-            .inner
-            .desired
+        self.inner.desired.lock().expect("board lock").remove(guest);
+        self.inner.events.lock().expect("board lock").remove(guest);
+        self.inner
+            .removed
             .lock()
             .expect("board lock")
-            .remove(guest)
-            .is_some()
-        {
-            self.inner.events.lock().expect("board lock").remove(guest);
-            self.inner.wake.notify_one();
+            .insert(guest.to_owned());
+        self.inner.wake.notify_one();
+    }
+
+    /// Forgets every guest not in `listed`: their records go.
+    pub fn retain(&self, listed: &[&str]) {
+        let observed: Vec<String> = self
+            .inner
+            .observed
+            .lock()
+            .expect("board lock")
+            .iter()
+            .flat_map(|o| o.keys().cloned())
+            .collect();
+        for guest in observed {
+            if !listed.contains(&guest.as_str()) {
+                self.remove(&guest);
+            }
         }
     }
 
@@ -305,16 +341,29 @@ async fn write_loop(inner: Arc<Inner>) {
         if !inner.leadership.is_leader() {
             continue;
         }
-        let desired: BTreeMap<String, String> = inner
-            .desired
-            .lock()
-            .expect("board lock")
-            .iter()
-            .map(|(guest, record)| (guest.clone(), record.to_yaml()))
-            .collect();
-        let differs = match &*inner.observed.lock().expect("board lock") {
-            None => continue,
-            Some(observed) => *observed != desired,
+        let (desired, differs) = {
+            let observed = inner.observed.lock().expect("board lock");
+            let Some(observed) = observed.as_ref() else {
+                continue;
+            };
+            let removed = inner.removed.lock().expect("board lock");
+            // The cluster's records of guests this host does not run (one
+            // that failed to start) stay as they are.
+            let mut desired: BTreeMap<String, String> = observed
+                .iter()
+                .filter(|(guest, _)| !removed.contains(*guest))
+                .map(|(guest, text)| (guest.clone(), text.clone()))
+                .collect();
+            desired.extend(
+                inner
+                    .desired
+                    .lock()
+                    .expect("board lock")
+                    .iter()
+                    .map(|(guest, record)| (guest.clone(), record.to_yaml())),
+            );
+            let differs = *observed != desired;
+            (desired, differs)
         };
         if !differs {
             continue;
@@ -373,6 +422,7 @@ mod tests {
         let mut record = Record {
             stable: "a".repeat(64),
             candidate: Some("b".repeat(64)),
+            candidate_settings: settings_hash(Some("{}")),
             phase: Phase::Progressing,
             strategy: Some(Strategy::Canary),
             step: 1,
@@ -381,6 +431,7 @@ mod tests {
             failed_reconciles: 0,
             reason: Some("step 1 of 2: 10% of parents".into()),
             cut: None,
+            stable_settings: Some("{\"a\":1}".into()),
             stable_source: Some(serde_json::json!({"configMap": {"name": "m", "key": "k"}})),
         };
         record.set_cut(Some(0x00ff_0000_0000_0001));

@@ -37,10 +37,10 @@ struct Moved {
 struct State {
     /// The condition type moved parents must show True.
     ready_condition: Option<String>,
-    /// Count a parent that shows the ready condition at all as one that was
-    /// ready before it moved (after a restart or takeover, when that is not
-    /// known).
-    assume_ready: bool,
+    /// Parents at or below this position that show the ready condition
+    /// at all count as ready before they moved: they moved before this
+    /// host resumed the rollout, so it did not see them move.
+    assume_ready_up_to: Option<u64>,
     failed: u32,
     first_failure: Option<Failure>,
     moved: HashMap<String, Moved>,
@@ -87,11 +87,28 @@ impl Tracker {
             .clone()
     }
 
-    /// From now on, a parent first seen on the candidate that shows the
-    /// ready condition at all counts as one that showed it True before it
-    /// moved: this host resumed the rollout and did not see it move.
-    pub fn assume_ready_before(&self) {
-        self.state.lock().expect("tracker lock").assume_ready = true;
+    /// A parent at or below `cut` first seen on the candidate from now on
+    /// counts as one that showed the ready condition True before it moved
+    /// if it shows the condition at all: this host resumed the rollout
+    /// with those parents already moved and did not see them move.
+    pub fn assume_ready_up_to(&self, cut: Option<u64>) {
+        self.state.lock().expect("tracker lock").assume_ready_up_to = cut;
+    }
+
+    /// The step's failures before this host resumed it.
+    pub fn seed_failed(&self, failed: u32) {
+        let mut state = self.state.lock().expect("tracker lock");
+        state.failed = state.failed.max(failed);
+    }
+
+    /// Forgets everything seen: a canary starts again.
+    pub fn reset(&self) {
+        let mut state = self.state.lock().expect("tracker lock");
+        let ready_condition = state.ready_condition.take();
+        *state = State {
+            ready_condition,
+            ..State::default()
+        };
     }
 
     /// A reconcile of the parent `key` (with `uid`) failed on the candidate
@@ -119,7 +136,10 @@ impl Tracker {
     /// the answer shows (`ready`; `None`: the answer does not say).
     pub fn answered(&self, uid: &str, key: &str, before: Option<bool>, ready: Option<bool>) {
         let mut state = self.state.lock().expect("tracker lock");
-        let was_ready = before == Some(true) || (state.assume_ready && before.is_some());
+        let moved_before = state
+            .assume_ready_up_to
+            .is_some_and(|cut| super::side::position(uid) <= cut);
+        let was_ready = before == Some(true) || (moved_before && before.is_some());
         let moved = state.moved.entry(uid.to_owned()).or_insert_with(|| Moved {
             key: key.to_owned(),
             since: Instant::now(),
@@ -263,12 +283,31 @@ mod tests {
     #[test]
     fn a_resumed_rollout_watches_every_parent_that_shows_the_condition() {
         let tracker = Tracker::new(Some("Ready".into()));
-        tracker.assume_ready_before();
-        tracker.answered("u1", "ns/a", Some(false), Some(false));
+        let (low, high) = if super::super::side::position("u1") < super::super::side::position("u3")
+        {
+            ("u1", "u3")
+        } else {
+            ("u3", "u1")
+        };
+        tracker.assume_ready_up_to(Some(super::super::side::position(low)));
+        tracker.answered(low, "ns/a", Some(false), Some(false));
         tracker.answered("u2", "ns/b", None, None);
+        // Moved after the resume: this host saw it was not ready.
+        tracker.answered(high, "ns/c", Some(false), Some(false));
         let failure = tracker.verdict(0, Some(Duration::ZERO)).unwrap();
         assert_eq!(failure.parent, "ns/a");
         assert!(failure.reason.starts_with("1 parent(s)"), "{failure:?}");
+        tracker.reset();
+        assert_eq!(tracker.verdict(0, Some(Duration::ZERO)), None);
+        assert_eq!(tracker.ready_condition().as_deref(), Some("Ready"));
+    }
+
+    #[test]
+    fn a_resumed_step_keeps_the_failures_recorded_before() {
+        let tracker = Tracker::new(None);
+        tracker.seed_failed(1);
+        assert!(tracker.verdict(0, None).is_some());
+        assert_eq!(tracker.verdict(1, None), None);
     }
 
     #[test]

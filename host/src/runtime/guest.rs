@@ -367,6 +367,22 @@ impl Guest {
     /// [`Self::call_reconcile`] with the time the request carries (two
     /// versions answering one request see the same `now`).
     pub fn call_reconcile_at(&self, request: &Request, now: u64) -> Reply<ReconcileResponse> {
+        self.reconcile_call(request, now, &self.inner.limits.outbound)
+    }
+
+    /// [`Self::call_reconcile_at`] with every outbound request refused: a
+    /// call whose answer is only looked at (a shadow candidate, a plan)
+    /// reaches nothing outside.
+    pub fn call_reconcile_offline(&self, request: &Request, now: u64) -> Reply<ReconcileResponse> {
+        self.reconcile_call(request, now, &Arc::default())
+    }
+
+    fn reconcile_call(
+        &self,
+        request: &Request,
+        now: u64,
+        outbound: &Arc<super::http::OutboundHosts>,
+    ) -> Reply<ReconcileResponse> {
         let inner = &*self.inner;
         let wire = request.to_wire(now, self.settings());
         let mut store = new_store(
@@ -374,6 +390,7 @@ impl Guest {
             &inner.identity.name,
             &inner.limits,
             inner.imports,
+            outbound,
         );
         let started = Instant::now();
         let result = invoke::<ReconcileParams<'_>, ReconcileResults>(
@@ -433,16 +450,12 @@ where
     P: ComponentNamedList + Lower + Send + Sync,
     R: ComponentNamedList + Lift + Send + Sync + 'static,
 {
-    let limits = Limits {
-        outbound: Arc::default(),
-        ..limits.clone()
-    };
-    let mut store = new_store(runtime, guest, &limits, imports);
+    let mut store = new_store(runtime, guest, limits, imports, &Arc::default());
     let started = Instant::now();
-    let result = invoke::<P, R>(pre, &mut store, export, params, imports, &limits);
+    let result = invoke::<P, R>(pre, &mut store, export, params, imports, limits);
     store.data().flush_output();
     observe_call(runtime, guest, name, started);
-    result.map_err(|e| classify(e, &store, &limits, started))
+    result.map_err(|e| classify(e, &store, limits, started))
 }
 
 /// Instantiates the guest in `store` and calls `export` once: directly for
@@ -512,10 +525,11 @@ fn new_store(
     name: &Arc<str>,
     limits: &Limits,
     imports: Imports,
+    outbound: &Arc<super::http::OutboundHosts>,
 ) -> Store<GuestState> {
     let outbound = imports.http.then(|| {
         Outbound::new(
-            limits.outbound.clone(),
+            outbound.clone(),
             name.clone(),
             Instant::now() + limits.timeout,
             runtime.metrics().clone(),

@@ -340,6 +340,44 @@ impl GuestEntry {
     }
 }
 
+/// The entry the stable module of a rollout `record` is fetched again as:
+/// the recorded source, checked as the list's own entries are, and the
+/// recorded digest, which the fetched bytes must match. Whoever may write
+/// the status ConfigMap may write the guest list beside it, so the record
+/// names no module the list's writers could not name; the checks keep a
+/// malformed record from doing anything but fail.
+pub fn stable_entry(
+    entry: &GuestEntry,
+    record: &crate::rollout::Record,
+) -> Result<GuestEntry, String> {
+    let source = record
+        .stable_source
+        .clone()
+        .ok_or_else(|| "the record names no source for it".to_owned())?;
+    let module: ModuleSource = serde_json::from_value(source)
+        .map_err(|e| format!("the recorded source is not a module source: {e}"))?;
+    let oci = matches!(module, ModuleSource::Oci(_));
+    let stable = GuestEntry {
+        name: format!("{}.stable", entry.name),
+        module,
+        sha256: Some(record.stable.clone()),
+        oci_poll_interval: entry.oci_poll_interval.clone().filter(|_| oci),
+        pull_secret: entry.pull_secret.clone().filter(|_| oci),
+        insecure: entry.insecure.filter(|_| oci),
+        ..entry.clone()
+    };
+    if let ModuleSource::Url(url) = &stable.module
+        && !(url.starts_with("http://") || url.starts_with("https://"))
+    {
+        return Err(format!("the recorded url {url:?} is not http or https"));
+    }
+    if record.stable.len() != 64 || !record.stable.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err("the recorded digest is not 64 hex digits".into());
+    }
+    stable.oci()?;
+    Ok(stable)
+}
+
 /// Parses `65536`, `64Ki`, `64Mi`, `1Gi` (Kubernetes binary suffixes).
 pub fn parse_bytes(text: &str) -> Result<usize, String> {
     let text = text.trim();

@@ -248,18 +248,7 @@ impl Syncer {
         entry: &GuestEntry,
         record: &Record,
     ) -> Result<crate::runtime::ModuleBytes, String> {
-        let source = record
-            .stable_source
-            .clone()
-            .ok_or_else(|| "the record names no source".to_owned())?;
-        let module: ModuleSource = serde_json::from_value(source)
-            .map_err(|e| format!("the recorded source is not a module source: {e}"))?;
-        let stable = GuestEntry {
-            name: format!("{}.stable", entry.name),
-            module,
-            sha256: Some(record.stable.clone()),
-            ..entry.clone()
-        };
+        let stable = super::list::stable_entry(entry, record)?;
         self.sources.fetch(&stable).await.map_err(|e| e.to_string())
     }
 
@@ -316,10 +305,32 @@ impl Syncer {
                 ),
         );
         let reference = list_cm.object_ref(&());
+        let records = self.records();
+        let listed: Vec<&str> = list.guests.iter().map(|g| g.name.as_str()).collect();
         if let Some(board) = host.board() {
             board.set_list(reference.clone());
+            board.retain(&listed);
         }
-        let records = self.records();
+        // Module ConfigMaps a rollout's stable version is fetched from again
+        // are the list's too.
+        let stable_sources: Vec<String> = list
+            .guests
+            .iter()
+            .filter_map(|g| records.get(&g.name)?.stable_source.clone())
+            .filter_map(|s| match serde_json::from_value(s) {
+                Ok(ModuleSource::ConfigMap { name, .. }) => Some(name),
+                _ => None,
+            })
+            .collect();
+        if !stable_sources.is_empty() {
+            self.referenced.extend(stable_sources.iter().cloned());
+            host.protected().set(
+                "rollout-stable",
+                stable_sources
+                    .iter()
+                    .map(|name| ProtectedRef::config_map(&self.namespace, name)),
+            );
+        }
 
         for entry in &list.guests {
             self.schedule_poll(entry);
@@ -350,8 +361,13 @@ impl Syncer {
             // earlier host left: its stable version is fetched again.
             let resume = match records.get(&entry.name) {
                 Some(record) if !running => {
-                    let stable = if rollout.is_progressive() && record.stable != module.digest() {
+                    let stable = if !rollout.is_progressive() {
+                        None
+                    } else if record.stable != module.digest() {
                         Some(self.fetch_stable(entry, record).await)
+                    } else if record.candidate.is_some() {
+                        // The same module with other settings.
+                        Some(Ok(module.clone()))
                     } else {
                         None
                     };
@@ -402,7 +418,6 @@ impl Syncer {
                 }
             }
         }
-        let listed: Vec<&str> = list.guests.iter().map(|g| g.name.as_str()).collect();
         for name in host.names_from(Origin::List) {
             if !listed.contains(&name.as_str()) && host.remove(&name) {
                 self.attempted.remove(&name);

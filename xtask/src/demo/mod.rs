@@ -533,7 +533,11 @@ async fn put_module_named(client: &Client, name: &str, module: &[u8]) -> Result<
         ..Default::default()
     };
     Api::<ConfigMap>::namespaced(client.clone(), NS)
-        .patch(name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&cm))
+        .patch(
+            name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(&cm),
+        )
         .await?;
     Ok(())
 }

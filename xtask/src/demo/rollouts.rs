@@ -61,7 +61,10 @@ async fn follow(client: &Client, until: &str, log: &Path) -> Result<Value> {
             return Ok(r);
         }
         if started.elapsed() > Duration::from_secs(120) {
-            bail!("the rollout never reached {until}; host log: {}", log.display());
+            bail!(
+                "the rollout never reached {until}; host log: {}",
+                log.display()
+            );
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
@@ -167,7 +170,16 @@ pub async fn show(
     );
     all_ready(client).await?;
     println!("   every Cache is Ready again on the stable version");
-    wasmop(bin, admin, &["status", "--guests-configmap", "wasmop-system/wasmop-guests"], 5)?;
+    wasmop(
+        bin,
+        admin,
+        &[
+            "status",
+            "--guests-configmap",
+            "wasmop-system/wasmop-guests",
+        ],
+        5,
+    )?;
 
     step(
         first + 1,
@@ -178,7 +190,13 @@ pub async fn show(
     wasmop(
         bin,
         admin,
-        &["plan", "--guest", &guest, "--guests-configmap", "wasmop-system/wasmop-guests"],
+        &[
+            "plan",
+            "--guest",
+            &guest,
+            "--guests-configmap",
+            "wasmop-system/wasmop-guests",
+        ],
         8,
     )?;
 
@@ -197,6 +215,15 @@ pub async fn show(
     .await?;
     follow(client, "Promoted", log).await?;
     all_ready(client).await?;
-    wasmop(bin, admin, &["status", "--guests-configmap", "wasmop-system/wasmop-guests"], 5)?;
+    wasmop(
+        bin,
+        admin,
+        &[
+            "status",
+            "--guests-configmap",
+            "wasmop-system/wasmop-guests",
+        ],
+        5,
+    )?;
     Ok(first + 3)
 }
