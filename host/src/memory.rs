@@ -5,11 +5,10 @@
 //! eight per core) and returns freed memory to the kernel only from the top
 //! of each arena. Compiling a guest (Cranelift on several threads), the
 //! initial lists and every reconcile's request leave freed pages in the
-//! middle of those arenas: an idle host with one guest held ~45 MiB of
-//! anonymous memory, of which ~24 MiB was freed but resident. With one
-//! arena (threads keep their small-allocation cache, `tcache`, so they
-//! rarely wait on its lock) and free pages returned after each compile and
-//! every half minute, the same host holds ~21 MiB.
+//! middle of those arenas, freed but resident. So the host uses one arena
+//! (threads keep their small-allocation cache, `tcache`, so they rarely
+//! wait on its lock) and returns free pages after each compile and every
+//! half minute (docs/decisions/0035-one-malloc-arena-trimmed.md).
 //!
 //! Other C libraries (the image's static musl binary) have no arenas and no
 //! `malloc_trim`; there both functions do nothing.

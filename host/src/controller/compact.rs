@@ -5,10 +5,10 @@
 //! these; the child index holds whole objects as text (`index.rs`).
 //!
 //! A parsed `serde_json::Value` costs a B-tree node of about 600 bytes for
-//! every JSON object in it, however small: a Cache with its status took
-//! about 7 KB in the store, as text it takes about its JSON length. The
-//! text is parsed once per reconcile (tens of microseconds for an object of
-//! a few KB), against a reconcile's milliseconds of API requests.
+//! every JSON object in it, however small; as text an object takes about
+//! its JSON length. The text is parsed once per reconcile, which is small
+//! against a reconcile's API requests
+//! (docs/decisions/0018-cached-objects-as-json-text.md).
 
 use std::borrow::Cow;
 use std::hash::{DefaultHasher, Hash, Hasher};

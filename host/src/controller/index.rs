@@ -11,11 +11,10 @@
 //!
 //! A child is held as its JSON text ([`Cached`]) and parsed again when a
 //! reconcile reads it. A `DynamicObject` keeps its body as a
-//! `serde_json::Value` tree, where every small map is a B-tree node: a
-//! Deployment of 2.4 KB of JSON takes about 20 KB as a tree, so at 1,000
-//! parents with three children the trees alone were ~45 MiB. The text costs
+//! `serde_json::Value` tree, where every small map is a B-tree node, so a
+//! tree takes several times the JSON it was parsed from. The text costs
 //! what the object weighs; a reconcile pays for it with one parse per
-//! child.
+//! child (docs/decisions/0018-cached-objects-as-json-text.md).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};

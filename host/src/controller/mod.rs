@@ -61,9 +61,9 @@ pub struct ControllerSettings {
     /// Reconciles of this guest that may run at once, across all its
     /// namespaces. Default 10: a guest call is CPU-bound for microseconds,
     /// while a reconcile that creates children waits on several API
-    /// requests in a row (finalizer, each child, status, Events). In the
-    /// scale bench (N = 1,000, 2 cores) 10 converged in 49.3 s where 4 took
-    /// 57.1 s.
+    /// requests in a row (finalizer, each child, status, Events), so more
+    /// reconciles at once keep the API server, not the guest, busy. See
+    /// docs/decisions/0036-ten-reconciles-at-once-by-default.md.
     pub concurrency: u16,
     /// Reconcile every parent this often even if nothing changed. Default
     /// 10 minutes; a converged object costs only reads then.

@@ -4,9 +4,10 @@
 //! runs the newest first (tokio's `DelayQueue` keeps due keys on a stack):
 //! when a thousand new parents are converging, or a resync or the initial
 //! list queues every parent, a change a user makes to one existing parent
-//! runs after all of them (52 s at N = 1,000 in the scale bench), or after
-//! every key queued behind it. So the host hands the queue only a few
-//! background keys at a time, and none while a user's change waits there.
+//! runs after all of them, or after every key queued behind it
+//! (docs/decisions/0015-background-work-waits-its-turn.md). So the host
+//! hands the queue only a few background keys at a time, and none while a
+//! user's change waits there.
 //! Background work is: parents seen for the first time (created, or listed
 //! at start), versions of a parent the host wrote itself (its finalizer),
 //! their children's changes, resyncs and the requeue of every parent (swap,

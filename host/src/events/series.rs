@@ -7,9 +7,9 @@
 //!
 //! Each writer task owns one [`Series`]: what it remembers of an Event is
 //! its name and count, and forgetting what expired costs a look at the
-//! oldest entries only. (kube's `Recorder` keeps every Event whole and
-//! walks all of them on each publish: at 5,000 Caches, 10,000 cached
-//! Events.)
+//! oldest entries only, so its memory and work grow with the Events of the
+//! last [`SERIES_TTL`], by a name and a count each
+//! (docs/decisions/0026-a-reconcile-waits-for-its-writes-not-its-events.md).
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};

@@ -5,9 +5,9 @@
 //! Compiling touches Cranelift: its code and its working memory (the
 //! register allocator's arenas, per-thread caches, the compile threads'
 //! stacks) stay resident in the process that compiled. `wasmop run`
-//! compiles in a child process, which exits when the artifact is written:
-//! an idle host with one guest holds 22.6 MiB RSS instead of 34.7 MiB.
-//! Either way a compile runs in an engine of its own, configured as the
+//! compiles in a child process, which exits when the artifact is written,
+//! so none of that enters the long-lived host
+//! (docs/decisions/0034-compile-in-a-child-process.md). Either way a compile runs in an engine of its own, configured as the
 //! long-lived one except for the instance pool (not part of an artifact),
 //! and the artifact is loaded into the long-lived engine.
 //!
