@@ -39,7 +39,11 @@ def fail(message: str) -> None:
 def wit_dir(app: Path, given: str | None) -> Path:
     if given:
         return Path(given).resolve()
-    for candidate in (app / "wit", app.parent / "wit", SDK_DIR.parent.parent / "wit"):
+    for candidate in (
+        app / "wit",
+        app.parent / "wit",
+        SDK_DIR.parent.parent / "wit" / "operator@0.1.0",
+    ):
         if (candidate / "operator.wit").is_file():
             return candidate
     fail("no wit/operator.wit found: pass --wit <dir>")

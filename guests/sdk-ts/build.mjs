@@ -107,10 +107,16 @@ async function importTool(project, name) {
   return import(toolEntry(project, name));
 }
 
-/** The WIT directory: `--wit`, else `wit/` in the project, else the repository's. */
+/**
+ * The WIT directory: `--wit`, else `wit/` in the project, else the
+ * repository's released version the SDK builds against.
+ */
 function witDir(options) {
   if (options.wit) return options.wit;
-  for (const candidate of [join(options.project, "wit"), resolve(SDK_DIR, "../../wit")]) {
+  for (const candidate of [
+    join(options.project, "wit"),
+    resolve(SDK_DIR, "../../wit/operator@0.1.0"),
+  ]) {
     try {
       readFileSync(join(candidate, "operator.wit"));
       return candidate;

@@ -85,6 +85,17 @@ pub enum Error {
         /// The source both are listed at.
         location: String,
     },
+    /// The guest converts a kind whose CRD converts with a webhook, and
+    /// this host serves no webhooks.
+    #[error(
+        "guest {guest:?} converts {kind}, whose CustomResourceDefinition names a conversion webhook, and this host serves no webhooks: pass --webhook-host <the address the API server reaches this host at> (127.0.0.1 and --webhook-bind-address 127.0.0.1:0 against a local control plane)"
+    )]
+    WebhookNeeded {
+        /// The guest.
+        guest: String,
+        /// Its primary kind.
+        kind: String,
+    },
     /// The stable version of a rollout to resume cannot be fetched again.
     #[error(
         "the rollout's stable module sha256 {digest} cannot be fetched again ({why}): the guest starts once it can, or once its entry's rollout strategy is Immediate"
@@ -112,9 +123,11 @@ impl Error {
             Self::Load(Runtime::Describe(_)) => Reason::DescribeFailed,
             Self::Load(Runtime::InvalidSettings(_)) => Reason::InvalidSettings,
             Self::Load(Runtime::InvalidDescription(_)) => Reason::InvalidDescription,
-            Self::Load(_) | Self::Join(_) | Self::Client(_) | Self::NameTaken { .. } => {
-                Reason::GuestLoadFailed
-            }
+            Self::Load(_)
+            | Self::Join(_)
+            | Self::Client(_)
+            | Self::NameTaken { .. }
+            | Self::WebhookNeeded { .. } => Reason::GuestLoadFailed,
             Self::Discovery(_) => Reason::KindsNotServed,
             Self::KindTaken { .. } => Reason::KindTaken,
             Self::RolloutKindsChanged { .. } => Reason::RolloutKindsChanged,
@@ -224,6 +237,8 @@ struct Running {
     /// What the controller's watches were resolved from (during and after
     /// a rollout, both versions' kinds).
     watched: Description,
+    /// Whether the primary kind's CRD converts with a webhook.
+    converted_by_webhook: bool,
     limits: Limits,
     controller_settings: ControllerSettings,
     origin: Origin,
@@ -396,6 +411,8 @@ impl Host {
         let name = spec.name.clone();
         let old = self.current(&name).map(|g| g.digest().to_owned());
         let result = self.upsert_inner(spec).await;
+        // `wasmop_guest_info` follows the guest's versions (its rollout
+        // shows them).
         let metrics = self.runtime.metrics();
         let swap = |result: &'static str| SwapLabels {
             guest: name.clone(),
@@ -404,9 +421,6 @@ impl Host {
         match &result {
             Ok(Change::Unchanged | Change::RolloutStarted(_) | Change::RolloutCancelled) => {}
             Ok(change) => {
-                if let Some(guest) = self.current(&name) {
-                    metrics.set_version(&name, old.as_deref(), guest.digest());
-                }
                 if matches!(change, Change::Swapped(_) | Change::Restarted(_)) {
                     metrics.guest_swaps.get_or_create(&swap("success")).inc();
                 }
@@ -540,6 +554,23 @@ impl Host {
         Ok(())
     }
 
+    /// Refuses a guest whose conversion the API server would call at a
+    /// webhook nobody serves.
+    fn check_webhooks(
+        &self,
+        name: &str,
+        guest: &Guest,
+        kinds: &crate::controller::ResolvedKinds,
+    ) -> Result<(), Error> {
+        if self.webhooks.is_none() && guest.converts() && kinds.converted_by_webhook {
+            return Err(Error::WebhookNeeded {
+                guest: name.to_owned(),
+                kind: kinds.primary.kind.to_string(),
+            });
+        }
+        Ok(())
+    }
+
     /// The environment a guest's controller runs in.
     fn environment(&self, client: kube::Client) -> Environment {
         Environment {
@@ -634,6 +665,7 @@ impl Host {
         };
         let client = self.clients.for_guest(&spec.name).map_err(Error::Client)?;
         let kinds = discovery::resolve(&client, &watched).await?;
+        self.check_webhooks(&spec.name, &stable, &kinds)?;
         let slot = GuestSlot::new(stable);
         // The candidate is in place before the first reconcile.
         if let Some((candidate, mode)) = candidate {
@@ -644,6 +676,7 @@ impl Host {
             }));
         }
         let primary = kinds.primary.resource.clone();
+        let converted_by_webhook = kinds.converted_by_webhook;
         let controller = RunningController::start(
             self.environment(client),
             slot.clone(),
@@ -674,6 +707,7 @@ impl Host {
                 primary,
                 controller,
                 watched,
+                converted_by_webhook,
                 limits: spec.limits.clone(),
                 controller_settings: spec.controller.clone(),
                 origin: spec.origin,
@@ -743,6 +777,16 @@ impl Host {
     async fn replace(&mut self, spec: GuestSpec) -> Result<Change, Error> {
         let (guest, outcome) = self.load(&spec, &spec.module).await?;
         self.check_kind_free(&spec.name, &guest)?;
+        if let Some(running) = self.guests.get(&spec.name)
+            && self.webhooks.is_none()
+            && guest.converts()
+            && running.converted_by_webhook
+        {
+            return Err(Error::WebhookNeeded {
+                guest: spec.name.clone(),
+                kind: guest.description().primary.to_string(),
+            });
+        }
         if let Some(running) = self.guests.get_mut(&spec.name)
             && running.watched == *guest.description()
             && running.controller_settings == spec.controller
@@ -764,6 +808,7 @@ impl Host {
         // discovery refuses leaves the running version as it is.
         let client = self.clients.for_guest(&spec.name).map_err(Error::Client)?;
         let kinds = discovery::resolve(&client, guest.description()).await?;
+        self.check_webhooks(&spec.name, &guest, &kinds)?;
         // The kinds or namespaces changed: only this guest's watches restart,
         // gracefully (running reconciles finish on the old version).
         let env = self.environment(client);
@@ -776,6 +821,7 @@ impl Host {
         let old = std::mem::replace(&mut running.controller, controller);
         drop(old.stop());
         running.primary = kinds.primary.resource.clone();
+        running.converted_by_webhook = kinds.converted_by_webhook;
         running.watched = guest.description().clone();
         running.limits = spec.limits;
         running.controller_settings = spec.controller;
@@ -795,16 +841,9 @@ impl Host {
         }
         match self.guests.remove(name) {
             Some(running) => {
-                let old = running.slot.current().digest().to_owned();
                 drop(running.controller.stop());
                 running.rollout.remove();
                 self.runtime.metrics().forget_guest(name);
-                self.runtime.metrics().guest_info.remove(
-                    &crate::telemetry::metrics::GuestInfoLabels {
-                        guest: name.to_owned(),
-                        sha256: old,
-                    },
-                );
                 tracing::info!(guest = %name, "stopped guest; its objects are left untouched");
                 self.evict_unused();
                 true

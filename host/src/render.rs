@@ -46,10 +46,13 @@ pub enum Error {
 
 /// The result printed by `wasmop render` (`-o json` keys are an interface
 /// contract: `children`, `status`, `requeueAfterSeconds`, `finalized`,
-/// `events`; `keep` lists the observed children the answer keeps).
+/// `events`; `keep` lists the observed children the answer keeps, and
+/// `contract` the WIT package the module was built against).
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Rendered {
+    /// The contract version of the module, e.g. `wasmop:operator@0.1.0`.
+    pub contract: &'static str,
     /// Desired children.
     pub children: Vec<Map<String, Value>>,
     /// Desired status.
@@ -160,6 +163,7 @@ pub fn render(guest: &Guest, parent: Value, inputs: Inputs) -> Result<Rendered, 
         raw,
     )?;
     Ok(Rendered {
+        contract: guest.contract().package(),
         // What is printed shows no Secret value either.
         children: v
             .children

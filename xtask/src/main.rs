@@ -5,6 +5,7 @@
 
 mod controlplane;
 mod demo;
+mod docs;
 mod guests;
 mod image;
 mod languages;
@@ -58,6 +59,9 @@ enum Task {
     /// Build the host's container image as an OCI archive, without a
     /// container daemon: target/image/wasmop-<version>.oci.tar.
     Image,
+    /// Run every shell block of the README and of docs/ that a user is
+    /// meant to run, in order, against a local control plane.
+    DocsTest,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -69,5 +73,6 @@ fn main() -> anyhow::Result<()> {
         Task::Demo { args } => demo::run(args),
         Task::Bench { args } => pipeline::bench(&args),
         Task::Image => image::build().map(drop),
+        Task::DocsTest => docs::run(),
     }
 }

@@ -4,13 +4,17 @@ use anyhow::Result;
 
 use crate::process::{Steps, cargo, run};
 
+/// Guests built against the released contract, kept as fixtures: every
+/// host must keep running them.
+const RELEASED_GUESTS: &str = "tests/fixtures/operator@0.1.0";
+
 /// The README's test command: builds what the tests need (control plane,
 /// guests, the container image), then fmt, clippy and every test of the
 /// workspace, stopping at the first failure. Formatting
 /// is checked first because it takes a second and a fresh machine's
 /// control-plane build takes minutes.
 pub fn test(test_args: &[String]) -> Result<()> {
-    let mut steps = Steps::new(7);
+    let mut steps = Steps::new(10);
     steps.run("formatting: cargo fmt --all -- --check", || {
         run(&mut cargo(&["fmt", "--all", "--", "--check"]))
     })?;
@@ -64,6 +68,31 @@ pub fn test(test_args: &[String]) -> Result<()> {
             .envs(toolchains.env());
         run(&mut command)
     })?;
+    steps.run(
+        "old guests keep running: the cache-operator's cases and the hostile suites against the guests built for the released contract (tests/fixtures/operator@0.1.0)",
+        || {
+            for (tests, filter) in [
+                (&["--test", "cache_operator"][..], Some("::rust")),
+                (&["--test", "sandbox", "--test", "authority"][..], None),
+            ] {
+                let mut command = cargo(&["test", "-p", "wasmop-host"]);
+                command.args(tests).args(filter.map(|f| ["--", f]).iter().flatten());
+                command
+                    .envs(binaries.env_vars())
+                    .env("WASMOP_GUESTS_DIR", RELEASED_GUESTS);
+                run(&mut command)?;
+            }
+            Ok(())
+        },
+    )?;
+    steps.run(
+        "docs: every shell block of the README and docs/ (cargo xtask docs-test)",
+        crate::docs::run,
+    )?;
+    steps.run(
+        "the demo, every mode at once: cargo xtask demo --ha --oci --keep-running (to its prompt)",
+        crate::demo::run_in_ci,
+    )?;
     eprintln!("==> all steps passed");
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! The contract between the wasmop host and its guests, as plain Rust.
 //!
-//! `wit/operator.wit` is the contract; this crate is its one Rust rendering,
+//! `wit/operator@0.1.0/operator.wit` is the contract; this crate is its one Rust rendering,
 //! shared by the host's model and the guest SDK, so that a new field is one
 //! edit here (and in the WIT) plus its use. With the feature `wasmtime` the
 //! types implement the component-model traits and the host lowers requests
@@ -43,3 +43,36 @@ pub const ADMISSION_INTERFACE: &str = "wasmop:operator/admission@0.1.0";
 
 /// The optional conversion interface, as a component names it.
 pub const CONVERSION_INTERFACE: &str = "wasmop:operator/conversion@0.1.0";
+
+#[cfg(test)]
+mod released {
+    use sha2::Digest as _;
+
+    /// `wit/released.sha256`: the digest of every released version of the
+    /// contract, as `sha256sum` writes it.
+    const RECORDED: &str = include_str!("../../../wit/released.sha256");
+
+    #[test]
+    fn a_released_contract_never_changes() {
+        let wit = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../wit");
+        for line in RECORDED.lines().filter(|l| !l.trim().is_empty()) {
+            let (digest, file) = line.split_once("  ").expect("sha256sum format");
+            let bytes = std::fs::read(wit.join(file)).expect("a released version is kept");
+            assert_eq!(
+                hex::encode(sha2::Sha256::digest(&bytes)),
+                digest,
+                "wit/{file} changed: a released version never changes; make the change in a new version beside it"
+            );
+        }
+    }
+
+    #[test]
+    fn the_package_the_types_render_is_released() {
+        let version = super::WIT_PACKAGE.rsplit('@').next().expect("a version");
+        assert!(
+            RECORDED.contains(&format!("operator@{version}/operator.wit")),
+            "{} is not recorded in wit/released.sha256",
+            super::WIT_PACKAGE
+        );
+    }
+}

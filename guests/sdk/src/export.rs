@@ -24,7 +24,7 @@ pub mod bindings {
     macro_rules! world {
         ($world:literal) => {
             wit_bindgen::generate!({
-                path: "../../wit",
+                path: "../../wit/operator@0.1.0",
                 world: $world,
                 pub_export_macro: true,
                 export_macro_name: "export_guest",

@@ -3,7 +3,7 @@
 //! A wasmop guest is pure reconcile logic compiled to a WebAssembly component:
 //! the host owns watches, queues, clients and credentials, hands the guest a
 //! parent object and the children it observes, and applies what the guest
-//! answers. This crate wraps the WIT bindings (`wit/operator.wit`, world
+//! answers. This crate wraps the WIT bindings (`wit/operator@0.1.0/operator.wit`, world
 //! `operator-guest`) so that a guest is a type implementing [`Operator`]:
 //!
 //! ```

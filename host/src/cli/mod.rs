@@ -328,8 +328,10 @@ pub struct ProductionArgs {
     pub webhook_bind_address: String,
     /// The address the API server reaches this host's webhooks at, `host`
     /// or `host:port` (the bound port when none is given); in a cluster the
-    /// webhook Service (`wasmop-webhook.wasmop-system.svc:443`). Without
-    /// it no webhook is served or registered.
+    /// webhook Service (`wasmop-webhook.wasmop-system.svc:443`); against a
+    /// local control plane `127.0.0.1`. Without it no webhook is served or
+    /// registered, and a guest that converts a kind whose CRD names a
+    /// conversion webhook is refused.
     #[arg(long)]
     pub webhook_host: Option<String>,
     /// The `kubernetes.io/tls` Secret with the webhooks' certificate,

@@ -34,6 +34,9 @@ pub struct ResolvedKinds {
     /// The related kinds, in declaration order, with how each maps to
     /// parents and whether only metadata is watched.
     pub related: Vec<(ResolvedKind, crate::model::RelatedKind)>,
+    /// Whether the primary kind's CRD converts between its versions with a
+    /// webhook.
+    pub converted_by_webhook: bool,
 }
 
 /// Why the guest's kinds cannot be served.
@@ -89,7 +92,7 @@ pub async fn resolve(client: &Client, description: &Description) -> Result<Resol
                 .map(|related| resolve_one(client, &related.kind))
         ),
     )?;
-    served_by_a_crd(client, &primary).await?;
+    let converted_by_webhook = served_by_a_crd(client, &primary).await?;
     let mut children = Vec::with_capacity(description.children.len());
     for (child, resolved) in description.children.iter().zip(resolved) {
         if resolved.namespaced == child.cluster_scoped {
@@ -117,6 +120,7 @@ pub async fn resolve(client: &Client, description: &Description) -> Result<Resol
         primary,
         children,
         related,
+        converted_by_webhook,
     })
 }
 
@@ -142,10 +146,11 @@ pub fn crd_name(kind: &ResolvedKind) -> String {
 }
 
 /// Checks that a CustomResourceDefinition serves the primary kind in the
-/// declared version. Built-in kinds are refused offline too
+/// declared version, and tells whether it converts between its versions
+/// with a webhook. Built-in kinds are refused offline too
 /// (`validate::description`); this catches aggregated APIs and groups that
 /// look custom but are not.
-async fn served_by_a_crd(client: &Client, primary: &ResolvedKind) -> Result<(), Error> {
+async fn served_by_a_crd(client: &Client, primary: &ResolvedKind) -> Result<bool, Error> {
     let crd = crd_name(primary);
     let refuse = |reason: String| Error::NotACustomResource {
         kind: primary.kind.clone(),
@@ -165,7 +170,10 @@ async fn served_by_a_crd(client: &Client, primary: &ResolvedKind) -> Result<(), 
             .iter()
             .any(|v| v.name == primary.kind.version && v.served);
     if serves {
-        Ok(())
+        Ok(found
+            .spec
+            .conversion
+            .is_some_and(|c| c.strategy == "Webhook"))
     } else {
         Err(refuse(format!(
             "it does not serve {} in version {}",

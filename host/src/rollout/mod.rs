@@ -114,8 +114,8 @@ struct State {
     /// Where the candidate's module comes from.
     candidate_source: Option<Value>,
     step_started: Instant,
-    /// Digests shown in `wasmop_guest_info`.
-    shown: Vec<String>,
+    /// Versions shown in `wasmop_guest_info`: digest and contract.
+    shown: Vec<(String, &'static str)>,
 }
 
 /// One guest's rollout state and the task that moves it on. Dropping it
@@ -392,10 +392,11 @@ impl Rollout {
         }
         let metrics = &shared.parts.telemetry;
         let shown = std::mem::take(&mut shared.state.lock().expect("rollout lock").shown);
-        for sha256 in shown {
+        for (sha256, contract) in shown {
             metrics.guest_info.remove(&GuestInfoLabels {
                 guest: shared.parts.guest.clone(),
                 sha256,
+                contract,
             });
         }
         for result in ["same", "different", "failed"] {
@@ -613,25 +614,23 @@ impl Shared {
                 })
                 .set(i64::from(phase == state.record.phase));
         }
-        let mut shown: Vec<String> = vec![self.parts.slot.current().digest().to_owned()];
-        shown.extend(
-            self.parts
-                .slot
-                .candidate()
-                .map(|c| c.guest.digest().to_owned()),
-        );
-        for old in state.shown.iter().filter(|d| !shown.contains(d)) {
+        let version = |g: &Guest| (g.digest().to_owned(), g.contract().package());
+        let mut shown = vec![version(&self.parts.slot.current())];
+        shown.extend(self.parts.slot.candidate().map(|c| version(&c.guest)));
+        for (sha256, contract) in state.shown.iter().filter(|d| !shown.contains(d)) {
             metrics.guest_info.remove(&GuestInfoLabels {
                 guest: guest.clone(),
-                sha256: old.clone(),
+                sha256: sha256.clone(),
+                contract,
             });
         }
-        for digest in &shown {
+        for (sha256, contract) in &shown {
             metrics
                 .guest_info
                 .get_or_create(&GuestInfoLabels {
                     guest: guest.clone(),
-                    sha256: digest.clone(),
+                    sha256: sha256.clone(),
+                    contract,
                 })
                 .set(1);
         }

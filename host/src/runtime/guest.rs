@@ -127,6 +127,8 @@ struct GuestInner {
     description: Description,
     limits: Limits,
     imports: Imports,
+    /// The contract version the module was built against.
+    contract: abi::Contract,
 }
 
 /// What a component imports beyond the WIT's `log`, which decides how it is
@@ -226,8 +228,14 @@ impl Guest {
                 description,
                 limits,
                 imports,
+                contract: abi::Contract::V0_1,
             }),
         })
+    }
+
+    /// The contract version the module was built against.
+    pub fn contract(&self) -> abi::Contract {
+        self.inner.contract
     }
 
     fn call_describe(

@@ -21,7 +21,7 @@
 //! lookups, which cannot be cancelled, are bounded host-wide by
 //! [`http`]).
 
-mod abi;
+pub mod abi;
 pub mod cache;
 pub mod compile;
 pub mod guest;

@@ -43,7 +43,7 @@ pub struct Project {
 }
 
 /// The WIT every guest targets.
-const WIT: &str = include_str!("../../../wit/operator.wit");
+const WIT: &str = include_str!("../../../wit/operator@0.1.0/operator.wit");
 
 /// One file of a project: its path and its text. In a template the
 /// `{{placeholders}}` are filled; a copied file (the WIT, an SDK and its

@@ -71,13 +71,16 @@ pub struct GuestLabels {
     pub guest: String,
 }
 
-/// `guest`, `sha256` of the module version it runs.
+/// `guest`, `sha256` of a module version it runs, and the `contract` (WIT
+/// package) that module was built against.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct GuestInfoLabels {
     /// The guest's name.
     pub guest: String,
     /// The digest of its module.
     pub sha256: String,
+    /// The contract version, e.g. `wasmop:operator@0.1.0`.
+    pub contract: &'static str,
 }
 
 /// `guest`, `export` (describe, reconcile).
@@ -213,7 +216,8 @@ pub struct Metrics {
     pub leader: Family<LeaseLabels, Gauge>,
     /// `rest_client_requests_total{code,method,host}`.
     pub rest_requests: Family<RestLabels, Counter>,
-    /// `wasmop_guest_info{guest,sha256}`: 1 for the version each guest runs.
+    /// `wasmop_guest_info{guest,sha256,contract}`: 1 for each version a
+    /// guest runs (two during a rollout).
     pub guest_info: Family<GuestInfoLabels, Gauge>,
     /// `wasmop_guest_call_duration_seconds{guest,export}`.
     pub guest_call: Histograms<ExportLabels>,
@@ -346,7 +350,7 @@ impl Metrics {
         );
         r.register(
             "wasmop_guest_info",
-            "The module version (sha256) each guest runs.",
+            "The module versions (sha256) each guest runs, and the contract each was built against.",
             self.guest_info.clone(),
         );
         r.register(
@@ -471,22 +475,6 @@ impl Metrics {
     /// (its queue and version); counters stay, as Prometheus expects.
     pub fn forget_guest(&self, guest: &str) {
         self.queues.lock().expect("queues lock").remove(guest);
-    }
-
-    /// Records that guest `guest` now runs module `sha256` (and no other).
-    pub fn set_version(&self, guest: &str, old: Option<&str>, sha256: &str) {
-        if let Some(old) = old.filter(|old| *old != sha256) {
-            self.guest_info.remove(&GuestInfoLabels {
-                guest: guest.to_owned(),
-                sha256: old.to_owned(),
-            });
-        }
-        self.guest_info
-            .get_or_create(&GuestInfoLabels {
-                guest: guest.to_owned(),
-                sha256: sha256.to_owned(),
-            })
-            .set(1);
     }
 
     /// Renders every metric in the Prometheus text format (0.0.4).

@@ -61,6 +61,22 @@ impl FailurePolicy {
     }
 }
 
+/// A listener on `addr` that other processes may bind too
+/// (`SO_REUSEPORT`): replicas on one machine share one address, which the
+/// API server's registration names, and the kernel hands each connection
+/// to a live one (in a cluster the webhook Service does the same).
+fn listen_shared(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.set_reuseport(true)?;
+    socket.bind(addr)?;
+    socket.listen(1024)
+}
+
 /// Where and how webhooks are served.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -120,8 +136,7 @@ impl Webhooks {
         metrics: Arc<Metrics>,
         protected: ProtectedObjects,
     ) -> anyhow::Result<Self> {
-        let listener = tokio::net::TcpListener::bind(config.bind)
-            .await
+        let listener = listen_shared(config.bind)
             .with_context(|| format!("cannot listen on --webhook-bind-address {}", config.bind))?;
         let bound = listener.local_addr()?;
         let (host, port) = split_host(&config.host, bound.port())?;

@@ -43,6 +43,42 @@ pub fn run(args: Vec<String>) -> Result<()> {
     rt.block_on(demo(has("--keep-running"), has("--ha"), has("--oci")))
 }
 
+/// `cargo xtask demo --ha --oci --keep-running` as a user runs it (the
+/// same executable, its own process): every mode at once, stopped with
+/// Ctrl-C (SIGINT) at its prompt; fails unless it reaches the prompt and
+/// then exits 0.
+pub fn run_in_ci() -> Result<()> {
+    use std::io::{BufRead as _, BufReader};
+    let exe = std::env::current_exe().context("finding the xtask executable")?;
+    let mut child = Command::new(exe)
+        .args(["demo", "--ha", "--oci", "--keep-running"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("starting the demo")?;
+    let stdout = child.stdout.take().context("the demo's stdout")?;
+    let mut prompted = false;
+    for line in BufReader::new(stdout).lines() {
+        let line = line?;
+        println!("{line}");
+        if line.starts_with("Press Ctrl-C to stop.") {
+            prompted = true;
+            rustix::process::kill_process(
+                rustix::process::Pid::from_child(&child),
+                rustix::process::Signal::INT,
+            )?;
+        }
+    }
+    let status = child.wait()?;
+    if !prompted {
+        bail!("the demo ended before its prompt ({status})");
+    }
+    if !status.success() {
+        bail!("the demo failed after Ctrl-C ({status})");
+    }
+    Ok(())
+}
+
 /// `--oci`: the guest's tag in the demo registry, followed every 2 s.
 const OCI_POLL: &str = "2s";
 
@@ -75,18 +111,16 @@ async fn demo(keep: bool, ha: bool, oci: bool) -> Result<()> {
         "build the operator guests (Rust compiled to wasm components) and the wasmop host",
     );
     guests::build_all()?;
+    // The debug build the tests use: it shares their build, and the host
+    // compiles guests with Cranelift optimised either way.
     crate::process::run(&mut crate::process::cargo(&[
         "build",
         "-p",
         "wasmop-host",
         "--bin",
         "wasmop",
-        "--release",
     ]))?;
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target"));
-    let wasmop = target.join("release/wasmop");
+    let wasmop = guests::target_dir().join("debug/wasmop");
     let guest_dir = guests::guest_dir();
     for g in ["cache-operator", "cache-operator-v2"] {
         let size = std::fs::metadata(guest_dir.join(format!("{g}.wasm")))?.len();
@@ -138,7 +172,8 @@ async fn demo(keep: bool, ha: bool, oci: bool) -> Result<()> {
     let (_, kubeconfig) = env.user_kubeconfig("wasmop-host", &[]).await?;
     let log_path = env.temp_dir().join("wasmop.log");
     let lease: &[&str] = if ha { DEMO_LEASE } else { &[] };
-    let mut host = start_host(&wasmop, &kubeconfig, &log_path, lease)?;
+    let webhooks = webhook_address()?;
+    let mut host = start_host(&wasmop, &kubeconfig, &log_path, &webhooks, lease)?;
     let pid = host.id();
     wait_log(&log_path, "started guest", Duration::from_secs(60)).await?;
     webhooks_registered(&client, &log_path).await?;
@@ -149,7 +184,7 @@ async fn demo(keep: bool, ha: bool, oci: bool) -> Result<()> {
     let standby = if ha {
         wait_log(&log_path, "became the leader", Duration::from_secs(60)).await?;
         let standby_log = env.temp_dir().join("wasmop-standby.log");
-        let standby = start_host(&wasmop, &kubeconfig, &standby_log, lease)?;
+        let standby = start_host(&wasmop, &kubeconfig, &standby_log, &webhooks, lease)?;
         wait_log(&standby_log, "controller started", Duration::from_secs(60)).await?;
         println!(
             "   --ha: PID {pid} leads the Lease wasmop-system/wasmop; a warm standby, PID {}, follows the same list (guest loaded, caches synced, no writes)",
@@ -409,7 +444,21 @@ async fn failed_upgrade_rolled_back(client: &Client) -> Result<()> {
     }
 }
 
-fn start_host(wasmop: &Path, kubeconfig: &Path, log: &Path, extra: &[&str]) -> Result<Child> {
+/// A free port on loopback for the webhooks every host of the demo serves
+/// (each binds it with `SO_REUSEPORT`, so the registered address reaches a
+/// live host whichever leads).
+fn webhook_address() -> Result<String> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?.to_string())
+}
+
+fn start_host(
+    wasmop: &Path,
+    kubeconfig: &Path,
+    log: &Path,
+    webhooks: &str,
+    extra: &[&str],
+) -> Result<Child> {
     let file = std::fs::File::create(log)?;
     Command::new(wasmop)
         .args([
@@ -425,7 +474,7 @@ fn start_host(wasmop: &Path, kubeconfig: &Path, log: &Path, extra: &[&str]) -> R
             "--webhook-host",
             "127.0.0.1",
             "--webhook-bind-address",
-            "127.0.0.1:0",
+            webhooks,
             "--webhook-cert-secret",
             &format!("{NS}/wasmop-webhook-tls"),
             "--kubeconfig",
