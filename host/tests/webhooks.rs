@@ -749,8 +749,43 @@ fn host_tail(host: &HostProcess) -> String {
     lines[lines.len().saturating_sub(20)..].join("\n")
 }
 
+async fn a_guest_whose_crd_converts_is_refused_without_webhooks_with_the_flag_named(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    const GROUP: &str = "refused.example.com";
+    let client = env.client();
+    install_two_versions(&client, GROUP).await?;
+    let settings = env.temp_dir().join("refused-settings.yaml");
+    std::fs::write(&settings, format!("apiGroup: {GROUP}\n"))?;
+    let (_, kubeconfig) = admin_identity(&env, "wasmop-refused").await?;
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmop"))
+        .arg("run")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg("--guest")
+        .arg(format!("cache={}", guest_module("cache-operator")?.display()))
+        .arg("--settings")
+        .arg(format!("cache={}", settings.display()))
+        .args(["--metrics-bind-address", "0", "--health-probe-bind-address", "0"])
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let error: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error: ")).collect();
+    ensure!(!out.status.success(), "the host ran: {stderr}");
+    ensure!(
+        error.len() == 1
+            && error[0].contains("converts")
+            && error[0].contains("--webhook-host"),
+        "not one line naming --webhook-host: {stderr}"
+    );
+    Ok(())
+}
+
 fn main() -> std::process::ExitCode {
     run(vec![
+        Test::new(
+            "a_guest_whose_crd_converts_is_refused_without_webhooks_with_the_flag_named",
+            a_guest_whose_crd_converts_is_refused_without_webhooks_with_the_flag_named,
+        ),
         Test::new(
             "kubectl_apply_is_defaulted_and_refused_by_the_guest",
             kubectl_apply_is_defaulted_and_refused_by_the_guest,

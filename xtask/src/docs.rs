@@ -24,7 +24,7 @@ use wasmop_testenv::TestEnv;
 
 /// How long one block may run, and a background block may take to show
 /// its text.
-const BLOCK_TIMEOUT: Duration = Duration::from_secs(300);
+const BLOCK_TIMEOUT: Duration = Duration::from_secs(900);
 
 /// How a block runs.
 #[derive(Debug, PartialEq, Eq)]
