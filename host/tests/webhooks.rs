@@ -763,18 +763,27 @@ async fn a_guest_whose_crd_converts_is_refused_without_webhooks_with_the_flag_na
         .arg("--kubeconfig")
         .arg(&kubeconfig)
         .arg("--guest")
-        .arg(format!("cache={}", guest_module("cache-operator")?.display()))
+        .arg(format!(
+            "cache={}",
+            guest_module("cache-operator")?.display()
+        ))
         .arg("--settings")
         .arg(format!("cache={}", settings.display()))
-        .args(["--metrics-bind-address", "0", "--health-probe-bind-address", "0"])
+        .args([
+            "--metrics-bind-address",
+            "0",
+            "--health-probe-bind-address",
+            "0",
+        ])
         .output()?;
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let error: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error: ")).collect();
+    let error: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("error: "))
+        .collect();
     ensure!(!out.status.success(), "the host ran: {stderr}");
     ensure!(
-        error.len() == 1
-            && error[0].contains("converts")
-            && error[0].contains("--webhook-host"),
+        error.len() == 1 && error[0].contains("converts") && error[0].contains("--webhook-host"),
         "not one line naming --webhook-host: {stderr}"
     );
     Ok(())

@@ -22,6 +22,9 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 
+use sha2::{Digest, Sha256};
+
+use crate::inputs::{Stamp, hash_file, hash_tree};
 use crate::process::{cargo, run};
 
 /// A guest that imports nothing but the WIT `log`. `rust-toolchain.toml`
@@ -45,7 +48,9 @@ struct Guest {
 }
 
 /// Every guest, in build order. The cache-operator flavors share one
-/// package and so one output file: each is copied away right after its build.
+/// package and so one output file: each is copied away right after its
+/// build, and skipped while its inputs are those it was built from
+/// ([`crate::inputs`]).
 const GUESTS: &[Guest] = &[
     Guest {
         name: "cache-operator",
@@ -94,6 +99,7 @@ pub fn build_all() -> Result<()> {
     std::fs::create_dir_all(&out_dir)
         .with_context(|| format!("could not create {}", out_dir.display()))?;
     let started = Instant::now();
+    let toolchain = toolchain_version()?;
     for (i, guest) in GUESTS.iter().enumerate() {
         eprintln!(
             "--> guest {}/{}: {}{}",
@@ -106,8 +112,15 @@ pub fn build_all() -> Result<()> {
                 format!(" (features: {})", guest.features.join(","))
             }
         );
-        let built = build(&root, guest)?;
         let installed = out_dir.join(format!("{}.wasm", guest.name));
+        let Some(stamp) = Stamp::stale(&installed, inputs_digest(&root, guest, &toolchain)?) else {
+            eprintln!(
+                "    {} kept: its sources, features and toolchain are those it was built from",
+                relative_to(&installed, &root).display()
+            );
+            continue;
+        };
+        let built = build(&root, guest)?;
         std::fs::copy(&built, &installed).with_context(|| {
             format!(
                 "could not copy {} to {}",
@@ -123,6 +136,7 @@ pub fn build_all() -> Result<()> {
             relative_to(&installed, &root).display(),
             size.div_ceil(1024)
         );
+        stamp.write()?;
     }
     let toolchains = crate::languages::Toolchains::ensure(&root)?;
     for (i, guest) in crate::languages::GUESTS.iter().enumerate() {
@@ -148,6 +162,40 @@ pub fn build_all() -> Result<()> {
         relative_to(&out_dir, &root).display()
     );
     Ok(())
+}
+
+/// What a Rust guest is built from: every source of the workspace's guests,
+/// crates and WIT, the workspace's manifests, lock file and build
+/// configuration, the toolchain's version, and the guest's features and
+/// target.
+fn inputs_digest(root: &Path, guest: &Guest, toolchain: &str) -> Result<String> {
+    let mut hash = Sha256::new();
+    for dir in ["guests", "crates", "wit"] {
+        hash_tree(&mut hash, root, &root.join(dir))?;
+    }
+    for file in [
+        "Cargo.toml",
+        "Cargo.lock",
+        "rust-toolchain.toml",
+        ".cargo/config.toml",
+    ] {
+        hash_file(&mut hash, root, &root.join(file))?;
+    }
+    for part in [toolchain, guest.target, PROFILE, &guest.features.join(",")] {
+        hash.update(part);
+        hash.update([0]);
+    }
+    Ok(format!("{:x}", hash.finalize()))
+}
+
+/// `cargo -vV` of the pinned toolchain: its version and commit.
+fn toolchain_version() -> Result<String> {
+    let output = cargo(&["-vV"])
+        .current_dir(workspace_root())
+        .output()
+        .context("running `cargo -vV`")?;
+    anyhow::ensure!(output.status.success(), "`cargo -vV` failed");
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
 /// Lints every guest as it is built: its own target and features, so the

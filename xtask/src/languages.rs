@@ -20,6 +20,7 @@ use std::process::Command;
 use anyhow::{Context, Result};
 use sha2::{Digest, Sha256};
 
+use crate::inputs::{Stamp, hash_tree};
 use crate::process::run;
 
 /// The language a scripted guest is written in.
@@ -116,12 +117,9 @@ impl Toolchains {
     /// `<name>.inputs`). Returns whether it built.
     pub fn build(&self, root: &Path, guest: &ScriptedGuest, out: &Path) -> Result<bool> {
         let digest = self.inputs_digest(root, guest)?;
-        let stamp = out.with_extension("inputs");
-        if out.is_file() && std::fs::read_to_string(&stamp).is_ok_and(|kept| kept == digest) {
+        let Some(stamp) = Stamp::stale(out, digest) else {
             return Ok(false);
-        }
-        // A build that fails half-way must not leave `out` looking current.
-        let _ = std::fs::remove_file(&stamp);
+        };
         let dir = root.join(guest.dir);
         let mut command = self.script(root, guest.lang, &dir);
         match guest.lang {
@@ -131,14 +129,13 @@ impl Toolchains {
                 .arg(out),
         };
         run(&mut command).with_context(|| format!("building guest {}", guest.name))?;
-        std::fs::write(&stamp, digest)
-            .with_context(|| format!("could not write {}", stamp.display()))?;
+        stamp.write()?;
         Ok(true)
     }
 
     /// What a build of `guest` is made from: the sha256 of every file under
-    /// its directory, its SDK's and `wit/` (each path and its bytes, in path
-    /// order, leaving out [`NOT_INPUTS`]) and of both toolchains' directories,
+    /// its directory, its SDK's and `wit/` ([`hash_tree`]) and of both
+    /// toolchains' directories,
     /// whose names are the keys of what they hold.
     fn inputs_digest(&self, root: &Path, guest: &ScriptedGuest) -> Result<String> {
         let mut hash = Sha256::new();
@@ -177,45 +174,6 @@ fn sdk_dir(lang: Lang) -> &'static str {
         Lang::TypeScript => "guests/sdk-ts",
         Lang::Python => "guests/sdk-py",
     }
-}
-
-/// What a build or its tests leave in a guest's or an SDK's directory:
-/// installed tools, generated bindings, caches.
-const NOT_INPUTS: &[&str] = &[
-    "node_modules",
-    "generated",
-    ".tools",
-    "__pycache__",
-    ".pytest_cache",
-];
-
-/// Adds every file under `dir` to `hash`: its path relative to `root` and
-/// its bytes, each followed by a NUL byte, in path order.
-fn hash_tree(hash: &mut Sha256, root: &Path, dir: &Path) -> Result<()> {
-    let mut entries = std::fs::read_dir(dir)
-        .with_context(|| format!("reading {}", dir.display()))?
-        .map(|entry| entry.map(|e| e.path()))
-        .collect::<std::io::Result<Vec<_>>>()
-        .with_context(|| format!("reading {}", dir.display()))?;
-    entries.sort();
-    for path in entries {
-        let name = path.file_name().unwrap_or_default();
-        if NOT_INPUTS.iter().any(|skip| name == *skip) {
-            continue;
-        }
-        if path.is_dir() {
-            hash_tree(hash, root, &path)?;
-        } else {
-            let relative = path.strip_prefix(root).unwrap_or(&path);
-            hash.update(relative.as_os_str().as_encoded_bytes());
-            hash.update([0]);
-            hash.update(
-                std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?,
-            );
-            hash.update([0]);
-        }
-    }
-    Ok(())
 }
 
 /// componentize-js and friends, as `guests/sdk-ts/package-lock.json` pins
@@ -286,44 +244,4 @@ fn tool_version(program: &str, args: &[&str]) -> Result<String> {
         args.join(" ")
     );
     Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn digest(root: &Path) -> String {
-        let mut hash = Sha256::new();
-        hash_tree(&mut hash, root, root).unwrap();
-        format!("{:x}", hash.finalize())
-    }
-
-    #[test]
-    fn a_tree_digest_follows_sources_and_ignores_what_builds_leave() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        std::fs::create_dir_all(root.join("src")).unwrap();
-        std::fs::write(root.join("src/index.ts"), "export const a = 1;").unwrap();
-        std::fs::write(root.join("package.json"), "{}").unwrap();
-        let first = digest(root);
-        assert_eq!(digest(root), first, "the same tree, the same digest");
-
-        for left in NOT_INPUTS {
-            std::fs::create_dir_all(root.join("src").join(left)).unwrap();
-            std::fs::write(root.join("src").join(left).join("x"), "built").unwrap();
-        }
-        assert_eq!(digest(root), first, "{NOT_INPUTS:?} are not inputs");
-
-        std::fs::write(root.join("src/index.ts"), "export const a = 2;").unwrap();
-        let edited = digest(root);
-        assert_ne!(edited, first, "an edited source");
-
-        std::fs::rename(root.join("src/index.ts"), root.join("src/main.ts")).unwrap();
-        assert_ne!(digest(root), edited, "a renamed source");
-
-        std::fs::write(root.join("src/more.ts"), "").unwrap();
-        let added = digest(root);
-        std::fs::remove_file(root.join("src/more.ts")).unwrap();
-        assert_ne!(added, digest(root), "an added empty file");
-    }
 }

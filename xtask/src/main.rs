@@ -8,9 +8,11 @@ mod demo;
 mod docs;
 mod guests;
 mod image;
+mod inputs;
 mod languages;
 mod pipeline;
 mod process;
+mod suites;
 mod toolchain;
 
 use clap::{Parser, Subcommand};

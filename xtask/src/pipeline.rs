@@ -2,11 +2,16 @@
 
 use anyhow::Result;
 
+use std::ffi::OsString;
+
 use crate::process::{Steps, cargo, run};
+use crate::suites;
 
 /// Guests built against the released contract, kept as fixtures: every
 /// host must keep running them.
 const RELEASED_GUESTS: &str = "tests/fixtures/operator@0.1.0";
+/// Where the host's tests look for guests before `target/guests`.
+const GUESTS_DIR: &str = "WASMOP_GUESTS_DIR";
 
 /// The README's test command: builds what the tests need (control plane,
 /// guests, the container image), then fmt, clippy and every test of the
@@ -14,7 +19,7 @@ const RELEASED_GUESTS: &str = "tests/fixtures/operator@0.1.0";
 /// is checked first because it takes a second and a fresh machine's
 /// control-plane build takes minutes.
 pub fn test(test_args: &[String]) -> Result<()> {
-    let mut steps = Steps::new(10);
+    let mut steps = Steps::new(9);
     steps.run("formatting: cargo fmt --all -- --check", || {
         run(&mut cargo(&["fmt", "--all", "--", "--check"]))
     })?;
@@ -59,30 +64,40 @@ pub fn test(test_args: &[String]) -> Result<()> {
             Ok(toolchains)
         },
     )?;
-    steps.run("tests: cargo test --workspace", || {
-        let mut command = cargo(&["test", "--workspace"]);
-        command
-            .args(test_args)
-            .envs(binaries.env_vars())
-            .env("TEST_ASSET_REGISTRY", &registry)
-            .envs(toolchains.env());
-        run(&mut command)
-    })?;
     steps.run(
-        "old guests keep running: the cache-operator's cases and the hostile suites against the guests built for the released contract (tests/fixtures/operator@0.1.0)",
+        "tests: every test binary of the workspace, several at a time (with the cache-operator's cases and the hostile suites run again against the guests built for the released contract, tests/fixtures/operator@0.1.0), then the doc tests",
         || {
-            for (tests, filter) in [
-                (&["--test", "cache_operator"][..], Some("::rust")),
-                (&["--test", "sandbox", "--test", "authority"][..], None),
-            ] {
-                let mut command = cargo(&["test", "-p", "wasmop-host"]);
-                command.args(tests).args(filter.map(|f| ["--", f]).iter().flatten());
-                command
-                    .envs(binaries.env_vars())
-                    .env("WASMOP_GUESTS_DIR", RELEASED_GUESTS);
-                run(&mut command)?;
+            let mut envs: Vec<(String, OsString)> = binaries
+                .env_vars()
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v))
+                .collect();
+            envs.push(("TEST_ASSET_REGISTRY".into(), registry.clone().into()));
+            envs.extend(toolchains.env().iter().map(|(k, v)| ((*k).to_owned(), v.into())));
+            if !test_args.is_empty() {
+                let mut command = cargo(&["test", "--workspace"]);
+                command.args(test_args).envs(envs.iter().map(|(k, v)| (k, v)));
+                return run(&mut command);
             }
-            Ok(())
+            let mut all = suites::build(&envs)?;
+            let released: Vec<_> = all
+                .iter()
+                .filter(|s| s.is_integration())
+                .filter_map(|s| {
+                    let filter: &[&str] = match s.name.as_str() {
+                        "cache_operator" => &["::rust"],
+                        "sandbox" | "authority" => &[],
+                        _ => return None,
+                    };
+                    Some(s.with(RELEASED_GUESTS, filter, &[(GUESTS_DIR, RELEASED_GUESTS)]))
+                })
+                .collect();
+            all.extend(released);
+            let logs = crate::guests::target_dir().join("xtask-tests");
+            suites::run(all, suites::parallel()?, &logs)?;
+            let mut doc = cargo(&["test", "--workspace", "--doc"]);
+            doc.envs(envs.iter().map(|(k, v)| (k, v)));
+            run(&mut doc)
         },
     )?;
     steps.run(

@@ -1,0 +1,229 @@
+//! The workspace's tests, their binaries run side by side.
+//!
+//! `cargo test` runs one test binary after another. Most of this
+//! workspace's test time is waiting (on a control plane's controllers, a
+//! lease, a Deployment's progress deadline) and every integration test
+//! binary starts a control plane of its own, so [`run`] builds the binaries
+//! with `cargo test --no-run` and runs up to [`parallel`] of them at once,
+//! each as Cargo would (in its package's directory, with the same
+//! arguments), the slowest first. A binary's output is printed whole when it
+//! ends, so outputs never interleave.
+
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use cargo_metadata::Message;
+
+use crate::process::cargo;
+
+/// How many test binaries run at once: `$WASMOP_TEST_JOBS`, else 3 (on the
+/// project's two-core machines, more makes the control planes starve each
+/// other).
+pub fn parallel() -> Result<usize> {
+    match std::env::var("WASMOP_TEST_JOBS") {
+        Ok(n) => n
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n > 0)
+            .with_context(|| format!("WASMOP_TEST_JOBS={n:?}: expected a positive number")),
+        Err(_) => Ok(3),
+    }
+}
+
+/// The test binaries that take longest, started first so the run does not
+/// end waiting on one of them alone.
+const SLOWEST_FIRST: &[&str] = &["faults", "upgrade", "cache_operator", "rollouts", "new"];
+
+/// One test binary to run.
+pub struct Suite {
+    /// What the output calls it: `<package> <target>`, and what differs.
+    pub label: String,
+    /// The target's name (`faults`, `cache_operator`, the crate for unit tests).
+    pub name: String,
+    /// The target's kind: `test` for an integration test, `lib`, `bin`…
+    kind: String,
+    executable: PathBuf,
+    dir: PathBuf,
+    args: Vec<String>,
+    env: Vec<(String, OsString)>,
+}
+
+impl Suite {
+    /// Whether this is an integration test (a file of a package's `tests/`).
+    pub fn is_integration(&self) -> bool {
+        self.kind == "test"
+    }
+
+    /// The same binary run again with more arguments and environment.
+    pub fn with(&self, label: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
+        Self {
+            label: format!("{} ({label})", self.label),
+            name: self.name.clone(),
+            kind: self.kind.clone(),
+            executable: self.executable.clone(),
+            dir: self.dir.clone(),
+            args: self
+                .args
+                .iter()
+                .cloned()
+                .chain(args.iter().map(|a| (*a).to_owned()))
+                .collect(),
+            env: self
+                .env
+                .iter()
+                .cloned()
+                .chain(
+                    env.iter()
+                        .map(|(k, v)| ((*k).to_owned(), OsString::from(v))),
+                )
+                .collect(),
+        }
+    }
+}
+
+/// Builds every test binary of the workspace with `envs` set (as `cargo
+/// test --workspace` would build them), without running them.
+pub fn build(envs: &[(String, OsString)]) -> Result<Vec<Suite>> {
+    let mut command = cargo(&[
+        "test",
+        "--workspace",
+        "--no-run",
+        "--message-format=json-render-diagnostics",
+    ]);
+    command.envs(envs.iter().map(|(k, v)| (k, v)));
+    command.stdout(Stdio::piped());
+    eprintln!("    $ cargo test --workspace --no-run");
+    let mut child = command.spawn().context("starting cargo test --no-run")?;
+    let stdout = child.stdout.take().context("cargo's stdout")?;
+    let mut suites = Vec::new();
+    for message in Message::parse_stream(BufReader::new(stdout)) {
+        let Message::CompilerArtifact(artifact) = message? else {
+            continue;
+        };
+        let Some(executable) = artifact.executable else {
+            continue;
+        };
+        let dir = artifact
+            .manifest_path
+            .parent()
+            .context("a manifest path without a directory")?
+            .as_std_path()
+            .to_owned();
+        if !artifact.profile.test {
+            continue;
+        }
+        let kind = artifact
+            .target
+            .kind
+            .first()
+            .map(|k| k.to_string())
+            .unwrap_or_default();
+        let package = dir
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        suites.push(Suite {
+            label: format!("{package}: {kind} {}", artifact.target.name),
+            name: artifact.target.name.clone(),
+            kind,
+            executable: executable.into_std_path_buf(),
+            dir,
+            args: Vec::new(),
+            env: envs.to_vec(),
+        });
+    }
+    let status = child.wait()?;
+    if !status.success() {
+        bail!("cargo test --workspace --no-run failed ({status})");
+    }
+    Ok(suites)
+}
+
+/// Runs `suites`, up to `parallel` at once, the [`SLOWEST_FIRST`] first.
+/// Every suite runs even after one fails; the error names each that failed.
+pub fn run(mut suites: Vec<Suite>, parallel: usize, logs: &Path) -> Result<()> {
+    std::fs::create_dir_all(logs).with_context(|| format!("creating {}", logs.display()))?;
+    suites.sort_by_key(|s| {
+        SLOWEST_FIRST
+            .iter()
+            .position(|n| *n == s.name)
+            .unwrap_or(SLOWEST_FIRST.len())
+    });
+    let total = suites.len();
+    eprintln!("    {total} test binaries, {parallel} at a time");
+    let started = Instant::now();
+    let mut waiting: VecDeque<(usize, Suite)> = suites.into_iter().enumerate().collect();
+    let mut running: Vec<Running> = Vec::new();
+    let mut failed = Vec::new();
+    while !waiting.is_empty() || !running.is_empty() {
+        while running.len() < parallel
+            && let Some((i, suite)) = waiting.pop_front()
+        {
+            running.push(Running::start(suite, &logs.join(format!("{i}.log")))?);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        let mut i = 0;
+        while i < running.len() {
+            match running[i].child.try_wait()? {
+                None => i += 1,
+                Some(status) => {
+                    let done = running.swap_remove(i);
+                    let output = std::fs::read_to_string(&done.log).unwrap_or_default();
+                    eprint!("{output}");
+                    let took = done.started.elapsed().as_secs_f64();
+                    if status.success() {
+                        eprintln!("--> {}: ok ({took:.1}s)", done.suite.label);
+                    } else {
+                        eprintln!("--> {}: FAILED ({status}, {took:.1}s)", done.suite.label);
+                        failed.push(done.suite.label);
+                    }
+                }
+            }
+        }
+    }
+    eprintln!(
+        "--> {total} test binaries in {:.1}s, {} failed",
+        started.elapsed().as_secs_f64(),
+        failed.len()
+    );
+    if !failed.is_empty() {
+        bail!("failed: {}", failed.join("; "));
+    }
+    Ok(())
+}
+
+struct Running {
+    suite: Suite,
+    child: Child,
+    log: PathBuf,
+    started: Instant,
+}
+
+impl Running {
+    fn start(suite: Suite, log: &Path) -> Result<Self> {
+        eprintln!("--> {}: started", suite.label);
+        let out = File::create(log).with_context(|| format!("creating {}", log.display()))?;
+        let child = Command::new(&suite.executable)
+            .args(&suite.args)
+            .envs(suite.env.iter().map(|(k, v)| (k, v)))
+            .current_dir(&suite.dir)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .spawn()
+            .with_context(|| format!("starting {}", suite.executable.display()))?;
+        Ok(Self {
+            suite,
+            child,
+            log: log.to_owned(),
+            started: Instant::now(),
+        })
+    }
+}
