@@ -66,7 +66,15 @@ pub const GUESTS: &[ScriptedGuest] = &[
 
 /// The SDKs' own unit tests: (language, tests in its [`sdk_dir`]).
 const SDK_TESTS: &[(Lang, &[&str])] = &[
-    (Lang::TypeScript, &["src/index.test.ts"]),
+    (
+        Lang::TypeScript,
+        &[
+            "src/index.test.ts",
+            "src/admission.test.ts",
+            "src/conversion.test.ts",
+            "src/http.test.ts",
+        ],
+    ),
     (Lang::Python, &["tests"]),
 ];
 
