@@ -220,7 +220,11 @@ function typecheck(require, project) {
   console.error("--> type-checked");
 }
 
-/** Bundles `entry` into `outfile`; returns the names the bundle exports. */
+/**
+ * Bundles `entry` into `outfile`; returns the names the bundle exports. A
+ * component's bundle ("neutral") learns whether it has outbound HTTP
+ * (`__WASMOP_HTTP__`); a test bundle ("node") does not.
+ */
 async function bundle(project, entry, outfile, platform, plugins = [], http = false) {
   const esbuild = await importTool(project, "esbuild");
   const result = await esbuild.build({
@@ -232,7 +236,7 @@ async function bundle(project, entry, outfile, platform, plugins = [], http = fa
     target: "es2022",
     external: platform === "neutral" ? ["wasmop:*"] : [],
     plugins,
-    define: { __WASMOP_HTTP__: http ? "true" : "false" },
+    define: platform === "neutral" ? { __WASMOP_HTTP__: http ? "true" : "false" } : {},
     metafile: true,
     logLevel: "warning",
   });

@@ -102,8 +102,9 @@ def _failed(code: object) -> HttpError:
 
 def send(method: str, url: str, body: Optional[bytes] = None) -> HttpResponse:
     """Sends one request (``method`` one of GET, PUT, POST, DELETE) with an
-    optional body (sent as ``content-type: application/json`` when given)
-    and reads the whole response. Raises ``HttpError``."""
+    optional body (sent as ``content-type: application/json`` with its
+    ``content-length`` when given) and reads the whole response. Raises
+    ``HttpError``."""
     scheme, authority, path = split_url(url)
     if not AVAILABLE:
         raise HttpError("unavailable", "this guest was built without --http")
@@ -118,6 +119,7 @@ def send(method: str, url: str, body: Optional[bytes] = None) -> HttpResponse:
     headers = http_types.Fields()
     if body is not None:
         headers.append("content-type", b"application/json")
+        headers.append("content-length", str(len(body)).encode())
     request = http_types.OutgoingRequest(headers)
     try:
         request.set_method(methods[method])

@@ -15,11 +15,22 @@
 // A guest export that sends a request is an `async` function: componentize-js
 // runs the component's event loop until the returned promise settles.
 
-/** Set by `build.mjs`: true in a component built with `--http`. */
+/**
+ * Set by `build.mjs component`: true with `--http`, false without; not set
+ * in unit tests under Node.js.
+ */
 declare const __WASMOP_HTTP__: boolean | undefined;
 
+/**
+ * What this build is: a component with outbound HTTP ("http", `build.mjs
+ * component --http`), a component without ("log-only"), or the guest's code
+ * under Node.js ("native", unit tests). Only "http" sends requests.
+ */
+export const httpBuild: "http" | "log-only" | "native" =
+  typeof __WASMOP_HTTP__ === "undefined" ? "native" : __WASMOP_HTTP__ ? "http" : "log-only";
+
 /** Whether this build can send requests (`build.mjs component --http`). */
-export const httpAvailable: boolean = typeof __WASMOP_HTTP__ !== "undefined" && __WASMOP_HTTP__ === true;
+export const httpAvailable: boolean = httpBuild === "http";
 
 /** An HTTP method. */
 export type Method = "GET" | "PUT" | "POST" | "DELETE";

@@ -61,6 +61,7 @@ export {
   type HttpErrorKind,
   type HttpResponse,
   httpAvailable,
+  httpBuild,
   isSuccess,
   type Method,
   send,
