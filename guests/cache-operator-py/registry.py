@@ -97,7 +97,7 @@ class Registry:
         status, event, retry_after)``."""
         if previous is None:
             return ("not-registered",)
-        status = copy.deepcopy(previous)
+        status = _status_fields(previous)
         conditions = status.get("conditions") if isinstance(status.get("conditions"), list) else []
         if not _may_be_registered(conditions):
             return ("not-registered",)
@@ -116,6 +116,22 @@ class Registry:
         changed = self._set(conditions, "True" if registered else "Unknown", CLEANUP_BLOCKED, message, now)
         event = ("warning", CLEANUP_BLOCKED, message) if changed else None
         return ("blocked", status, event, _retry_after(conditions, now))
+
+
+def _status_fields(previous: Dict[str, Any]) -> Dict[str, Any]:
+    """The fields of a Cache's status the operator reports, as the Rust
+    guest's ``CacheStatus`` reads them: ``readyReplicas`` (0 when absent),
+    ``phase``, ``observedGeneration``, ``lastGoodImage``, ``failedImage`` and
+    ``conditions``."""
+    copied = copy.deepcopy(previous)
+    ready = copied.get("readyReplicas")
+    status: Dict[str, Any] = {"readyReplicas": ready if isinstance(ready, int) else 0}
+    for key in ("phase", "observedGeneration", "lastGoodImage", "failedImage"):
+        if copied.get(key) is not None:
+            status[key] = copied[key]
+    if isinstance(copied.get("conditions"), list) and copied["conditions"]:
+        status["conditions"] = copied["conditions"]
+    return status
 
 
 def _may_be_registered(conditions: List[Dict[str, Any]]) -> bool:

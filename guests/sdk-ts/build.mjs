@@ -12,16 +12,19 @@
 //    (`jco guest-types`);
 // 2. type-checks the project with `tsc --noEmit` (its `tsconfig.json`);
 // 3. bundles the entry and everything it imports into one ES module
-//    (esbuild; the WIT's own modules `wasmop:*` stay imports), and reads
+//    (esbuild; the WIT's own modules `wasmop:*` and `wasi:*` stay imports), and reads
 //    which of `operator`, `admission` and `conversion` it exports: the
 //    world is `operator-guest`, `admission-guest`, `conversion-guest` or
 //    `webhook-guest` accordingly;
-// 4. makes the component with componentize-js, every WASI feature disabled,
-//    except `http` (the global `fetch` over `wasi:http`) with `--http`;
+// 4. makes the component with componentize-js, every WASI feature disabled;
+//    with `--http` its world also imports `wasi:http/outgoing-handler@0.2.12`
+//    (the SDK's `send`), the WASI WIT taken from the pinned jco
+//    (`lib/wit/builtin/0.2.12`); without, the SDK's `wasi:http` imports are
+//    bundled as a stub and requests fail as unavailable;
 // 5. checks with `wasm-tools component wit` (jco's `componentWit`) that the
 //    component imports exactly the WIT's `log` (and its types), and with
 //    `--http` exactly those and `wasi:http/outgoing-handler`, `wasi:http/types`
-//    and the `wasi:io` interfaces they use.
+//    and the `wasi:io` and `wasi:clocks` interfaces they use.
 // `test` type-checks, bundles each test file for Node.js with a `log` that
 // prints (and no outbound HTTP), and runs them with `node --test`.
 //
@@ -32,7 +35,7 @@
 // `npm install` fills on the first build.
 
 import { spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { basename, dirname, join, resolve } from "node:path";
@@ -41,8 +44,10 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 const SDK_DIR = dirname(fileURLToPath(import.meta.url));
 /** The WIT package this SDK is written for; another version is refused. */
 const CONTRACT = "wasmop:operator@0.1.0";
-/** The world whose types `generated/` holds: every export's. */
-const TYPES_WORLD = "webhook-guest";
+/** The `wasi:http` version an `--http` guest imports (WASI 0.2). */
+const WASI_VERSION = "0.2.12";
+/** The WASI packages `wasi:http` needs, as jco ships their WIT. */
+const WASI_PACKAGES = ["wasi-io", "wasi-clocks", "wasi-random", "wasi-cli", "wasi-filesystem", "wasi-sockets", "wasi-http"];
 /** What every TypeScript guest imports: the WIT's `log` (and its types). */
 const LOG_IMPORTS = ["wasmop:operator/log@0.1.0", "wasmop:operator/types@0.1.0"];
 /**
@@ -50,11 +55,12 @@ const LOG_IMPORTS = ["wasmop:operator/log@0.1.0", "wasmop:operator/types@0.1.0"]
  * `wasi:http`, and the `wasi:io` streams and polls it uses (any 0.2 version).
  */
 const HTTP_IMPORTS = [
-  "wasi:http/outgoing-handler@0.2.",
-  "wasi:http/types@0.2.",
-  "wasi:io/error@0.2.",
-  "wasi:io/poll@0.2.",
-  "wasi:io/streams@0.2.",
+  `wasi:http/outgoing-handler@${WASI_VERSION}`,
+  `wasi:http/types@${WASI_VERSION}`,
+  `wasi:io/error@${WASI_VERSION}`,
+  `wasi:io/poll@${WASI_VERSION}`,
+  `wasi:io/streams@${WASI_VERSION}`,
+  `wasi:clocks/monotonic-clock@${WASI_VERSION}`,
 ];
 /** componentize-js's WASI features: all off, so nothing but `log` is imported. */
 const DISABLED_FEATURES = ["stdio", "random", "clocks", "http", "fetch-event"];
@@ -185,13 +191,62 @@ function worldOf(names) {
 /** Whether `imports` is exactly what a guest of this flavor imports. */
 function unexpectedImports(imports, http) {
   const expected = http ? [...LOG_IMPORTS, ...HTTP_IMPORTS] : LOG_IMPORTS;
-  const matches = (name, pattern) => (pattern.endsWith(".") ? name.startsWith(pattern) : name === pattern);
-  const extra = imports.filter((name) => !expected.some((pattern) => matches(name, pattern)));
-  const missing = expected.filter((pattern) => !imports.some((name) => matches(name, pattern)));
+  const extra = imports.filter((name) => !expected.includes(name));
+  const missing = expected.filter((name) => !imports.includes(name));
   return { extra, missing };
 }
 
-async function generateTypes(require, wit) {
+/**
+ * A WIT directory whose world `guest` is `world` of the contract in `wit`
+ * and `wasi:http/outgoing-handler`, the WASI packages from the pinned jco as
+ * its dependencies; the caller removes it.
+ */
+function httpWit(project, wit, world) {
+  const wasi = join(toolsRoot(project), "node_modules", "@bytecodealliance", "jco", "lib", "wit", "builtin", WASI_VERSION);
+  const staging = mkdtempSync(join(tmpdir(), "wasmop-ts-wit-"));
+  mkdirSync(join(staging, "deps", "wasmop-operator"), { recursive: true });
+  cpSync(join(wit, "operator.wit"), join(staging, "deps", "wasmop-operator", "operator.wit"));
+  for (const name of WASI_PACKAGES) {
+    try {
+      cpSync(join(wasi, name), join(staging, "deps", name), { recursive: true });
+    } catch {
+      rmSync(staging, { recursive: true, force: true });
+      fail(`the pinned jco has no WASI ${WASI_VERSION} WIT ${name} in ${wasi}`);
+    }
+  }
+  const version = CONTRACT.split("@")[1];
+  writeFileSync(
+    join(staging, "guest.wit"),
+    `package wasmop:guest-build;\n\nworld guest {\n  include wasmop:operator/${world}@${version};\n  import wasi:http/outgoing-handler@${WASI_VERSION};\n}\n`,
+  );
+  return staging;
+}
+
+/**
+ * esbuild plugin for a build without `--http`: the SDK's `wasi:http`
+ * imports become a module that refuses to be used (the SDK checks
+ * `httpAvailable` first), so the component imports no `wasi:http`.
+ */
+const noHttp = {
+  name: "wasmop-no-http",
+  setup(build) {
+    build.onResolve({ filter: /^wasi:http\// }, (args) => ({ path: args.path, namespace: "wasmop-no-http" }));
+    build.onLoad({ filter: /.*/, namespace: "wasmop-no-http" }, () => ({
+      contents: [
+        "const unavailable = () => { throw new Error('outbound HTTP is unavailable in this build'); };",
+        "export const handle = unavailable;",
+        "export class Fields { constructor() { unavailable(); } }",
+        "export class OutgoingRequest { constructor() { unavailable(); } }",
+        "export class OutgoingBody { static finish() { unavailable(); } }",
+        "export class IncomingBody { static finish() { unavailable(); } }",
+      ].join("\n"),
+      loader: "js",
+    }));
+  },
+};
+
+/** Generates the TypeScript types of every export and of `wasi:http`. */
+async function generateTypes(require, project, wit) {
   // jco-transpile runs its WIT reader as a component on preview2-shim, whose
   // filesystem has no preopens until they are set: give it the host's root.
   const transpile = require.resolve("@bytecodealliance/jco-transpile");
@@ -200,7 +255,13 @@ async function generateTypes(require, wit) {
   shim._setPreopens({ "/": "/" });
   const { generateGuestTypes } = await import(pathToFileURL(transpile).href);
   const out = join(SDK_DIR, "generated");
-  const files = await generateGuestTypes(wit, { worldName: TYPES_WORLD, outDir: `${out}/` });
+  const staging = httpWit(project, wit, "webhook-guest");
+  let files;
+  try {
+    files = await generateGuestTypes(staging, { worldName: "guest", outDir: `${out}/` });
+  } finally {
+    rmSync(staging, { recursive: true, force: true });
+  }
   rmSync(out, { recursive: true, force: true });
   for (const [path, bytes] of Object.entries(files)) {
     mkdirSync(dirname(path), { recursive: true });
@@ -234,7 +295,7 @@ async function bundle(project, entry, outfile, platform, plugins = [], http = fa
     format: "esm",
     platform,
     target: "es2022",
-    external: platform === "neutral" ? ["wasmop:*"] : [],
+    external: platform === "neutral" ? ["wasmop:*", "wasi:*"] : [],
     plugins,
     define: platform === "neutral" ? { __WASMOP_HTTP__: http ? "true" : "false" } : {},
     metafile: true,
@@ -249,21 +310,28 @@ async function component(options) {
   const wit = contractWit(options);
   ensureTools(options.project);
   const require = toolRequire(options.project);
-  await generateTypes(require, wit);
+  await generateTypes(require, options.project, wit);
   typecheck(require, options.project);
   const work = mkdtempSync(join(tmpdir(), "wasmop-ts-"));
   try {
     const js = join(work, `${basename(entry, ".ts")}.js`);
-    const world = worldOf(await bundle(options.project, entry, js, "neutral", [], options.http));
+    const plugins = options.http ? [] : [noHttp];
+    const world = worldOf(await bundle(options.project, entry, js, "neutral", plugins, options.http));
     console.error(`--> bundled ${entry}: world ${world}${options.http ? ", with outbound HTTP" : ""}`);
     const { componentize } = await importTool(options.project, "@bytecodealliance/componentize-js");
     const started = Date.now();
-    const { component: bytes } = await componentize({
-      sourcePath: js,
-      witPath: wit,
-      worldName: world,
-      disableFeatures: DISABLED_FEATURES.filter((f) => !(options.http && f === "http")),
-    });
+    const staging = options.http ? httpWit(options.project, wit, world) : undefined;
+    let bytes;
+    try {
+      ({ component: bytes } = await componentize({
+        sourcePath: js,
+        witPath: staging ?? wit,
+        worldName: staging === undefined ? world : "guest",
+        disableFeatures: DISABLED_FEATURES,
+      }));
+    } finally {
+      if (staging !== undefined) rmSync(staging, { recursive: true, force: true });
+    }
     console.error(`--> componentized in ${((Date.now() - started) / 1000).toFixed(1)} s`);
     const { componentWit } = await importTool(options.project, "@bytecodealliance/jco");
     const printed = await componentWit(bytes);
@@ -299,14 +367,14 @@ async function test(options) {
   const wit = contractWit(options);
   ensureTools(options.project);
   const require = toolRequire(options.project);
-  await generateTypes(require, wit);
+  await generateTypes(require, options.project, wit);
   typecheck(require, options.project);
   const work = mkdtempSync(join(tmpdir(), "wasmop-ts-test-"));
   try {
     const bundles = [];
     for (const file of options.files) {
       const out = join(work, `${basename(file, ".ts")}.mjs`);
-      await bundle(options.project, file, out, "node", [logForNode]);
+      await bundle(options.project, file, out, "node", [logForNode, noHttp]);
       bundles.push(out);
     }
     const result = spawnSync(process.execPath, ["--test", ...bundles], { stdio: "inherit" });

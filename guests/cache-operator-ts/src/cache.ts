@@ -569,26 +569,25 @@ function reconcileDeletion(
   name: string,
   spec: Spec,
   registry: Registry | undefined,
-): Response | Promise<Response> {
+): Response {
   const answer = stop(request, name, spec);
   if (!answer.toWire().finalized || registry === undefined) {
     return answer;
   }
-  return registry.deregister(statusObject(cache), request.now).then((outcome) => {
-    switch (outcome.kind) {
-      case "notRegistered":
-        return answer;
-      case "removed":
-        return answer.normal("Deregistered", `removed Cache ${name} from its registry`).status(outcome.status);
-      case "blocked": {
-        const blocked = new Response().keepObserved(request);
-        if (outcome.event !== undefined) {
-          blocked.warning(outcome.event[1], outcome.event[2]);
-        }
-        return blocked.requeueAfter(outcome.retryAfter).status(outcome.status);
+  const outcome = registry.deregister(statusObject(cache), request.now);
+  switch (outcome.kind) {
+    case "notRegistered":
+      return answer;
+    case "removed":
+      return answer.normal("Deregistered", `removed Cache ${name} from its registry`).status(outcome.status);
+    case "blocked": {
+      const blocked = new Response().keepObserved(request);
+      if (outcome.event !== undefined) {
+        blocked.warning(outcome.event[1], outcome.event[2]);
       }
+      return blocked.requeueAfter(outcome.retryAfter).status(outcome.status);
     }
-  });
+  }
 }
 
 function reconcilePaused(request: Request, cache: KubeObject, name: string, spec: Spec): Response {
@@ -674,8 +673,8 @@ function registryOf(settings: Settings, cache: KubeObject, name: string, spec: S
   return new Registry(settings.registryUrl, name, namespace, spec.port, cache.metadata?.generation);
 }
 
-/** One reconcile of a Cache; a promise when it calls the registry. */
-export function reconcile(request: Request): Response | Promise<Response> {
+/** One reconcile of a Cache. */
+export function reconcile(request: Request): Response {
   let settings: Settings;
   try {
     settings = parseSettings(request.settings);
@@ -732,36 +731,35 @@ export function reconcile(request: Request): Response | Promise<Response> {
   );
   const phase = upgradePhase(upgrade, rollout, ready, spec.replicas);
   status.phase = phase;
-  const finish = (registryEvent: [string, string, string] | undefined, requeue: number | undefined): Response => {
-    const response = new Response();
-    const events: [string, string, string][] = [
-      ...(registryEvent === undefined ? [] : [registryEvent]),
-      ...changeEvents(name, observed, wanted).map(([r, m]): [string, string, string] => ["normal", r, m]),
-      ...(upgradeEvent === undefined ? [] : [upgradeEvent]),
-      ...phaseEvent(previous, phase).map(([r, m]): [string, string, string] => ["normal", r, m]),
-    ];
-    for (const [type, reason, message] of events) {
-      log.info(`cache ${name}: ${reason}: ${message}`);
-      if (type === "warning") {
-        response.warning(reason, message);
-      } else {
-        response.normal(reason, message);
-      }
-    }
-    if (requeue !== undefined) {
-      response.requeueAfter(requeue);
-    }
-    return response
-      .child(configMap(name, running))
-      .child(deployment(name, running, hash, secret))
-      .child(service(name, running))
-      .status(status);
-  };
+  let registryEvent: [string, string, string] | undefined;
+  let requeue: number | undefined;
   const registry = registryOf(settings, cache, name, spec);
-  if (phase !== "Ready" || registry === undefined) {
-    return finish(undefined, undefined);
+  if (phase === "Ready" && registry !== undefined) {
+    [registryEvent, requeue] = registry.register(status, request.now);
   }
-  return registry.register(status, request.now).then(([event, requeue]) => finish(event, requeue));
+  const response = new Response();
+  const events: [string, string, string][] = [
+    ...(registryEvent === undefined ? [] : [registryEvent]),
+    ...changeEvents(name, observed, wanted).map(([r, m]): [string, string, string] => ["normal", r, m]),
+    ...(upgradeEvent === undefined ? [] : [upgradeEvent]),
+    ...phaseEvent(previous, phase).map(([r, m]): [string, string, string] => ["normal", r, m]),
+  ];
+  for (const [type, reason, message] of events) {
+    log.info(`cache ${name}: ${reason}: ${message}`);
+    if (type === "warning") {
+      response.warning(reason, message);
+    } else {
+      response.normal(reason, message);
+    }
+  }
+  if (requeue !== undefined) {
+    response.requeueAfter(requeue);
+  }
+  return response
+    .child(configMap(name, running))
+    .child(deployment(name, running, hash, secret))
+    .child(service(name, running))
+    .status(status);
 }
 
 /** The Cache operator: reconcile, admission and conversion. */

@@ -72,7 +72,7 @@ export class Registry {
    * current address. Returns an Event for a change and, after a failure, the
    * seconds to wait before the next try.
    */
-  async register(status: JsonObject, now: string): Promise<[RegistryEvent | undefined, number | undefined]> {
+  register(status: JsonObject, now: string): [RegistryEvent | undefined, number | undefined] {
     const conditions = status.conditions as Condition[];
     const message = `registered as ${this.address()}`;
     const current = findCondition(conditions, REGISTERED);
@@ -81,7 +81,7 @@ export class Registry {
     }
     const body = JSON.stringify({ namespace: this.namespace, name: this.name, address: this.address() });
     try {
-      const response = await send("PUT", this.url, body);
+      const response = send("PUT", this.url, body);
       if (isSuccess(response)) {
         this.set(conditions, "True", "Registered", message, now);
         return [["normal", "Registered", `${message} at ${this.url}`], undefined];
@@ -110,18 +110,17 @@ export class Registry {
    * "notRegistered", or the status to report and, while deleting fails, an
    * Event and the seconds before the next try.
    */
-  async deregister(
+  deregister(
     previous: JsonObject | undefined,
     now: string,
-  ): Promise<
+  ):
     | { kind: "notRegistered" }
     | { kind: "removed"; status: JsonObject }
-    | { kind: "blocked"; status: JsonObject; event: RegistryEvent | undefined; retryAfter: number }
-  > {
+    | { kind: "blocked"; status: JsonObject; event: RegistryEvent | undefined; retryAfter: number } {
     if (previous === undefined) {
       return { kind: "notRegistered" };
     }
-    const status = JSON.parse(JSON.stringify(previous)) as JsonObject;
+    const status = statusFields(previous);
     const conditions = (Array.isArray(status.conditions) ? status.conditions : []) as Condition[];
     if (!mayBeRegistered(conditions)) {
       return { kind: "notRegistered" };
@@ -130,7 +129,7 @@ export class Registry {
     const registered = findCondition(conditions, REGISTERED)?.status === "True";
     let error: string;
     try {
-      const response = await send("DELETE", this.url);
+      const response = send("DELETE", this.url);
       if (isSuccess(response) || response.status === 404) {
         this.set(conditions, "False", DEREGISTERED, `removed from ${this.url}`, now);
         return { kind: "removed", status };
@@ -148,6 +147,25 @@ export class Registry {
       retryAfter: retryAfter(conditions, now),
     };
   }
+}
+
+/**
+ * The fields of a Cache's status the operator reports, as the Rust guest's
+ * `CacheStatus` reads them: `readyReplicas` (0 when absent), `phase`,
+ * `observedGeneration`, `lastGoodImage`, `failedImage` and `conditions`.
+ */
+function statusFields(previous: JsonObject): JsonObject {
+  const copy = JSON.parse(JSON.stringify(previous)) as JsonObject;
+  const status: JsonObject = { readyReplicas: typeof copy.readyReplicas === "number" ? copy.readyReplicas : 0 };
+  for (const key of ["phase", "observedGeneration", "lastGoodImage", "failedImage"]) {
+    if (copy[key] !== undefined && copy[key] !== null) {
+      status[key] = copy[key];
+    }
+  }
+  if (Array.isArray(copy.conditions) && copy.conditions.length > 0) {
+    status.conditions = copy.conditions;
+  }
+  return status;
 }
 
 /**

@@ -21,7 +21,7 @@ def test_without_http_every_request_fails_as_unavailable_sending_nothing():
 
 
 def test_errors_are_worded_as_the_rust_sdk_words_them():
-    assert str(http.HttpError("refused", "HttpRequestDenied")) == "refused by the host: HttpRequestDenied"
-    assert str(http.HttpError("failed", "ConnectionRefused")) == "request failed: ConnectionRefused"
+    assert str(http.HttpError("refused", "ErrorCode::HttpRequestDenied")) == "refused by the host: ErrorCode::HttpRequestDenied"
+    assert str(http.HttpError("failed", "ErrorCode::ConnectionRefused")) == "request failed: ErrorCode::ConnectionRefused"
     assert http.HttpResponse(204).is_success() and not http.HttpResponse(404).is_success()
     assert http.HttpResponse(200, [("content-type", b"text/plain")]).header("content-type") == "text/plain"

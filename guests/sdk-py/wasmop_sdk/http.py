@@ -90,14 +90,20 @@ def split_url(url: str) -> Tuple[str, str, str]:
 
 
 def _code_name(code: object) -> str:
-    """A ``wasi:http`` error code as the Rust SDK prints it: ``HttpRequestDenied``."""
-    return type(code).__name__.removeprefix("ErrorCode_")
+    """A ``wasi:http`` error code as the Rust SDK prints it:
+    ``ErrorCode::HttpRequestDenied``."""
+    return "ErrorCode::" + type(code).__name__.removeprefix("ErrorCode_")
 
 
 def _failed(code: object) -> HttpError:
     name = _code_name(code)
-    kind = "refused" if name in ("HttpRequestDenied", "DestinationIpProhibited") else "failed"
-    return HttpError(kind, name)
+    refused = name in ("ErrorCode::HttpRequestDenied", "ErrorCode::DestinationIpProhibited")
+    return HttpError("refused" if refused else "failed", name)
+
+
+def _stream_error_name(error: object) -> str:
+    """A ``wasi:io`` stream error as the Rust SDK prints it: ``StreamError::Closed``."""
+    return "StreamError::" + type(error).__name__.removeprefix("StreamError_")
 
 
 def send(method: str, url: str, body: Optional[bytes] = None) -> HttpResponse:
@@ -134,7 +140,7 @@ def send(method: str, url: str, body: Optional[bytes] = None) -> HttpResponse:
     except Err as e:
         raise _failed(e.value) from None
     # A server may answer before it reads the body, and the body stream then
-    # closes: that answer is still the response.
+    # closes: that answer, or the host's refusal, is still the outcome.
     write_error: Optional[HttpError] = None
     if body is not None:
         stream = outgoing.write()
@@ -142,7 +148,7 @@ def send(method: str, url: str, body: Optional[bytes] = None) -> HttpResponse:
             for at in range(0, len(body), 4096):
                 stream.blocking_write_and_flush(body[at : at + 4096])
         except Err as e:
-            write_error = HttpError("failed", f"writing the body: {type(e.value).__name__}")
+            write_error = HttpError("failed", f"writing the body: {_stream_error_name(e.value)}")
         stream.__exit__(None, None, None)
     try:
         http_types.OutgoingBody.finish(outgoing, None)
@@ -156,7 +162,7 @@ def send(method: str, url: str, body: Optional[bytes] = None) -> HttpResponse:
         raise write_error or HttpError("failed", "no response")
     answer = outcome.value
     if isinstance(answer, Err):
-        raise write_error or _failed(answer.value)
+        raise _failed(answer.value)
     response = answer.value
     status = response.status()
     received = [(name.lower(), value) for name, value in response.headers().entries()]
@@ -169,7 +175,7 @@ def send(method: str, url: str, body: Optional[bytes] = None) -> HttpResponse:
         except Err as e:
             if isinstance(e.value, streams.StreamError_Closed):
                 break
-            raise HttpError("failed", f"reading the body: {e.value.value.to_debug_string()}") from None
+            raise HttpError("failed", f"reading the body: {_stream_error_name(e.value)}") from None
     stream.__exit__(None, None, None)
     http_types.IncomingBody.finish(incoming)
     return HttpResponse(status=status, headers=received, body=b"".join(chunks))

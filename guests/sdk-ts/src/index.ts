@@ -19,8 +19,8 @@
 //   `allow`, `deny` of `admission.ts` and `convertAll` of `conversion.ts`):
 //   defaulting, validation and conversion of the primary kind, served by
 //   the host as webhooks;
-// - `send` (`http.ts`): outbound HTTP with `fetch` through `wasi:http`, in a
-//   guest built with `build.mjs component --http`.
+// - `send` (`http.ts`): outbound HTTP through `wasi:http`, in a guest built
+//   with `build.mjs component --http`.
 //
 // A guest has no clock, no randomness and no files: it is built with
 // every WASI feature of componentize-js disabled and imports only the WIT's
@@ -56,7 +56,9 @@ export {
 } from "./admission.ts";
 export { type Conversion, convertAll, splitApiVersion } from "./conversion.ts";
 export {
-  failureKind,
+  bodyText,
+  errorCodeName,
+  failure,
   HttpError,
   type HttpErrorKind,
   type HttpResponse,
