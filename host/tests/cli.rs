@@ -504,7 +504,7 @@ fn render_admission_defaults_then_validates_as_the_two_webhooks_would() {
 
     // A module without admit says so.
     let err = render_json(
-        "cache-operator-ts",
+        "tutorial-cache",
         &["--admission", review.to_str().unwrap()],
     )
     .unwrap_err();

@@ -11,7 +11,10 @@
 //! compared as "set now" or "kept from the parent", since each call reads
 //! the clock.
 //!
-//! Both SDKs' build scripts refuse a WIT of another contract version.
+//! The host refuses a TypeScript or Python guest's bad verdicts and
+//! conversions (the hostile guest's attacks, past the SDKs' own checks)
+//! exactly as it refuses the Rust hostile guest's, and both SDKs' build
+//! scripts refuse a WIT of another contract version.
 
 mod support;
 
@@ -809,5 +812,89 @@ fn both_sdks_refuse_to_build_against_another_contract_version() {
             "{lang}: {stderr}"
         );
         assert!(!out.exists(), "{lang} wrote a component");
+    }
+}
+
+/// The hostile test guest in each language: its `admit` and `convert`
+/// misbehave as `spec.attack` says, past the SDKs' own checks.
+const HOSTILE_MODULES: [&str; 3] = ["hostile", "hostile-ts", "hostile-py"];
+
+/// A Hostile object attacking with `attack`.
+fn hostile(attack: &str) -> Value {
+    json!({"apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
+        "metadata": {"name": attack, "namespace": "default", "uid": "u-1"}, "spec": {"attack": attack}})
+}
+
+#[test]
+fn the_host_refuses_a_typescript_or_python_guests_bad_verdicts_and_conversions_as_the_rust_ones() {
+    let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
+    let guests = load(&runtime, &HOSTILE_MODULES, None);
+    // What the host's checks say of each (the webhooks' and render's own).
+    let verdicts = [
+        ("admit-rename", "metadata.name"),
+        ("admit-owner", "metadata.ownerReferences"),
+        ("admit-finalizer", "metadata.finalizers"),
+        ("admit-host-label", "wasmop.dev/guest"),
+        ("admit-status", "status"),
+        ("admit-kind", "kind"),
+        ("admit-bad-patch", "not a JSON Patch"),
+        ("admit-bad-code", "not an HTTP error status"),
+        ("admit-warnings", "1000 warnings"),
+        ("admit-deny", "hostile says no"),
+    ];
+    for (attack, says) in verdicts {
+        let mut review = admission_review("CREATE", &hostile(attack));
+        review["request"]["kind"] =
+            json!({"group": "test.wasmop.dev", "version": "v1alpha1", "kind": "Hostile"});
+        let answers: Vec<String> = guests
+            .iter()
+            .map(|guest| match offline::admit(guest, review.clone()) {
+                Ok(admitted) => serde_json::to_value(admitted).unwrap().to_string(),
+                Err(e) => format!("refused: {e:#}"),
+            })
+            .collect();
+        assert!(answers[0].contains(says), "{attack}: the Rust guest: {}", answers[0]);
+        if attack != "admit-deny" {
+            assert!(answers[0].starts_with("refused: "), "{attack}: {}", answers[0]);
+        }
+        for (stem, other) in HOSTILE_MODULES.iter().zip(&answers).skip(1) {
+            assert_eq!(other, &answers[0], "{attack}: the host treats {stem} otherwise");
+        }
+    }
+    // Something thrown in admit is the guest's failure: a trap whose
+    // message the host reports, never a verdict.
+    let mut review = admission_review("CREATE", &hostile("admit-throw"));
+    review["request"]["kind"] =
+        json!({"group": "test.wasmop.dev", "version": "v1alpha1", "kind": "Hostile"});
+    for (stem, guest) in HOSTILE_MODULES.iter().zip(&guests).skip(1) {
+        let err = format!("{:#}", offline::admit(guest, review.clone()).unwrap_err());
+        assert!(err.contains("trapped"), "{stem}: {err}");
+        assert!(err.contains("hostile threw in admit") || err.contains("hostile raised in admit"), "{stem}: {err}");
+    }
+    let conversions = [
+        ("convert-rename", "changed metadata.name"),
+        ("convert-drop", "answered 0 objects for 1"),
+        ("convert-stale", "has apiVersion"),
+        ("convert-host-label", "under wasmop.dev/"),
+        ("convert-host-condition", "GuestReconciled"),
+    ];
+    for (attack, says) in conversions {
+        let answers: Vec<String> = guests
+            .iter()
+            .map(|guest| {
+                match offline::convert(guest, &[hostile(attack)], "test.wasmop.dev/v1beta1") {
+                    Ok(converted) => format!("converted: {}", json!(converted)),
+                    Err(e) => format!("refused: {e:#}"),
+                }
+            })
+            .collect();
+        assert!(
+            answers[0].starts_with("refused: ") && answers[0].contains(says),
+            "{attack}: the Rust guest: {}",
+            answers[0]
+        );
+        for (stem, other) in HOSTILE_MODULES.iter().zip(&answers).skip(1) {
+            assert_eq!(other, &answers[0], "{attack}: the host treats {stem} otherwise");
+        }
     }
 }

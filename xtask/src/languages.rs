@@ -86,6 +86,24 @@ pub const GUESTS: &[ScriptedGuest] = &[
         tests: &[],
         http: true,
     },
+    // Test guests whose `admit` and `convert` misbehave past the SDKs'
+    // checks, as the Rust `hostile` guest's do.
+    ScriptedGuest {
+        name: "hostile-ts",
+        lang: Lang::TypeScript,
+        dir: "guests/hostile-ts",
+        entry: "src/index.ts",
+        tests: &[],
+        http: false,
+    },
+    ScriptedGuest {
+        name: "hostile-py",
+        lang: Lang::Python,
+        dir: "guests/hostile-py",
+        entry: "app",
+        tests: &[],
+        http: false,
+    },
 ];
 
 /// The SDKs' own unit tests: (language, tests in its [`sdk_dir`]).
