@@ -435,12 +435,12 @@ fn the_typescript_and_python_cache_operators_answer_as_the_rust_one_does() {
                 upgrading == Some((json!("False"), json!("Cancelled")))
             }
             "password Secret missing" => {
-                reasons.contains(&"SecretMissing") && rust["keep"].as_array().map(Vec::len) == Some(2)
+                reasons.contains(&"SecretMissing")
+                    && rust["keep"].as_array().map(Vec::len) == Some(2)
             }
             "password Secret found" => {
                 reasons.contains(&"SecretChanged")
-                    && rust["children"][1]["spec"]["template"]["spec"]["containers"][0]["env"][0]
-                        ["name"]
+                    && rust["children"][1]["spec"]["template"]["spec"]["containers"][0]["env"][0]["name"]
                         == "CACHE_PASSWORD"
             }
             _ => true,
@@ -534,49 +534,121 @@ fn cache_in(version: &str, spec: Value) -> Value {
 
 /// The admission cases: (name, settings, operation, object, what the Rust
 /// guest's answer must show).
-fn admission_cases() -> Vec<(&'static str, Option<&'static str>, &'static str, Value, &'static str)> {
+fn admission_cases() -> Vec<(
+    &'static str,
+    Option<&'static str>,
+    &'static str,
+    Value,
+    &'static str,
+)> {
     vec![
-        ("defaults the eviction policy", None, "CREATE", cache_in("v1alpha1", json!({"image": "redis:7.2"})), "/spec/config"),
+        (
+            "defaults the eviction policy",
+            None,
+            "CREATE",
+            cache_in("v1alpha1", json!({"image": "redis:7.2"})),
+            "/spec/config",
+        ),
         (
             "adds the policy beside other keys",
             None,
             "CREATE",
-            cache_in("v1alpha1", json!({"image": "redis:7.2", "config": {"maxmemory": "64mb"}})),
+            cache_in(
+                "v1alpha1",
+                json!({"image": "redis:7.2", "config": {"maxmemory": "64mb"}}),
+            ),
             "/spec/config/maxmemory-policy",
         ),
         (
             "appends the policy to a v1beta1 list",
             None,
             "UPDATE",
-            cache_in("v1beta1", json!({"image": "redis:7.2", "config": [{"name": "maxmemory", "value": "1mb"}]})),
+            cache_in(
+                "v1beta1",
+                json!({"image": "redis:7.2", "config": [{"name": "maxmemory", "value": "1mb"}]}),
+            ),
             "/spec/config/-",
         ),
-        ("defaults a v1beta1 config", None, "CREATE", cache_in("v1beta1", json!({"image": "redis:7.2"})), "/spec/config"),
+        (
+            "defaults a v1beta1 config",
+            None,
+            "CREATE",
+            cache_in("v1beta1", json!({"image": "redis:7.2"})),
+            "/spec/config",
+        ),
         (
             "keeps a whole config file",
             None,
             "CREATE",
-            cache_in("v1alpha1", json!({"image": "redis@sha256:abc", "config": {"redis.conf": "x"}})),
+            cache_in(
+                "v1alpha1",
+                json!({"image": "redis@sha256:abc", "config": {"redis.conf": "x"}}),
+            ),
             "allowed",
         ),
-        ("refuses an untagged image", None, "CREATE", cache_in("v1alpha1", json!({"image": "redis"})), "has no tag"),
-        ("refuses latest", None, "CREATE", cache_in("v1alpha1", json!({"image": "localhost:5000/redis:latest"})), "latest"),
-        ("refuses an empty tag", None, "CREATE", cache_in("v1alpha1", json!({"image": "redis:"})), "empty tag"),
+        (
+            "refuses an untagged image",
+            None,
+            "CREATE",
+            cache_in("v1alpha1", json!({"image": "redis"})),
+            "has no tag",
+        ),
+        (
+            "refuses latest",
+            None,
+            "CREATE",
+            cache_in("v1alpha1", json!({"image": "localhost:5000/redis:latest"})),
+            "latest",
+        ),
+        (
+            "refuses an empty tag",
+            None,
+            "CREATE",
+            cache_in("v1alpha1", json!({"image": "redis:"})),
+            "empty tag",
+        ),
         (
             "names the first unknown directive",
             None,
             "CREATE",
-            cache_in("v1alpha1", json!({"image": "redis:7.2", "config": {"zz-unknown": "1", "aa-unknown": "1"}})),
+            cache_in(
+                "v1alpha1",
+                json!({"image": "redis:7.2", "config": {"zz-unknown": "1", "aa-unknown": "1"}}),
+            ),
             "aa-unknown",
         ),
-        ("refuses a Cache without a spec", None, "CREATE", json!({"apiVersion": "apps.example.com/v1alpha1", "kind": "Cache", "metadata": {"name": "demo"}}), "no spec"),
-        ("refuses a v1beta1 spec of the wrong shape", None, "CREATE", cache_in("v1beta1", json!({"image": "redis:7.2", "ports": {"client": 1, "admin": 2}})), "ports.admin"),
-        ("lets a delete through", None, "DELETE", cache_in("v1alpha1", json!({"image": "redis"})), "allowed"),
+        (
+            "refuses a Cache without a spec",
+            None,
+            "CREATE",
+            json!({"apiVersion": "apps.example.com/v1alpha1", "kind": "Cache", "metadata": {"name": "demo"}}),
+            "no spec",
+        ),
+        (
+            "refuses a v1beta1 spec of the wrong shape",
+            None,
+            "CREATE",
+            cache_in(
+                "v1beta1",
+                json!({"image": "redis:7.2", "ports": {"client": 1, "admin": 2}}),
+            ),
+            "ports.admin",
+        ),
+        (
+            "lets a delete through",
+            None,
+            "DELETE",
+            cache_in("v1alpha1", json!({"image": "redis"})),
+            "allowed",
+        ),
         (
             "defaults the image from the settings",
             Some(r#"{"defaultImage": "redis:7.4"}"#),
             "CREATE",
-            cache_in("v1alpha1", json!({"config": {"maxmemory-policy": "noeviction"}})),
+            cache_in(
+                "v1alpha1",
+                json!({"config": {"maxmemory-policy": "noeviction"}}),
+            ),
             "/spec/image",
         ),
     ]
@@ -588,7 +660,11 @@ fn the_three_cache_operators_admit_alike_through_the_hosts_checks() {
     let plain = load(&runtime, &MODULES, None);
     let defaulting = load(&runtime, &MODULES, Some(r#"{"defaultImage": "redis:7.4"}"#));
     for (case, settings, operation, object, shows) in admission_cases() {
-        let guests = if settings.is_some() { &defaulting } else { &plain };
+        let guests = if settings.is_some() {
+            &defaulting
+        } else {
+            &plain
+        };
         let review = admission_review(operation, &object);
         let answers: Vec<Value> = guests
             .iter()
@@ -606,7 +682,10 @@ fn the_three_cache_operators_admit_alike_through_the_hosts_checks() {
         };
         assert!(shown, "{case}: the Rust guest answered {rust:#}");
         for (stem, other) in MODULES.iter().zip(&answers).skip(1) {
-            assert_eq!(other, rust, "{case}: {stem} admits differently from the Rust guest");
+            assert_eq!(
+                other, rust,
+                "{case}: {stem} admits differently from the Rust guest"
+            );
         }
     }
 }
@@ -634,24 +713,63 @@ fn the_three_cache_operators_convert_alike_through_the_hosts_checks() {
             "config": [{"name": "maxmemory", "value": "32mb"}, {"name": "hz"}]}),
     );
     let cases: Vec<(&str, Vec<Value>, &str, &str)> = vec![
-        ("up to v1beta1", vec![full.clone(), cache_in("v1alpha1", json!({"image": "redis:7.2"}))], "apps.example.com/v1beta1", "\"ports\""),
-        ("down to v1alpha1", vec![beta.clone()], "apps.example.com/v1alpha1", "\"port\":7000"),
-        ("the same version", vec![beta.clone()], "apps.example.com/v1beta1", "\"hz\""),
-        ("an unknown version", vec![full.clone()], "apps.example.com/v9", "from v1alpha1 to v9"),
-        ("another group", vec![full.clone()], "other.example.com/v1beta1", "group"),
+        (
+            "up to v1beta1",
+            vec![
+                full.clone(),
+                cache_in("v1alpha1", json!({"image": "redis:7.2"})),
+            ],
+            "apps.example.com/v1beta1",
+            "\"ports\"",
+        ),
+        (
+            "down to v1alpha1",
+            vec![beta.clone()],
+            "apps.example.com/v1alpha1",
+            "\"port\":7000",
+        ),
+        (
+            "the same version",
+            vec![beta.clone()],
+            "apps.example.com/v1beta1",
+            "\"hz\"",
+        ),
+        (
+            "an unknown version",
+            vec![full.clone()],
+            "apps.example.com/v9",
+            "from v1alpha1 to v9",
+        ),
+        (
+            "another group",
+            vec![full.clone()],
+            "other.example.com/v1beta1",
+            "group",
+        ),
         (
             "a name twice",
-            vec![cache_in("v1beta1", json!({"config": [{"name": "a", "value": "1"}, {"name": "a", "value": "2"}]}))],
+            vec![cache_in(
+                "v1beta1",
+                json!({"config": [{"name": "a", "value": "1"}, {"name": "a", "value": "2"}]}),
+            )],
             "apps.example.com/v1alpha1",
             "\\\"a\\\" twice",
         ),
         (
             "a port v1alpha1 cannot hold",
-            vec![cache_in("v1beta1", json!({"ports": {"client": 1, "admin": 2, "metrics": 3}}))],
+            vec![cache_in(
+                "v1beta1",
+                json!({"ports": {"client": 1, "admin": 2, "metrics": 3}}),
+            )],
             "apps.example.com/v1alpha1",
             "ports.admin",
         ),
-        ("a config of the wrong shape", vec![cache_in("v1alpha1", json!({"config": ["x"]}))], "apps.example.com/v1beta1", "must be a map"),
+        (
+            "a config of the wrong shape",
+            vec![cache_in("v1alpha1", json!({"config": ["x"]}))],
+            "apps.example.com/v1beta1",
+            "must be a map",
+        ),
     ];
     for (case, objects, desired, shows) in cases {
         let answers: Vec<Value> = guests
@@ -662,16 +780,32 @@ fn the_three_cache_operators_convert_alike_through_the_hosts_checks() {
             })
             .collect();
         let rust = &answers[0];
-        assert!(rust.to_string().contains(shows), "{case}: the Rust guest answered {rust:#}");
+        assert!(
+            rust.to_string().contains(shows),
+            "{case}: the Rust guest answered {rust:#}"
+        );
         for (stem, other) in MODULES.iter().zip(&answers).skip(1) {
-            assert_eq!(other, rust, "{case}: {stem} converts differently from the Rust guest");
+            assert_eq!(
+                other, rust,
+                "{case}: {stem} converts differently from the Rust guest"
+            );
         }
     }
     // A round trip gives back the same object.
     for guest in &guests {
-        let there = offline::convert(guest, std::slice::from_ref(&full), "apps.example.com/v1beta1").unwrap();
+        let there = offline::convert(
+            guest,
+            std::slice::from_ref(&full),
+            "apps.example.com/v1beta1",
+        )
+        .unwrap();
         let back = offline::convert(guest, &there, "apps.example.com/v1alpha1").unwrap();
-        assert_eq!(back, [full.clone()], "{}: a round trip changed the Cache", guest.name());
+        assert_eq!(
+            back,
+            [full.clone()],
+            "{}: a round trip changed the Cache",
+            guest.name()
+        );
     }
 }
 
@@ -685,12 +819,24 @@ fn the_three_cache_operators_read_a_v1beta1_parent_alike() {
             "config": [{"name": "maxmemory", "value": "64mb"}]}),
     );
     parent["metadata"]["generation"] = json!(1);
-    let request = Request { parent, observed: vec![], deleting: false, related: vec![] };
+    let request = Request {
+        parent,
+        observed: vec![],
+        deleting: false,
+        related: vec![],
+    };
     let rust = answer(&guests[0], &request);
-    assert_eq!(rust["children"][2]["spec"]["ports"][0]["port"], 6380, "{rust:#}");
+    assert_eq!(
+        rust["children"][2]["spec"]["ports"][0]["port"], 6380,
+        "{rust:#}"
+    );
     assert_eq!(rust["children"][0]["data"]["maxmemory"], "64mb", "{rust:#}");
     for (stem, guest) in MODULES.iter().zip(&guests).skip(1) {
-        assert_eq!(answer(guest, &request), rust, "{stem} reads v1beta1 differently");
+        assert_eq!(
+            answer(guest, &request),
+            rust,
+            "{stem} reads v1beta1 differently"
+        );
     }
 }
 
@@ -705,7 +851,11 @@ fn the_three_registry_builds_answer_a_refused_registry_alike() {
         Some(r#"{"registryUrl": "http://127.0.0.1:9/"}"#),
     );
     for guest in &guests {
-        assert!(guest.imports_http(), "{} does not import wasi:http", guest.name());
+        assert!(
+            guest.imports_http(),
+            "{} does not import wasi:http",
+            guest.name()
+        );
     }
     let hash = "ea59eebecc7056b9";
     let spec = json!({"image": "redis:7.2", "replicas": 2, "config": {"maxmemory": "64mb"}});
@@ -718,7 +868,10 @@ fn the_three_registry_builds_answer_a_refused_registry_alike() {
         (
             "ready: registration refused",
             Request {
-                parent: cache(spec.clone(), Some(json!({"phase": "Progressing", "conditions": conditions("True", "True")}))),
+                parent: cache(
+                    spec.clone(),
+                    Some(json!({"phase": "Progressing", "conditions": conditions("True", "True")})),
+                ),
                 observed: vec![deployment(2, hash, ready.clone()), service()],
                 deleting: false,
                 related: vec![],
@@ -728,7 +881,10 @@ fn the_three_registry_builds_answer_a_refused_registry_alike() {
         (
             "deleting a registered Cache: cleanup blocked",
             Request {
-                parent: cache(spec.clone(), Some(json!({"phase": "Ready", "conditions": registered}))),
+                parent: cache(
+                    spec.clone(),
+                    Some(json!({"phase": "Ready", "conditions": registered})),
+                ),
                 observed: vec![deployment(0, hash, json!({"replicas": 0})), service()],
                 deleting: true,
                 related: vec![],
@@ -740,11 +896,16 @@ fn the_three_registry_builds_answer_a_refused_registry_alike() {
         let rust = answer(&guests[0], &request);
         let text = rust.to_string();
         assert!(
-            text.contains(reason) && text.contains("refused by the host: ErrorCode::HttpRequestDenied"),
+            text.contains(reason)
+                && text.contains("refused by the host: ErrorCode::HttpRequestDenied"),
             "{case}: the Rust guest answered {rust:#}"
         );
         for (stem, guest) in REGISTRY_MODULES.iter().zip(&guests).skip(1) {
-            assert_eq!(answer(guest, &request), rust, "{case}: {stem} answers differently");
+            assert_eq!(
+                answer(guest, &request),
+                rust,
+                "{case}: {stem} answers differently"
+            );
         }
     }
 }
@@ -752,10 +913,8 @@ fn the_three_registry_builds_answer_a_refused_registry_alike() {
 /// `operator.wit` with its package line naming `version`, in a directory
 /// of its own.
 fn wit_of_version(version: &str) -> WitDir {
-    let dir = WitDir(std::env::temp_dir().join(format!(
-        "wasmop-wit-{version}-{}",
-        std::process::id()
-    )));
+    let dir =
+        WitDir(std::env::temp_dir().join(format!("wasmop-wit-{version}-{}", std::process::id())));
     std::fs::create_dir_all(dir.path()).unwrap();
     let text = std::fs::read_to_string(support::workspace().join("wit/operator.wit")).unwrap();
     let text = text.replace(
@@ -853,12 +1012,23 @@ fn the_host_refuses_a_typescript_or_python_guests_bad_verdicts_and_conversions_a
                 Err(e) => format!("refused: {e:#}"),
             })
             .collect();
-        assert!(answers[0].contains(says), "{attack}: the Rust guest: {}", answers[0]);
+        assert!(
+            answers[0].contains(says),
+            "{attack}: the Rust guest: {}",
+            answers[0]
+        );
         if attack != "admit-deny" {
-            assert!(answers[0].starts_with("refused: "), "{attack}: {}", answers[0]);
+            assert!(
+                answers[0].starts_with("refused: "),
+                "{attack}: {}",
+                answers[0]
+            );
         }
         for (stem, other) in HOSTILE_MODULES.iter().zip(&answers).skip(1) {
-            assert_eq!(other, &answers[0], "{attack}: the host treats {stem} otherwise");
+            assert_eq!(
+                other, &answers[0],
+                "{attack}: the host treats {stem} otherwise"
+            );
         }
     }
     // Something thrown in admit is the guest's failure: a trap whose
@@ -869,7 +1039,10 @@ fn the_host_refuses_a_typescript_or_python_guests_bad_verdicts_and_conversions_a
     for (stem, guest) in HOSTILE_MODULES.iter().zip(&guests).skip(1) {
         let err = format!("{:#}", offline::admit(guest, review.clone()).unwrap_err());
         assert!(err.contains("trapped"), "{stem}: {err}");
-        assert!(err.contains("hostile threw in admit") || err.contains("hostile raised in admit"), "{stem}: {err}");
+        assert!(
+            err.contains("hostile threw in admit") || err.contains("hostile raised in admit"),
+            "{stem}: {err}"
+        );
     }
     let conversions = [
         ("convert-rename", "changed metadata.name"),
@@ -894,7 +1067,10 @@ fn the_host_refuses_a_typescript_or_python_guests_bad_verdicts_and_conversions_a
             answers[0]
         );
         for (stem, other) in HOSTILE_MODULES.iter().zip(&answers).skip(1) {
-            assert_eq!(other, &answers[0], "{attack}: the host treats {stem} otherwise");
+            assert_eq!(
+                other, &answers[0],
+                "{attack}: the host treats {stem} otherwise"
+            );
         }
     }
 }

@@ -857,7 +857,9 @@ async fn a_cache_is_admitted_converted_and_reconciled_on_the_shipped_crd(
         &serde_json::from_str(&cache_yaml(group, "v1beta1", &ns, "new", &new_spec))?,
     )
     .await?;
-    let alpha = caches_in(&client, group, "v1alpha1", &ns).get("new").await?;
+    let alpha = caches_in(&client, group, "v1alpha1", &ns)
+        .get("new")
+        .await?;
     ensure!(
         alpha.data["spec"]["port"] == 6380
             && alpha.data["spec"]["config"]
