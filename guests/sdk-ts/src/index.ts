@@ -616,11 +616,8 @@ export function fnv1a64(text: string): string {
 export interface Operator {
   /** The kinds the guest manages, given its settings (`undefined`: none). */
   describe(settings: unknown): Description;
-  /**
-   * The desired children and status for one parent; `async` when it waits
-   * for something (an HTTP response).
-   */
-  reconcile(request: Request): Response | Promise<Response>;
+  /** The desired children and status for one parent. */
+  reconcile(request: Request): Response;
 }
 
 function payloadOf(e: unknown): { kind: ErrorKind; message: string } {
@@ -638,7 +635,7 @@ function payloadOf(e: unknown): { kind: ErrorKind; message: string } {
  */
 export function exportOperator(operator: Operator): {
   describe(settings: string | undefined): Description;
-  reconcile(request: ReconcileRequest): ReconcileResponse | Promise<ReconcileResponse>;
+  reconcile(request: ReconcileRequest): ReconcileResponse;
 } {
   return {
     describe(settings: string | undefined): Description {
@@ -648,23 +645,12 @@ export function exportOperator(operator: Operator): {
         throw { payload: e instanceof Error ? e.message : String(e) };
       }
     },
-    reconcile(request: ReconcileRequest): ReconcileResponse | Promise<ReconcileResponse> {
-      let answer: Response | Promise<Response>;
+    reconcile(request: ReconcileRequest): ReconcileResponse {
       try {
-        answer = operator.reconcile(new Request(request));
+        return operator.reconcile(new Request(request)).toWire();
       } catch (e) {
         throw { payload: payloadOf(e) };
       }
-      if (answer instanceof Response) {
-        return answer.toWire();
-      }
-      // componentize-js runs the event loop until this promise settles.
-      return answer.then(
-        (response) => response.toWire(),
-        (e: unknown) => {
-          throw { payload: payloadOf(e) };
-        },
-      );
     },
   };
 }
