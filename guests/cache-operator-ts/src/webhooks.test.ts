@@ -5,6 +5,7 @@ import { Request, Review } from "../../sdk-ts/src/index.ts";
 import { admit } from "./admission.ts";
 import { CacheOperator } from "./cache.ts";
 import { convert } from "./conversion.ts";
+import { REGISTRATION_REFUSED, Registry } from "./registry.ts";
 
 const ALPHA = "apps.example.com/v1alpha1";
 const BETA = "apps.example.com/v1beta1";
@@ -83,4 +84,19 @@ test("a missing password Secret holds the Cache Pending and a found one rolls th
   const deployment = found.toWire().children.map((c) => JSON.parse(c)).find((c) => c.kind === "Deployment");
   assert.equal(deployment.spec.template.spec.containers[0].env[0].valueFrom.secretKeyRef.name, "creds");
   assert.match(deployment.spec.template.metadata.annotations["apps.example.com/secret-hash"], /^[0-9a-f]{16}$/);
+});
+
+test("a registration that cannot be sent is refused and backs off", () => {
+  const registry = new Registry("http://r.example.com:8089/", "c1", "team", 6380, 2);
+  assert.equal(registry.url, "http://r.example.com:8089/caches/team/c1");
+  assert.equal(registry.address(), "c1.team.svc:6380");
+  const status = { conditions: [] };
+  let [event, wait] = registry.register(status, "2024-05-01T12:00:00Z");
+  assert.equal(event?.[1], REGISTRATION_REFUSED);
+  assert.equal(wait, 2);
+  [event, wait] = registry.register(status, "2024-05-01T12:00:40Z");
+  assert.equal(event, undefined);
+  assert.equal(wait, 40);
+  assert.deepEqual(registry.deregister(undefined, "2024-05-01T12:00:40Z"), { kind: "notRegistered" });
+  assert.deepEqual(registry.deregister(status, "2024-05-01T12:00:40Z"), { kind: "notRegistered" });
 });
