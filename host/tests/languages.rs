@@ -916,7 +916,9 @@ fn wit_of_version(version: &str) -> WitDir {
     let dir =
         WitDir(std::env::temp_dir().join(format!("wasmop-wit-{version}-{}", std::process::id())));
     std::fs::create_dir_all(dir.path()).unwrap();
-    let text = std::fs::read_to_string(support::workspace().join("wit/operator.wit")).unwrap();
+    let text =
+        std::fs::read_to_string(support::workspace().join("wit/operator@0.1.0/operator.wit"))
+            .unwrap();
     let text = text.replace(
         "package wasmop:operator@0.1.0;",
         &format!("package wasmop:operator@{version};"),
