@@ -21,9 +21,20 @@ image (not tried again while ``spec.image`` names it), ``Upgrading=False``
 and ``Upgraded=False`` (reason ``RolledBack``), a Warning Event
 ``UpgradeRolledBack``, phase ``Degraded``.
 
-Settings: ``defaultImage`` (the image of a Cache with an empty
-``spec.image``) and ``apiGroup`` (the Cache kind's group). The Rust guest's
-``spec.auth`` and ``registryUrl`` are not part of this port.
+With ``spec.auth.secretRef`` (a Secret's ``name`` and ``key``, the Secret a
+related object) the pods get the password in ``CACHE_PASSWORD`` and its
+value's hash on the pod template (a rotation rolls them); while the Secret or
+key is missing the Cache is ``Pending``, ``SecretMissing``, and no child
+changes (``auth``). With the setting ``registryUrl`` (the build with outbound
+HTTP) a Ready Cache is registered with an external registry and removed from
+it before the finalizer goes (``registry``). Admission (``admission``) and
+the conversion between ``v1alpha1`` and ``v1beta1`` (``conversion``) are
+exported beside the reconcile.
+
+Settings (``settings``): ``defaultImage`` (the image of a Cache with an empty
+``spec.image``), ``apiGroup`` (the Cache kind's group), ``version`` (the
+Cache version reconciled: ``v1alpha1`` or the stored ``v1beta1``) and
+``registryUrl``.
 
 Everything is a pure function of the request: a converged Cache gets the
 same children and status on every resync, and the host writes nothing.
@@ -31,11 +42,20 @@ same children and status on every resync, and the host writes nothing.
 
 from __future__ import annotations
 
+import copy
+import json
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
+
+from admission import admit
+from auth import PASSWORD_ENV, SECRET_HASH_ANNOTATION, SECRET_NAME_POINTER, password, secret_ref_of
+from conversion import V1ALPHA1, convert
+from registry import Registry
+from settings import parse_settings, version_of
 from wasmop_sdk import (
     GuestError,
+    Review,
     ObjectRef,
     Request,
     Response,
@@ -49,6 +69,7 @@ from wasmop_sdk import (
     labels,
     log,
     object_meta,
+    related_by_name,
     set_condition,
 )
 
@@ -72,26 +93,8 @@ PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
 POLL_SECONDS = 2
 
 _CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
-_API_GROUP = re.compile(r"^[a-z0-9.-]+$")
-
-
-def parse_settings(value: Any) -> Dict[str, str]:
-    """The settings, checked: unknown keys and empty values are refused."""
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ValueError("settings must be a map")
-    for key, v in value.items():
-        if key not in ("defaultImage", "apiGroup"):
-            raise ValueError(f'unknown setting "{key}", expected one of defaultImage, apiGroup')
-        if not isinstance(v, str):
-            raise ValueError(f"settings.{key} must be a string")
-    if "defaultImage" in value and value["defaultImage"].strip() == "":
-        raise ValueError("settings.defaultImage must not be empty")
-    group = value.get("apiGroup")
-    if group is not None and ("." not in group or len(group) > 253 or not _API_GROUP.match(group)):
-        raise ValueError(f'settings.apiGroup "{group}" is not an API group (a lowercase DNS name with a dot)')
-    return dict(value)
+#: Condition reason: the Secret or key ``spec.auth.secretRef`` names is missing.
+SECRET_MISSING = "SecretMissing"
 
 
 def _is_config_map_key(key: str) -> bool:
@@ -115,6 +118,7 @@ def spec_of(cache: Dict[str, Any], settings: Dict[str, str]) -> Dict[str, Any]:
     timeout = upgrade.get("timeoutSeconds")
     return {
         "image": image,
+        "auth": secret_ref_of(raw),
         "replicas": replicas if isinstance(replicas, (int, float)) and not isinstance(replicas, bool) else DEFAULT_REPLICAS,
         "port": port if isinstance(port, (int, float)) and not isinstance(port, bool) else DEFAULT_PORT,
         "config": {str(k): str(v) for k, v in config.items()},
@@ -131,6 +135,14 @@ def validate(spec: Dict[str, Any]) -> None:
     """A violation is permanent: retrying cannot fix it."""
     if spec["image"].strip() == "":
         raise GuestError.permanent("spec.image must not be empty (this guest has no setting defaultImage)")
+    if spec["auth"] is not None:
+        name, key = spec["auth"]
+        if name == "" or len(name.encode("utf-8")) > 253:
+            raise GuestError.permanent("spec.auth.secretRef.name must be 1 to 253 characters")
+        if not _is_config_map_key(key):
+            raise GuestError.permanent(
+                f"spec.auth.secretRef.key {json.dumps(key, ensure_ascii=False)} is not a valid Secret key"
+            )
     replicas = spec["replicas"]
     if _int(replicas) is None or not 1 <= replicas <= MAX_REPLICAS:
         raise GuestError.permanent(f"spec.replicas must be between 1 and {MAX_REPLICAS}, got {replicas}")
@@ -171,8 +183,22 @@ def _config_map(name: str, spec: Dict[str, Any]) -> Dict[str, Any]:
     return obj
 
 
-def _deployment(name: str, spec: Dict[str, Any], hash_: str, replicas: Optional[int] = None) -> Dict[str, Any]:
+def _deployment(
+    name: str, spec: Dict[str, Any], hash_: str, secret: Tuple[str, ...], replicas: Optional[int] = None
+) -> Dict[str, Any]:
     selector = _selector(name)
+    annotations = {CONFIG_HASH_ANNOTATION: hash_}
+    container: Dict[str, Any] = {
+        "name": CONTAINER_NAME,
+        "image": spec["image"],
+        "ports": [{"name": PORT_NAME, "containerPort": spec["port"]}],
+        "volumeMounts": [{"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT_PATH, "readOnly": True}],
+    }
+    if secret[0] == "found":
+        annotations[SECRET_HASH_ANNOTATION] = secret[3]
+        container["env"] = [
+            {"name": PASSWORD_ENV, "valueFrom": {"secretKeyRef": {"name": secret[1], "key": secret[2]}}}
+        ]
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -184,16 +210,9 @@ def _deployment(name: str, spec: Dict[str, Any], hash_: str, replicas: Optional[
             "progressDeadlineSeconds": spec["upgradeTimeoutSeconds"],
             "selector": {"matchLabels": selector},
             "template": {
-                "metadata": {"labels": selector, "annotations": {CONFIG_HASH_ANNOTATION: hash_}},
+                "metadata": {"labels": selector, "annotations": annotations},
                 "spec": {
-                    "containers": [
-                        {
-                            "name": CONTAINER_NAME,
-                            "image": spec["image"],
-                            "ports": [{"name": PORT_NAME, "containerPort": spec["port"]}],
-                            "volumeMounts": [{"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT_PATH, "readOnly": True}],
-                        }
-                    ],
+                    "containers": [container],
                     "volumes": [{"name": CONFIG_VOLUME, "configMap": {"name": f"{name}-config"}}],
                 },
             },
@@ -224,8 +243,8 @@ def _get(obj: Any, *path: Any) -> Any:
     return obj
 
 
-def _fingerprint(observed: Dict[str, Any]) -> Tuple[Any, Any, Any, Any]:
-    """(replicas, image, port, config hash) as the Deployment's spec asks."""
+def _fingerprint(observed: Dict[str, Any]) -> Tuple[Any, Any, Any, Any, Any]:
+    """(replicas, image, port, config hash, secret hash) as the Deployment's spec asks."""
     containers = _get(observed, "spec", "template", "spec", "containers")
     container = next(
         (c for c in containers if isinstance(c, dict) and c.get("name") == CONTAINER_NAME),
@@ -233,11 +252,13 @@ def _fingerprint(observed: Dict[str, Any]) -> Tuple[Any, Any, Any, Any]:
     ) if isinstance(containers, list) else None
     image = _get(container, "image")
     hash_ = _get(observed, "spec", "template", "metadata", "annotations", CONFIG_HASH_ANNOTATION)
+    secret = _get(observed, "spec", "template", "metadata", "annotations", SECRET_HASH_ANNOTATION)
     return (
         _int(_get(observed, "spec", "replicas")),
         image if isinstance(image, str) else None,
         _int(_get(container, "ports", 0, "containerPort")),
         hash_ if isinstance(hash_, str) else None,
+        secret if isinstance(secret, str) else None,
     )
 
 
@@ -248,7 +269,7 @@ def _seen_latest(observed: Dict[str, Any]) -> bool:
     return True if generation is None else seen is not None and seen >= generation
 
 
-def _rollout_complete(observed: Dict[str, Any], desired: Tuple[Any, Any, Any, Any]) -> bool:
+def _rollout_complete(observed: Dict[str, Any], desired: Tuple[Any, Any, Any, Any, Any]) -> bool:
     status = observed.get("status")
     if not isinstance(status, dict):
         return False
@@ -332,7 +353,7 @@ def decide_upgrade(
     image: str,
     status: Optional[Dict[str, Any]],
     observed: Optional[Dict[str, Any]],
-    wanted: Tuple[Any, Any, Any, Any],
+    wanted: Tuple[Any, Any, Any, Any, Any],
 ) -> Tuple[str, ...]:
     """Where ``image`` (``spec.image``) stands (the Rust guest's ``upgrade::Upgrade``):
     ``("none",)``, ``("rollingOut", from, to)``, ``("completed", from, to)``,
@@ -425,7 +446,7 @@ def _phase_event(previous: Optional[Dict[str, Any]], phase: str) -> List[Tuple[s
     return [("PhaseChanged", f"phase is {phase}" if before is None else f"phase changed from {before} to {phase}")]
 
 
-def _change_events(name: str, observed: Optional[Dict[str, Any]], wanted: Tuple[Any, Any, Any, Any]) -> List[Tuple[str, str]]:
+def _change_events(name: str, observed: Optional[Dict[str, Any]], wanted: Tuple[Any, Any, Any, Any, Any]) -> List[Tuple[str, str]]:
     if observed is None:
         return [("Created", f"creating Deployment {name}, Service {name} and ConfigMap {name}-config")]
     was = _fingerprint(observed)
@@ -438,10 +459,14 @@ def _change_events(name: str, observed: Optional[Dict[str, Any]], wanted: Tuple[
         )
     if was[3] != wanted[3]:
         events.append(("ConfigChanged", f"the config changed; rolling the pods of Deployment {name}"))
+    if was[4] != wanted[4]:
+        events.append(("SecretChanged", f"the password Secret changed; rolling the pods of Deployment {name}"))
     return events
 
 
-def _reconcile_deletion(request: Request, name: str, spec: Dict[str, Any]) -> Response:
+def _stop(request: Request, name: str, spec: Dict[str, Any]) -> Response:
+    """Scales the Deployment down; ``finalized`` once no pod is left."""
+
     def is_deployment(ref: ObjectRef) -> bool:
         return ref.api_version == "apps/v1" and ref.kind == "Deployment" and ref.name == name
 
@@ -471,7 +496,8 @@ def _reconcile_deletion(request: Request, name: str, spec: Dict[str, Any]) -> Re
     # The image the Deployment runs: after a rollback, not the spec's.
     held = held_image(spec["image"], request.status)
     running = spec if held is None else dict(spec, image=held)
-    response.child(_deployment(name, running, config_hash(spec["config"]), replicas=0))
+    secret = password(request, spec["auth"])
+    response.child(_deployment(name, running, config_hash(spec["config"]), secret, replicas=0))
     wanted = _fingerprint(observed)[0] or 0
     response.requeue_after(POLL_SECONDS)
     if wanted == 0:
@@ -479,13 +505,81 @@ def _reconcile_deletion(request: Request, name: str, spec: Dict[str, Any]) -> Re
     return response.normal("CleanupStarted", f"scaling Deployment {name} from {wanted} to 0 replicas before deletion")
 
 
-def _reconcile_paused(request: Request, name: str, spec: Dict[str, Any]) -> Response:
+def _reconcile_deletion(
+    request: Request, cache: Dict[str, Any], name: str, spec: Dict[str, Any], registry: Optional[Registry]
+) -> Response:
+    """``_stop``, and once it is finalized, the Cache taken out of its
+    registry (``registryUrl``) if it may be in it; while that fails every
+    child is kept and the Cache stays."""
+    answer = _stop(request, name, spec)
+    if not answer.to_wire().finalized or registry is None:
+        return answer
+    outcome = registry.deregister(_status(cache), request.now)
+    if outcome[0] == "not-registered":
+        return answer
+    if outcome[0] == "removed":
+        return answer.normal("Deregistered", f"removed Cache {name} from its registry").status(outcome[1])
+    _, status, event, retry_after = outcome
+    blocked = Response().keep_observed(request)
+    if event is not None:
+        blocked.warning(event[1], event[2])
+    return blocked.requeue_after(retry_after).status(status)
+
+
+def _status(cache: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    status = cache.get("status")
+    return status if isinstance(status, dict) else None
+
+
+def _reconcile_paused(request: Request, cache: Dict[str, Any], name: str, spec: Dict[str, Any]) -> Response:
     response = Response().keep_observed(request)
-    previous = request.status
+    previous = _status(cache)
     for reason, message in _phase_event(previous, "Paused"):
         response.normal(reason, message)
     ready = _ready(request.observed_named(kinds.deployment, name))
     return response.status(status_of(previous, "Paused", ready, spec["replicas"], request.generation, request.now))
+
+
+def _reconcile_secret_missing(request: Request, cache: Dict[str, Any], name: str, message: str) -> Response:
+    """Every observed child kept as it is, phase ``Pending`` with
+    ``SecretMissing``, and a Warning Event when the Cache did not report it
+    already."""
+    response = Response().keep_observed(request)
+    previous = _status(cache)
+    conditions = conditions_of(previous)
+    reported = (find_condition(conditions, "Available") or {}).get("reason") == SECRET_MISSING
+    for type_ in ("Available", "Progressing"):
+        set_condition(conditions, type_, "False", SECRET_MISSING, message, request.generation, request.now)
+    status: Dict[str, Any] = {"readyReplicas": _ready(request.observed_named(kinds.deployment, name)), "phase": "Pending"}
+    for key in ("lastGoodImage", "failedImage"):
+        if isinstance((previous or {}).get(key), str):
+            status[key] = previous[key]
+    status["conditions"] = conditions
+    if not reported:
+        log.info(f"cache {name}: {message}")
+        response.warning(SECRET_MISSING, message)
+    for reason, text in _phase_event(previous, "Pending"):
+        response.normal(reason, text)
+    return response.status(status)
+
+
+def _parent_of(request: Request, settings: Dict[str, str]) -> Dict[str, Any]:
+    """The parent in the v1alpha1 shape the logic is written for."""
+    if version_of(settings) == V1ALPHA1:
+        return request.parent
+    api_version = request.parent.get("apiVersion") if isinstance(request.parent.get("apiVersion"), str) else ""
+    group = api_version.partition("/")[0] if "/" in api_version else ""
+    try:
+        return convert(copy.deepcopy(request.parent), f"{group}/{V1ALPHA1}")
+    except ValueError as e:
+        raise GuestError.permanent(str(e)) from None
+
+
+def _registry_of(settings: Dict[str, str], cache: Dict[str, Any], name: str, spec: Dict[str, Any]) -> Optional[Registry]:
+    if "registryUrl" not in settings:
+        return None
+    meta = cache.get("metadata") or {}
+    return Registry(settings["registryUrl"], name, meta.get("namespace") or "default", spec["port"], meta.get("generation"))
 
 
 def reconcile(request: Request) -> Response:
@@ -494,27 +588,32 @@ def reconcile(request: Request) -> Response:
         settings = parse_settings(request.settings)
     except ValueError as e:
         raise GuestError.permanent(str(e)) from None
-    name = request.name
+    cache = _parent_of(request, settings)
+    name = (cache.get("metadata") or {}).get("name") or ""
     if name == "":
         raise GuestError.permanent("the Cache has no metadata.name")
-    spec = spec_of(request.parent, settings)
+    spec = spec_of(cache, settings)
     # Deletion first: a paused or invalid Cache must still be deletable.
     if request.deleting:
-        return _reconcile_deletion(request, name, spec)
+        return _reconcile_deletion(request, cache, name, spec, _registry_of(settings, cache, name, spec))
     if spec["paused"]:
-        return _reconcile_paused(request, name, spec)
+        return _reconcile_paused(request, cache, name, spec)
     validate(spec)
+    secret = password(request, spec["auth"])
+    if secret[0] == "missing":
+        return _reconcile_secret_missing(request, cache, name, secret[1])
+    secret_hash = secret[3] if secret[0] == "found" else None
     hash_ = config_hash(spec["config"])
     observed = request.observed_named(kinds.deployment, name)
-    previous = request.status
+    previous = _status(cache)
     upgrade = decide_upgrade(
-        spec["image"], previous, observed, (spec["replicas"], spec["image"], spec["port"], hash_)
+        spec["image"], previous, observed, (spec["replicas"], spec["image"], spec["port"], hash_, secret_hash)
     )
     # After a rollback the Deployment runs the last good image, not the
     # spec's: the spec is the user's and stays as it is.
     held = _held_at(upgrade)
     running = spec if held is None else dict(spec, image=held)
-    wanted = (running["replicas"], running["image"], running["port"], hash_)
+    wanted = (running["replicas"], running["image"], running["port"], hash_, secret_hash)
     if observed is None:
         rollout = "Pending"
     elif _rollout_complete(observed, wanted):
@@ -529,8 +628,15 @@ def reconcile(request: Request) -> Response:
     phase = _upgrade_phase(upgrade, rollout, ready, spec["replicas"])
     status["phase"] = phase
     response = Response()
+    registry_event = None
+    registry = _registry_of(settings, cache, name, spec)
+    if phase == "Ready" and registry is not None:
+        registry_event, retry = registry.register(status, request.now)
+        if retry is not None:
+            response.requeue_after(retry)
     events = (
-        [("normal", reason, message) for reason, message in _change_events(name, observed, wanted)]
+        ([registry_event] if registry_event is not None else [])
+        + [("normal", reason, message) for reason, message in _change_events(name, observed, wanted)]
         + ([upgrade_event] if upgrade_event is not None else [])
         + [("normal", reason, message) for reason, message in _phase_event(previous, phase)]
     )
@@ -542,22 +648,29 @@ def reconcile(request: Request) -> Response:
             response.normal(reason, message)
     return (
         response.child(_config_map(name, running))
-        .child(_deployment(name, running, hash_))
+        .child(_deployment(name, running, hash_, secret))
         .child(_service(name, running))
         .status(status)
     )
 
 
 class CacheOperator:
-    """The Cache operator."""
+    """The Cache operator: reconcile, admission and conversion."""
 
     def describe(self, settings: Any):
         parsed = parse_settings(settings)
         return describe(
-            kind_ref(parsed.get("apiGroup", GROUP), "v1alpha1", "Cache"),
+            kind_ref(parsed.get("apiGroup", GROUP), version_of(parsed), "Cache"),
             [kinds.config_map, kinds.deployment, kinds.service],
             finalizer=FINALIZER,
+            related=[related_by_name(kinds.secret, SECRET_NAME_POINTER)],
         )
 
     def reconcile(self, request: Request) -> Response:
         return reconcile(request)
+
+    def admit(self, review: Review):
+        return admit(review)
+
+    def convert(self, obj: Dict[str, Any], desired_api_version: str) -> Dict[str, Any]:
+        return convert(obj, desired_api_version)

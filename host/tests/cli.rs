@@ -503,11 +503,8 @@ fn render_admission_defaults_then_validates_as_the_two_webhooks_would() {
     assert!(out.get("validating").is_none());
 
     // A module without admit says so.
-    let err = render_json(
-        "cache-operator-ts",
-        &["--admission", review.to_str().unwrap()],
-    )
-    .unwrap_err();
+    let err =
+        render_json("tutorial-cache", &["--admission", review.to_str().unwrap()]).unwrap_err();
     assert!(
         err.contains("does not export wasmop:operator/admission"),
         "{err}"

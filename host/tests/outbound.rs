@@ -1,7 +1,10 @@
 //! End to end on the real control plane: guests' outbound HTTP (issue:
 //! capabilities, outbound HTTP by allowlist, finalizers that clean up
 //! outside the cluster). A real HTTP server in this test binary stands for
-//! the external registry and records every request that reaches it.
+//! the external registry and records every request that reaches it. The
+//! registry cases run once per language the cache-operator is written in
+//! (`<case>::rust`, `::ts`, `::python`: its registry build, which imports
+//! `wasi:http`).
 
 mod support;
 
@@ -18,6 +21,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::Client;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
+use support::lang::{Lang, per_language};
 use support::{
     HostProcess, at, caches, guest_module, install_cache_crd, install_yaml, wait_for,
     wait_for_event, workspace,
@@ -108,17 +112,32 @@ fn temp_file(env: &TestEnv, name: &str, text: &str) -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
-/// A host running the cache-operator's registry build with `registryUrl`
+/// The registry build of `lang`'s cache-operator.
+fn registry_module(lang: Lang) -> &'static str {
+    match lang {
+        Lang::Rust => "cache-operator-registry",
+        Lang::TypeScript => "cache-operator-ts-registry",
+        Lang::Python => "cache-operator-py-registry",
+    }
+}
+
+/// A host running `lang`'s cache-operator registry build with `registryUrl`
 /// set to the recorder and that origin granted, under the least-privilege
 /// roles.
 async fn registry_host(
     env: &TestEnv,
     prefix: &str,
     recorder: &Recorder,
+    lang: Lang,
 ) -> anyhow::Result<(Client, String, HostProcess)> {
     let client = env.client();
     install_cache_crd(&client).await?;
-    let ns = env.create_namespace(prefix).await?;
+    let ns = env
+        .create_namespace(&format!("{prefix}-{}", lang.suffix()))
+        .await?;
+    // One module cache for the suite: a TypeScript or Python component is
+    // compiled once, not by every host.
+    let cache_dir = env.temp_dir().join("compiled-registry-modules");
     let (_, kubeconfig) = support::least_privilege(env, &ns, &ns, &["cache-operator"]).await?;
     let settings = temp_file(env, prefix, &format!("registryUrl: {}\n", recorder.url()))?;
     let host = HostProcess::start(
@@ -129,8 +148,10 @@ async fn registry_host(
             "--guest",
             &format!(
                 "cache-operator={}",
-                guest_module("cache-operator-registry")?.display()
+                guest_module(registry_module(lang))?.display()
             ),
+            "--cache-dir",
+            cache_dir.to_str().context("utf-8")?,
             "--settings",
             &format!("cache-operator={}", settings.display()),
             "--allow-outbound",
@@ -198,9 +219,10 @@ async fn wait_gone(client: &Client, ns: &str, name: &str) -> anyhow::Result<()> 
 
 async fn twenty_caches_register_once_when_ready_and_deregister_once_on_delete(
     env: Arc<TestEnv>,
+    lang: Lang,
 ) -> anyhow::Result<()> {
     let recorder = Recorder::start().await?;
-    let (client, ns, mut host) = registry_host(&env, "registry", &recorder).await?;
+    let (client, ns, mut host) = registry_host(&env, "registry", &recorder, lang).await?;
     let names: Vec<String> = (0..20).map(|i| format!("reg-{i}")).collect();
     for name in &names {
         support::create_cache(&client, &ns, name, json!({"image": "redis:7.2"})).await?;
@@ -259,9 +281,10 @@ async fn twenty_caches_register_once_when_ready_and_deregister_once_on_delete(
 
 async fn a_registry_that_is_down_blocks_registration_and_deletion_until_it_returns(
     env: Arc<TestEnv>,
+    lang: Lang,
 ) -> anyhow::Result<()> {
     let mut recorder = Recorder::start().await?;
-    let (client, ns, host) = registry_host(&env, "regdown", &recorder).await?;
+    let (client, ns, host) = registry_host(&env, "regdown", &recorder, lang).await?;
     let api = caches(&client, &ns);
 
     // Down while the Caches become Ready: Registered=False, retried.
@@ -681,17 +704,18 @@ fn api_server_ca(env: &TestEnv) -> anyhow::Result<Vec<u8>> {
 }
 
 fn main() -> std::process::ExitCode {
-    run(vec![
-        Test::new(
-            "twenty_caches_register_once_when_ready_and_deregister_once_on_delete",
-            twenty_caches_register_once_when_ready_and_deregister_once_on_delete,
-        )
-        .with_timeout(Duration::from_secs(300)),
-        Test::new(
-            "a_registry_that_is_down_blocks_registration_and_deletion_until_it_returns",
-            a_registry_that_is_down_blocks_registration_and_deletion_until_it_returns,
-        )
-        .with_timeout(Duration::from_secs(300)),
+    let mut tests = Vec::new();
+    for lang in Lang::ALL {
+        tests.extend(
+            per_language![lang;
+                twenty_caches_register_once_when_ready_and_deregister_once_on_delete,
+                a_registry_that_is_down_blocks_registration_and_deletion_until_it_returns,
+            ]
+            .into_iter()
+            .map(|test| test.with_timeout(Duration::from_secs(400))),
+        );
+    }
+    tests.extend(vec![
         Test::new(
             "refused_hosts_redirects_metadata_and_rebinding_reach_nothing",
             refused_hosts_redirects_metadata_and_rebinding_reach_nothing,
@@ -701,5 +725,6 @@ fn main() -> std::process::ExitCode {
             "render_makes_granted_calls_and_names_refused_ones",
             render_makes_granted_calls_and_names_refused_ones,
         ),
-    ])
+    ]);
+    run(tests)
 }

@@ -5,6 +5,10 @@
 //! in both versions through its `convert`, a module swap changes a verdict,
 //! and a looping `admit` is answered as its failure policy says.
 //!
+//! The cache-operator in each language (Rust, TypeScript, Python) runs on
+//! the shipped two-version CRD, its admission and conversion served by the
+//! host: `<case>::rust`, `::ts`, `::python`.
+//!
 //! Each test uses a Cache CRD of its own group (the setting `apiGroup`), so
 //! the cluster-wide CRD conversion of one test never reaches another; each
 //! guest watches only its namespace, which its webhooks' namespace selector
@@ -25,6 +29,7 @@ use kube::ResourceExt as _;
 use kube::api::{Api, PostParams};
 use kube::core::DynamicObject;
 use serde_json::{Value, json};
+use support::lang::{Lang, compiled_modules, per_language};
 use support::{
     HostProcess, admin_identity, cache_crd, dyn_api, guest_module, install_crd, install_yaml,
     put_guest_list, put_module, wait_for, workspace,
@@ -743,6 +748,129 @@ async fn the_webhooks_run_under_the_generated_least_privilege_role(
     Ok(())
 }
 
+/// The cache-operator of `lang` (a 12–18 MB component for TypeScript and
+/// Python, given as a file: a ConfigMap holds at most 1 MiB) on the shipped
+/// two-version CRD under a group of its own, `v1beta1` stored: `kubectl
+/// apply` of a `v1alpha1` Cache is refused for an untagged image and a
+/// directive the guest does not know, and defaulted otherwise; the stored
+/// `v1beta1` object is converted by the guest both ways and reconciled in
+/// `v1beta1` until Ready; a `v1beta1` Cache reads back as `v1alpha1`.
+async fn a_cache_is_admitted_converted_and_reconciled_on_the_shipped_crd(
+    env: Arc<TestEnv>,
+    lang: Lang,
+) -> anyhow::Result<()> {
+    let group = format!("shipped-{}.example.com", lang.suffix());
+    let group = group.as_str();
+    let client = env.client();
+    install_two_versions(&client, group).await?;
+    let ns = env
+        .create_namespace(&format!("shipped-{}", lang.suffix()))
+        .await?;
+    let guest = guest_of(group);
+    let settings = env.temp_dir().join(format!("{guest}-settings.yaml"));
+    std::fs::write(&settings, format!("apiGroup: {group}\nversion: v1beta1\n"))?;
+    let (_, kubeconfig) = admin_identity(&env, &format!("wasmop-{ns}")).await?;
+    let cache_dir = compiled_modules(&env, lang).await?;
+    let mut host = HostProcess::start(
+        &env,
+        &kubeconfig,
+        &ns,
+        &[
+            "--guest",
+            &format!("{guest}={}", guest_module(lang.module())?.display()),
+            "--settings",
+            &format!("{guest}={}", settings.display()),
+            "--namespace",
+            &ns,
+            "--cache-dir",
+            cache_dir.to_str().context("utf-8")?,
+            "--webhook-host",
+            "127.0.0.1",
+            "--webhook-bind-address",
+            "127.0.0.1:0",
+        ],
+    )?;
+    host.wait_for_log("serving webhooks on", LONG).await?;
+    configured(&client, group).await?;
+    converting(&client, group).await?;
+
+    for (name, spec, says) in [
+        ("untagged", json!({"image": "redis"}), "has no tag"),
+        (
+            "unknown",
+            json!({"image": "redis:7.2", "config": {"no-such-directive": "1"}}),
+            "\"no-such-directive\"",
+        ),
+    ] {
+        let yaml = cache_yaml(group, "v1alpha1", &ns, name, &spec);
+        let (ok, _, stderr) = kubectl(&env, &["apply", "-f", "-"], Some(&yaml))?;
+        ensure!(
+            !ok && stderr.contains("denied the request") && stderr.contains(says),
+            "{name}: not the guest's denial: {stderr}"
+        );
+    }
+    let good = cache_yaml(
+        group,
+        "v1alpha1",
+        &ns,
+        "good",
+        &json!({"image": "redis:7.2", "replicas": 1, "port": 7000, "config": {"maxmemory": "64mb"}}),
+    );
+    let (ok, _, stderr) = kubectl(&env, &["apply", "-f", "-"], Some(&good))?;
+    ensure!(ok, "kubectl apply of a valid Cache failed: {stderr}");
+    // Stored as v1beta1 (converted by the guest), reconciled in v1beta1.
+    let beta = caches_in(&client, group, "v1beta1", &ns);
+    let ready = wait_for(LONG, || async {
+        let c = beta.get("good").await?;
+        let done = c.data["status"]["phase"] == "Ready"
+            && c.data["status"]["observedGeneration"].as_i64() == c.metadata.generation;
+        if done {
+            Ok(Some(c))
+        } else {
+            bail!("status {}", c.data["status"])
+        }
+    })
+    .await
+    .with_context(|| host_tail(&host))?;
+    ensure!(
+        ready.data["spec"]["ports"] == json!({"client": 7000})
+            && ready.data["spec"]["config"]
+                == json!([{"name": "maxmemory", "value": "64mb"},
+                    {"name": "maxmemory-policy", "value": "allkeys-lru"}]),
+        "the defaulted Cache read as v1beta1: {}",
+        ready.data["spec"]
+    );
+    let deployment: Deployment = Api::namespaced(client.clone(), &ns).get("good").await?;
+    let port = deployment
+        .spec
+        .and_then(|s| s.template.spec)
+        .and_then(|p| p.containers.into_iter().next())
+        .and_then(|c| c.ports)
+        .and_then(|p| p.into_iter().next())
+        .map(|p| p.container_port);
+    ensure!(port == Some(7000), "the Deployment's port is {port:?}");
+    // A v1beta1 Cache reads back as v1alpha1, defaulted in its own shape.
+    let new_spec = json!({"image": "redis:7.4", "ports": {"client": 6380},
+        "config": [{"name": "maxmemory", "value": "32mb"}]});
+    beta.create(
+        &PostParams::default(),
+        &serde_json::from_str(&cache_yaml(group, "v1beta1", &ns, "new", &new_spec))?,
+    )
+    .await?;
+    let alpha = caches_in(&client, group, "v1alpha1", &ns)
+        .get("new")
+        .await?;
+    ensure!(
+        alpha.data["spec"]["port"] == 6380
+            && alpha.data["spec"]["config"]
+                == json!({"maxmemory": "32mb", "maxmemory-policy": "allkeys-lru"}),
+        "a v1beta1 Cache read as v1alpha1: {}",
+        alpha.data["spec"]
+    );
+    ensure!(host.is_running(), "the host died");
+    Ok(())
+}
+
 fn host_tail(host: &HostProcess) -> String {
     let log = host.log();
     let lines: Vec<&str> = log.lines().collect();
@@ -790,7 +918,15 @@ async fn a_guest_whose_crd_converts_is_refused_without_webhooks_with_the_flag_na
 }
 
 fn main() -> std::process::ExitCode {
-    run(vec![
+    let mut tests = Vec::new();
+    for lang in Lang::ALL {
+        tests.extend(
+            per_language![lang; a_cache_is_admitted_converted_and_reconciled_on_the_shipped_crd]
+                .into_iter()
+                .map(|test| test.with_timeout(Duration::from_secs(300))),
+        );
+    }
+    tests.extend(vec![
         Test::new(
             "a_guest_whose_crd_converts_is_refused_without_webhooks_with_the_flag_named",
             a_guest_whose_crd_converts_is_refused_without_webhooks_with_the_flag_named,
@@ -820,5 +956,6 @@ fn main() -> std::process::ExitCode {
             hostile_verdicts_are_refused_before_the_api_server_sees_them,
         )
         .with_timeout(Duration::from_secs(240)),
-    ])
+    ]);
+    run(tests)
 }

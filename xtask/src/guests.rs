@@ -14,7 +14,10 @@
 //! `cache-operator-broken.wasm` (the rollout tests' candidate with a logic bug),
 //! `cache-operator-registry.wasm` (the build that imports `wasi:http` for
 //! its `registryUrl`), `hostile.wasm`, `cache-operator-ts.wasm`,
-//! `cache-operator-py.wasm`, `tutorial-cache.wasm` (the kubebuilder
+//! `cache-operator-py.wasm`, their registry builds
+//! `cache-operator-ts-registry.wasm` and `cache-operator-py-registry.wasm`,
+//! `hostile-ts.wasm` and `hostile-py.wasm` (the hostile guest's webhook
+//! attacks in those languages), `tutorial-cache.wasm` (the kubebuilder
 //! tutorial's logic, for the scale bench).
 
 use std::path::{Path, PathBuf};

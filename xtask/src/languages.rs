@@ -12,7 +12,9 @@
 //!
 //! Each SDK's build script (`guests/sdk-ts/build.mjs`,
 //! `guests/sdk-py/build.py`) finds them through `WASMOP_NODE_TOOLS` and
-//! `WASMOP_PYTHON_TOOLS`, which [`Toolchains::env`] sets.
+//! `WASMOP_PYTHON_TOOLS`, which [`Toolchains::env`] sets, with
+//! `WASMOP_WASI_WIT`: the WASI 0.2 WIT that the pinned jco ships, which a
+//! Python guest built with `--http` imports `wasi:http` from.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -44,6 +46,8 @@ pub struct ScriptedGuest {
     pub entry: &'static str,
     /// Its unit tests, relative to `dir`.
     pub tests: &'static [&'static str],
+    /// Built with `--http`: the component imports `wasi:http`.
+    pub http: bool,
 }
 
 /// Every scripted guest. The names are an interface contract, as the Rust
@@ -54,7 +58,8 @@ pub const GUESTS: &[ScriptedGuest] = &[
         lang: Lang::TypeScript,
         dir: "guests/cache-operator-ts",
         entry: "src/index.ts",
-        tests: &["src/cache.test.ts"],
+        tests: &["src/cache.test.ts", "src/webhooks.test.ts"],
+        http: false,
     },
     ScriptedGuest {
         name: "cache-operator-py",
@@ -62,12 +67,57 @@ pub const GUESTS: &[ScriptedGuest] = &[
         dir: "guests/cache-operator-py",
         entry: "app",
         tests: &["tests"],
+        http: false,
+    },
+    // The same guests built with outbound HTTP, for their `registryUrl`
+    // (as the Rust `cache-operator-registry`); their tests run above.
+    ScriptedGuest {
+        name: "cache-operator-ts-registry",
+        lang: Lang::TypeScript,
+        dir: "guests/cache-operator-ts",
+        entry: "src/index.ts",
+        tests: &[],
+        http: true,
+    },
+    ScriptedGuest {
+        name: "cache-operator-py-registry",
+        lang: Lang::Python,
+        dir: "guests/cache-operator-py",
+        entry: "app",
+        tests: &[],
+        http: true,
+    },
+    // Test guests whose `admit` and `convert` misbehave past the SDKs'
+    // checks, as the Rust `hostile` guest's do.
+    ScriptedGuest {
+        name: "hostile-ts",
+        lang: Lang::TypeScript,
+        dir: "guests/hostile-ts",
+        entry: "src/index.ts",
+        tests: &[],
+        http: false,
+    },
+    ScriptedGuest {
+        name: "hostile-py",
+        lang: Lang::Python,
+        dir: "guests/hostile-py",
+        entry: "app",
+        tests: &[],
+        http: false,
     },
 ];
 
 /// The SDKs' own unit tests: (language, tests in its [`sdk_dir`]).
 const SDK_TESTS: &[(Lang, &[&str])] = &[
-    (Lang::TypeScript, &["src/index.test.ts"]),
+    (
+        Lang::TypeScript,
+        &[
+            "src/index.test.ts",
+            "src/admission.test.ts",
+            "src/conversion.test.ts",
+            "src/http.test.ts",
+        ],
+    ),
     (Lang::Python, &["tests"]),
 ];
 
@@ -75,22 +125,26 @@ const SDK_TESTS: &[(Lang, &[&str])] = &[
 pub struct Toolchains {
     node: PathBuf,
     python: PathBuf,
+    wasi_wit: PathBuf,
 }
 
 impl Toolchains {
     /// Installs both toolchains if missing (progress on stderr).
     pub fn ensure(root: &Path) -> Result<Self> {
+        let node = node_tools(root)?;
         Ok(Self {
-            node: node_tools(root)?,
+            wasi_wit: node.join(WASI_WIT),
+            node,
             python: python_tools(root)?,
         })
     }
 
     /// The variables the SDKs' build scripts read.
-    pub fn env(&self) -> [(&'static str, &Path); 2] {
+    pub fn env(&self) -> [(&'static str, &Path); 3] {
         [
             ("WASMOP_NODE_TOOLS", &self.node),
             ("WASMOP_PYTHON_TOOLS", &self.python),
+            ("WASMOP_WASI_WIT", &self.wasi_wit),
         ]
     }
 
@@ -128,6 +182,9 @@ impl Toolchains {
                 .args(["component", ".", "--module", guest.entry, "--out"])
                 .arg(out),
         };
+        if guest.http {
+            command.arg("--http");
+        }
         run(&mut command).with_context(|| format!("building guest {}", guest.name))?;
         stamp.write()?;
         Ok(true)
@@ -154,7 +211,8 @@ impl Toolchains {
         let suites = SDK_TESTS
             .iter()
             .map(|(lang, tests)| (*lang, sdk_dir(*lang), *tests))
-            .chain(GUESTS.iter().map(|g| (g.lang, g.dir, g.tests)));
+            .chain(GUESTS.iter().map(|g| (g.lang, g.dir, g.tests)))
+            .filter(|(_, _, tests)| !tests.is_empty());
         for (lang, dir, tests) in suites {
             let mut command = self.script(root, lang, &root.join(dir));
             command.arg("test");
@@ -167,6 +225,10 @@ impl Toolchains {
         Ok(())
     }
 }
+
+/// The WASI 0.2 WIT in the TypeScript toolchain's jco (pinned by
+/// `guests/sdk-ts/package-lock.json`): one directory per package.
+const WASI_WIT: &str = "node_modules/@bytecodealliance/jco/lib/wit/builtin/0.2.12";
 
 /// The SDK directory of `lang`, relative to the workspace root.
 fn sdk_dir(lang: Lang) -> &'static str {

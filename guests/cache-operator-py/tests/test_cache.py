@@ -38,8 +38,12 @@ def test_describe_names_the_cache_kind_its_three_child_kinds_and_the_finalizer()
     assert description.primary == types.KindRef("apps.example.com", "v1alpha1", "Cache")
     assert [c.kind.kind for c in description.children] == ["ConfigMap", "Deployment", "Service"]
     assert description.finalizer == FINALIZER
+    assert description.related[0].kind == types.KindRef("", "v1", "Secret")
+    assert OPERATOR.describe({"version": "v1beta1"}).primary.version == "v1beta1"
     with pytest.raises(ValueError, match="unknown setting"):
-        OPERATOR.describe({"registryUrl": "http://x"})
+        OPERATOR.describe({"registry": "http://x"})
+    with pytest.raises(ValueError, match="registryUrl"):
+        OPERATOR.describe({"registryUrl": "ftp://x"})
     with pytest.raises(ValueError, match="must not be empty"):
         OPERATOR.describe({"defaultImage": " "})
 

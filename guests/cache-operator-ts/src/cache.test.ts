@@ -1,10 +1,14 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { type Condition, type ReconcileRequest, Request } from "../../sdk-ts/src/index.ts";
+import { type Condition, type ReconcileRequest, Request, Response } from "../../sdk-ts/src/index.ts";
 import { CacheOperator, CONFIG_HASH_ANNOTATION, configHash, FINALIZER } from "./cache.ts";
 
 const NOW = 1_714_564_800n;
+
+function reconcileNow(request: Request): Response {
+  return CacheOperator.reconcile(request);
+}
 
 function request(
   spec: object,
@@ -39,13 +43,19 @@ test("describe names the Cache kind, its three child kinds and the finalizer", (
     description.children.map((c) => c.kind.kind),
     ["ConfigMap", "Deployment", "Service"],
   );
+  assert.deepEqual(description.related, [
+    { kind: { group: "", version: "v1", kind: "Secret" }, by: { tag: "name-at", val: "/spec/auth/secretRef/name" }, metadataOnly: false },
+  ]);
+  assert.equal(CacheOperator.describe({ version: "v1beta1" }).primary.version, "v1beta1");
   assert.equal(description.finalizer, FINALIZER);
-  assert.throws(() => CacheOperator.describe({ registryUrl: "http://x" }), /unknown setting/);
+  assert.throws(() => CacheOperator.describe({ registry: "http://x" }), /unknown setting/);
+  assert.throws(() => CacheOperator.describe({ registryUrl: "ftp://x" }), /registryUrl/);
+  assert.throws(() => CacheOperator.describe({ version: "v2" }), /not a Cache version/);
   assert.throws(() => CacheOperator.describe({ defaultImage: " " }), /must not be empty/);
 });
 
 test("a new Cache gets its ConfigMap, Deployment and Service and is Pending", () => {
-  const wire = CacheOperator.reconcile(
+  const wire = reconcileNow(
     request({ image: "redis:7.2", replicas: 2, config: { maxmemory: "256mb" } }),
   ).toWire();
   const children = wire.children.map((c) => JSON.parse(c));
@@ -66,13 +76,13 @@ test("a new Cache gets its ConfigMap, Deployment and Service and is Pending", ()
 });
 
 test("an invalid spec is a permanent error", () => {
-  assert.throws(() => CacheOperator.reconcile(request({ image: "redis", replicas: 11 })), /between 1 and 10/);
-  assert.throws(() => CacheOperator.reconcile(request({ image: "" })), /spec.image must not be empty/);
+  assert.throws(() => reconcileNow(request({ image: "redis", replicas: 11 })), /between 1 and 10/);
+  assert.throws(() => reconcileNow(request({ image: "" })), /spec.image must not be empty/);
 });
 
 test("a paused Cache keeps every child as it is", () => {
   const observed = [{ apiVersion: "v1", kind: "Service", metadata: { name: "demo" } }];
-  const wire = CacheOperator.reconcile(request({ image: "redis", paused: true }, observed)).toWire();
+  const wire = reconcileNow(request({ image: "redis", paused: true }, observed)).toWire();
   assert.deepEqual(wire.children, []);
   assert.deepEqual(wire.keep, [{ apiVersion: "v1", kind: "Service", name: "demo" }]);
   assert.equal(JSON.parse(wire.status ?? "{}").phase, "Paused");
@@ -86,12 +96,12 @@ test("deletion scales the Deployment to zero, then lets the Cache go", () => {
     spec: { replicas: 2 },
     status: { replicas: 2 },
   };
-  const scaling = CacheOperator.reconcile(request({ image: "redis" }, [running], { deleting: true })).toWire();
+  const scaling = reconcileNow(request({ image: "redis" }, [running], { deleting: true })).toWire();
   assert.equal(scaling.finalized, false);
   assert.equal(JSON.parse(scaling.children[0]).spec.replicas, 0);
   assert.equal(scaling.requeueAfterSeconds, 2);
   const stopped = { ...running, status: { replicas: 0 } };
-  const done = CacheOperator.reconcile(request({ image: "redis" }, [stopped], { deleting: true })).toWire();
+  const done = reconcileNow(request({ image: "redis" }, [stopped], { deleting: true })).toWire();
   assert.equal(done.finalized, true);
   assert.deepEqual(
     done.events.map((e) => e.reason),
@@ -116,7 +126,7 @@ function deploymentOf(image: string, status: object): object {
   };
 }
 
-type Wire = ReturnType<ReturnType<typeof CacheOperator.reconcile>["toWire"]>;
+type Wire = ReturnType<Response["toWire"]>;
 
 function imageOf(wire: Wire): string {
   const deployment = wire.children.map((c) => JSON.parse(c)).find((c) => c.kind === "Deployment");
@@ -128,14 +138,14 @@ function conditionOf(status: { conditions: Condition[] }, type: string): Conditi
 }
 
 test("the upgrade timeout is the Deployment's progress deadline, 30 to 3600 seconds", () => {
-  const wire = CacheOperator.reconcile(request({ image: "redis:7.2", upgrade: { timeoutSeconds: 45 } })).toWire();
+  const wire = reconcileNow(request({ image: "redis:7.2", upgrade: { timeoutSeconds: 45 } })).toWire();
   const deployment = wire.children.map((c) => JSON.parse(c)).find((c) => c.kind === "Deployment");
   assert.equal(deployment.spec.progressDeadlineSeconds, 45);
-  const defaulted = CacheOperator.reconcile(request({ image: "redis:7.2" })).toWire();
+  const defaulted = reconcileNow(request({ image: "redis:7.2" })).toWire();
   assert.equal(JSON.parse(defaulted.children[1]).spec.progressDeadlineSeconds, 300);
   for (const bad of [29, 3601]) {
     assert.throws(
-      () => CacheOperator.reconcile(request({ image: "redis:7.2", upgrade: { timeoutSeconds: bad } })),
+      () => reconcileNow(request({ image: "redis:7.2", upgrade: { timeoutSeconds: bad } })),
       new RegExp(`spec.upgrade.timeoutSeconds must be between 30 and 3600, got ${bad}`),
     );
   }
@@ -143,7 +153,7 @@ test("the upgrade timeout is the Deployment's progress deadline, 30 to 3600 seco
 
 test("a first rollout sets the last good image and is no upgrade", () => {
   const ready = deploymentOf("redis:7.2", { replicas: 1, updatedReplicas: 1, readyReplicas: 1 });
-  const wire = CacheOperator.reconcile(request({ image: "redis:7.2" }, [ready])).toWire();
+  const wire = reconcileNow(request({ image: "redis:7.2" }, [ready])).toWire();
   const status = JSON.parse(wire.status ?? "{}");
   assert.equal(status.phase, "Ready");
   assert.equal(status.lastGoodImage, "redis:7.2");
@@ -152,7 +162,7 @@ test("a first rollout sets the last good image and is no upgrade", () => {
 
 test("a new image rolls out while the Cache stays Ready, then completes with one Upgraded event", () => {
   const old = deploymentOf("redis:7.2", { replicas: 1, updatedReplicas: 1, readyReplicas: 1 });
-  const rolling = CacheOperator.reconcile(
+  const rolling = reconcileNow(
     request({ image: "redis:7.4" }, [old], {}, { phase: "Ready", lastGoodImage: "redis:7.2" }),
   ).toWire();
   assert.equal(imageOf(rolling), "redis:7.4");
@@ -163,7 +173,7 @@ test("a new image rolls out while the Cache stays Ready, then completes with one
     ["True", "RollingOut"],
   );
   const done = deploymentOf("redis:7.4", { replicas: 1, updatedReplicas: 1, readyReplicas: 1 });
-  const complete = CacheOperator.reconcile(request({ image: "redis:7.4" }, [done], {}, status)).toWire();
+  const complete = reconcileNow(request({ image: "redis:7.4" }, [done], {}, status)).toWire();
   assert.deepEqual(
     complete.events.map((e) => [e.eventType, e.reason]),
     [["normal", "Upgraded"]],
@@ -181,7 +191,7 @@ test("a rollout past its deadline goes back to the last good image and is not tr
     conditions: [{ type: "Progressing", status: "False", reason: "ProgressDeadlineExceeded" }],
   });
   const spec = { image: "redis:7.4-never-ready", upgrade: { timeoutSeconds: 30 } };
-  const back = CacheOperator.reconcile(
+  const back = reconcileNow(
     request(spec, [stuck], {}, { phase: "Ready", lastGoodImage: "redis:7.2" }),
   ).toWire();
   assert.equal(imageOf(back), "redis:7.2");
@@ -197,7 +207,7 @@ test("a rollout past its deadline goes back to the last good image and is not tr
   assert.equal(status.phase, "Degraded");
   assert.equal(status.failedImage, "redis:7.4-never-ready");
   assert.match(conditionOf(status, "Upgraded")?.message ?? "", /redis:7.4-never-ready/);
-  const held = CacheOperator.reconcile(request(spec, [stuck], {}, status)).toWire();
+  const held = reconcileNow(request(spec, [stuck], {}, status)).toWire();
   assert.equal(imageOf(held), "redis:7.2");
   assert.deepEqual(JSON.parse(held.status ?? "{}").conditions, status.conditions);
 });

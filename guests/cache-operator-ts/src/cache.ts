@@ -20,15 +20,29 @@
 // `Upgraded=False` (reason `RolledBack`), a Warning Event
 // `UpgradeRolledBack`, phase `Degraded`.
 //
-// Settings: `defaultImage` (the image of a Cache with an empty
-// `spec.image`) and `apiGroup` (the Cache kind's group). The Rust guest's
-// `spec.auth` and `registryUrl` are not part of this port.
+// With `spec.auth.secretRef` (a Secret's `name` and `key`, the Secret a
+// related object) the pods get the password in `CACHE_PASSWORD` and its
+// value's hash on the pod template (a rotation rolls them); while the Secret
+// or key is missing the Cache is `Pending`, `SecretMissing`, and no child
+// changes (`auth.ts`). With the setting `registryUrl` (the build with
+// outbound HTTP) a Ready Cache is registered with an external registry and
+// removed from it before the finalizer goes (`registry.ts`). Admission
+// (`admission.ts`) and the conversion between `v1alpha1` and `v1beta1`
+// (`conversion.ts`) are exported beside the reconcile.
+//
+// Settings (`settings.ts`): `defaultImage` (the image of a Cache with an
+// empty `spec.image`), `apiGroup` (the Cache kind's group), `version` (the
+// Cache version reconciled: `v1alpha1` or the stored `v1beta1`) and
+// `registryUrl`.
 //
 // Everything is a pure function of the request: a converged Cache gets the
 // same children and status on every resync, and the host writes nothing.
 
 import {
+  type Admission,
+  type AdmissionResponse,
   type Condition,
+  type Conversion,
   type ConditionStatus,
   canonicalJson,
   conditionsOf,
@@ -47,8 +61,16 @@ import {
   objectMeta,
   type Request,
   Response,
+  type Review,
   setCondition,
 } from "../../sdk-ts/src/index.ts";
+import { admit } from "./admission.ts";
+import { PASSWORD_ENV, type Password, password, SECRET_HASH_ANNOTATION, SECRET_NAME_POINTER, secretRefOf } from "./auth.ts";
+import { convert, V1ALPHA1 } from "./conversion.ts";
+import { Registry } from "./registry.ts";
+import { parseSettings, type Settings, versionOf } from "./settings.ts";
+
+export { parseSettings };
 
 export const GROUP = "apps.example.com";
 export const FINALIZER = "apps.example.com/cache-cleanup";
@@ -71,46 +93,14 @@ const POLL_SECONDS = 2;
 
 export type Phase = "Pending" | "Progressing" | "Ready" | "Paused" | "Degraded";
 
-interface Settings {
-  defaultImage?: string;
-  apiGroup?: string;
-}
-
 interface Spec {
   image: string;
+  auth: { name: string; key: string } | undefined;
   replicas: number;
   port: number;
   config: { [key: string]: string };
   paused: boolean;
   upgradeTimeoutSeconds: number;
-}
-
-/** The settings, checked: unknown keys and empty values are refused. */
-export function parseSettings(value: unknown): Settings {
-  if (value === undefined || value === null) {
-    return {};
-  }
-  if (typeof value !== "object" || Array.isArray(value)) {
-    throw new Error("settings must be a map");
-  }
-  const settings: Settings = {};
-  for (const [key, v] of Object.entries(value as JsonObject)) {
-    if (key !== "defaultImage" && key !== "apiGroup") {
-      throw new Error(`unknown setting ${JSON.stringify(key)}, expected one of defaultImage, apiGroup`);
-    }
-    if (typeof v !== "string") {
-      throw new Error(`settings.${key} must be a string`);
-    }
-    settings[key] = v;
-  }
-  if (settings.defaultImage !== undefined && settings.defaultImage.trim() === "") {
-    throw new Error("settings.defaultImage must not be empty");
-  }
-  const group = settings.apiGroup;
-  if (group !== undefined && (!group.includes(".") || group.length > 253 || !/^[a-z0-9.-]+$/.test(group))) {
-    throw new Error(`settings.apiGroup ${JSON.stringify(group)} is not an API group (a lowercase DNS name with a dot)`);
-  }
-  return settings;
 }
 
 function isConfigMapKey(key: string): boolean {
@@ -133,6 +123,7 @@ function specOf(cache: KubeObject, settings: Settings): Spec {
   const timeout = get(raw, "upgrade", "timeoutSeconds");
   return {
     image,
+    auth: secretRefOf(raw),
     replicas: typeof raw.replicas === "number" ? raw.replicas : DEFAULT_REPLICAS,
     port: typeof raw.port === "number" ? raw.port : DEFAULT_PORT,
     config,
@@ -144,6 +135,14 @@ function specOf(cache: KubeObject, settings: Settings): Spec {
 function validate(spec: Spec): void {
   if (spec.image.trim() === "") {
     throw GuestError.permanent("spec.image must not be empty (this guest has no setting defaultImage)");
+  }
+  if (spec.auth !== undefined) {
+    if (spec.auth.name === "" || new TextEncoder().encode(spec.auth.name).length > 253) {
+      throw GuestError.permanent("spec.auth.secretRef.name must be 1 to 253 characters");
+    }
+    if (!isConfigMapKey(spec.auth.key)) {
+      throw GuestError.permanent(`spec.auth.secretRef.key ${JSON.stringify(spec.auth.key)} is not a valid Secret key`);
+    }
   }
   if (!Number.isInteger(spec.replicas) || spec.replicas < 1 || spec.replicas > MAX_REPLICAS) {
     throw GuestError.permanent(`spec.replicas must be between 1 and ${MAX_REPLICAS}, got ${spec.replicas}`);
@@ -193,8 +192,19 @@ function configMap(name: string, spec: Spec): KubeObject {
   return object;
 }
 
-function deployment(name: string, spec: Spec, hash: string, replicas = spec.replicas): KubeObject {
+function deployment(name: string, spec: Spec, hash: string, secret: Password, replicas = spec.replicas): KubeObject {
   const selector = selectorLabels(name);
+  const annotations: { [key: string]: string } = { [CONFIG_HASH_ANNOTATION]: hash };
+  const container: JsonObject = {
+    name: CONTAINER_NAME,
+    image: spec.image,
+    ports: [{ name: PORT_NAME, containerPort: spec.port }],
+    volumeMounts: [{ name: CONFIG_VOLUME, mountPath: CONFIG_MOUNT_PATH, readOnly: true }],
+  };
+  if (secret.kind === "found") {
+    annotations[SECRET_HASH_ANNOTATION] = secret.hash;
+    container.env = [{ name: PASSWORD_ENV, valueFrom: { secretKeyRef: { name: secret.name, key: secret.key } } }];
+  }
   return {
     apiVersion: "apps/v1",
     kind: "Deployment",
@@ -206,16 +216,9 @@ function deployment(name: string, spec: Spec, hash: string, replicas = spec.repl
       progressDeadlineSeconds: spec.upgradeTimeoutSeconds,
       selector: { matchLabels: selector },
       template: {
-        metadata: { labels: selector, annotations: { [CONFIG_HASH_ANNOTATION]: hash } },
+        metadata: { labels: selector, annotations },
         spec: {
-          containers: [
-            {
-              name: CONTAINER_NAME,
-              image: spec.image,
-              ports: [{ name: PORT_NAME, containerPort: spec.port }],
-              volumeMounts: [{ name: CONFIG_VOLUME, mountPath: CONFIG_MOUNT_PATH, readOnly: true }],
-            },
-          ],
+          containers: [container],
           volumes: [{ name: CONFIG_VOLUME, configMap: { name: configMapName(name) } }],
         },
       },
@@ -241,6 +244,7 @@ interface Fingerprint {
   image: string | undefined;
   port: number | undefined;
   configHash: string | undefined;
+  secretHash: string | undefined;
 }
 
 function get(object: unknown, ...path: string[]): unknown {
@@ -264,17 +268,25 @@ function fingerprintOf(observed: KubeObject): Fingerprint {
     ? (containers as JsonObject[]).find((c) => c?.name === CONTAINER_NAME)
     : undefined;
   const hash = get(observed, "spec", "template", "metadata", "annotations", CONFIG_HASH_ANNOTATION);
+  const secret = get(observed, "spec", "template", "metadata", "annotations", SECRET_HASH_ANNOTATION);
   const image = container?.image;
   return {
     replicas: num(get(observed, "spec", "replicas")),
     image: typeof image === "string" ? image : undefined,
     port: num(get(container, "ports", "0", "containerPort")),
     configHash: typeof hash === "string" ? hash : undefined,
+    secretHash: typeof secret === "string" ? secret : undefined,
   };
 }
 
 function samePrint(a: Fingerprint, b: Fingerprint): boolean {
-  return a.replicas === b.replicas && a.image === b.image && a.port === b.port && a.configHash === b.configHash;
+  return (
+    a.replicas === b.replicas &&
+    a.image === b.image &&
+    a.port === b.port &&
+    a.configHash === b.configHash &&
+    a.secretHash === b.secretHash
+  );
 }
 
 /** Whether the Deployment's controller has seen its latest generation. */
@@ -501,10 +513,14 @@ function changeEvents(name: string, observed: KubeObject | undefined, wanted: Fi
   if (was.configHash !== wanted.configHash) {
     events.push(["ConfigChanged", `the config changed; rolling the pods of Deployment ${name}`]);
   }
+  if (was.secretHash !== wanted.secretHash) {
+    events.push(["SecretChanged", `the password Secret changed; rolling the pods of Deployment ${name}`]);
+  }
   return events;
 }
 
-function reconcileDeletion(request: Request, name: string, spec: Spec): Response {
+/** Scales the Deployment down; `finalized` once no pod is left. */
+function stop(request: Request, name: string, spec: Spec): Response {
   const isDeployment = (ref: ObjectRef) => ref.apiVersion === "apps/v1" && ref.kind === "Deployment" && ref.name === name;
   const response = new Response().keepObserved(request, isDeployment);
   const observed = request.observedNamed(kinds.deployment, name);
@@ -533,7 +549,7 @@ function reconcileDeletion(request: Request, name: string, spec: Spec): Response
   // The image the Deployment runs: after a rollback, not the spec's.
   const held = heldImage(spec.image, request.status);
   const running = held === undefined ? spec : { ...spec, image: held };
-  response.child(deployment(name, running, configHash(spec.config), 0));
+  response.child(deployment(name, running, configHash(spec.config), password(request, spec.auth), 0));
   const wanted = fingerprintOf(observed).replicas ?? 0;
   return wanted === 0
     ? response.requeueAfter(POLL_SECONDS).normal("CleanupWaiting", `waiting for ${pods} pod(s) of Deployment ${name} to stop`)
@@ -542,9 +558,41 @@ function reconcileDeletion(request: Request, name: string, spec: Spec): Response
         .normal("CleanupStarted", `scaling Deployment ${name} from ${wanted} to 0 replicas before deletion`);
 }
 
-function reconcilePaused(request: Request, name: string, spec: Spec): Response {
+/**
+ * The answer for a Cache with a deletionTimestamp: `stop`, and once it is
+ * finalized, the Cache taken out of its registry (`registryUrl`) if it may
+ * be in it; while that fails every child is kept and the Cache stays.
+ */
+function reconcileDeletion(
+  request: Request,
+  cache: KubeObject,
+  name: string,
+  spec: Spec,
+  registry: Registry | undefined,
+): Response {
+  const answer = stop(request, name, spec);
+  if (!answer.toWire().finalized || registry === undefined) {
+    return answer;
+  }
+  const outcome = registry.deregister(statusObject(cache), request.now);
+  switch (outcome.kind) {
+    case "notRegistered":
+      return answer;
+    case "removed":
+      return answer.normal("Deregistered", `removed Cache ${name} from its registry`).status(outcome.status);
+    case "blocked": {
+      const blocked = new Response().keepObserved(request);
+      if (outcome.event !== undefined) {
+        blocked.warning(outcome.event[1], outcome.event[2]);
+      }
+      return blocked.requeueAfter(outcome.retryAfter).status(outcome.status);
+    }
+  }
+}
+
+function reconcilePaused(request: Request, cache: KubeObject, name: string, spec: Spec): Response {
   const response = new Response().keepObserved(request);
-  const previous = request.status;
+  const previous = statusObject(cache);
   for (const [reason, message] of phaseEvent(previous, "Paused")) {
     response.normal(reason, message);
   }
@@ -560,6 +608,71 @@ function reconcilePaused(request: Request, name: string, spec: Spec): Response {
   );
 }
 
+/** The Cache's status, if it has one. */
+function statusObject(cache: KubeObject): JsonObject | undefined {
+  const status = cache.status;
+  return status !== null && typeof status === "object" && !Array.isArray(status) ? (status as JsonObject) : undefined;
+}
+
+/**
+ * The answer while the Secret or key `spec.auth.secretRef` names is missing:
+ * every observed child kept as it is, phase `Pending` with `SecretMissing`,
+ * and a Warning Event when the Cache did not report it already.
+ */
+function reconcileSecretMissing(request: Request, cache: KubeObject, name: string, message: string): Response {
+  const response = new Response().keepObserved(request);
+  const previous = statusObject(cache);
+  const conditions = conditionsOf(previous);
+  const reported = findCondition(conditions, "Available")?.reason === SECRET_MISSING;
+  for (const type of ["Available", "Progressing"]) {
+    setCondition(conditions, type, "False", SECRET_MISSING, message, request.generation, request.now);
+  }
+  const status: JsonObject = {
+    readyReplicas: readyReplicas(request.observedNamed(kinds.deployment, name)),
+    phase: "Pending",
+  };
+  for (const key of ["lastGoodImage", "failedImage"]) {
+    if (typeof previous?.[key] === "string") {
+      status[key] = previous[key];
+    }
+  }
+  status.conditions = conditions;
+  if (!reported) {
+    log.info(`cache ${name}: ${message}`);
+    response.warning(SECRET_MISSING, message);
+  }
+  for (const [reason, text] of phaseEvent(previous, "Pending")) {
+    response.normal(reason, text);
+  }
+  return response.status(status);
+}
+
+/** Condition reason: the Secret or key `spec.auth.secretRef` names is missing. */
+const SECRET_MISSING = "SecretMissing";
+
+/** The parent in the v1alpha1 shape the logic is written for. */
+function parentOf(request: Request, settings: Settings): KubeObject {
+  if (versionOf(settings) === V1ALPHA1) {
+    return request.parent;
+  }
+  const apiVersion = typeof request.parent.apiVersion === "string" ? request.parent.apiVersion : "";
+  const group = apiVersion.includes("/") ? apiVersion.slice(0, apiVersion.indexOf("/")) : "";
+  try {
+    return convert(JSON.parse(JSON.stringify(request.parent)) as JsonObject, `${group}/${V1ALPHA1}`);
+  } catch (e) {
+    throw GuestError.permanent(e instanceof Error ? e.message : String(e));
+  }
+}
+
+/** The registry of `cache`, with the setting `registryUrl`. */
+function registryOf(settings: Settings, cache: KubeObject, name: string, spec: Spec): Registry | undefined {
+  if (settings.registryUrl === undefined) {
+    return undefined;
+  }
+  const namespace = cache.metadata?.namespace ?? "default";
+  return new Registry(settings.registryUrl, name, namespace, spec.port, cache.metadata?.generation);
+}
+
 /** One reconcile of a Cache. */
 export function reconcile(request: Request): Response {
   let settings: Settings;
@@ -568,23 +681,35 @@ export function reconcile(request: Request): Response {
   } catch (e) {
     throw GuestError.permanent(e instanceof Error ? e.message : String(e));
   }
-  const name = request.name;
+  const cache = parentOf(request, settings);
+  const name = cache.metadata?.name ?? "";
   if (name === "") {
     throw GuestError.permanent("the Cache has no metadata.name");
   }
-  const spec = specOf(request.parent, settings);
+  const spec = specOf(cache, settings);
   // Deletion first: a paused or invalid Cache must still be deletable.
   if (request.deleting) {
-    return reconcileDeletion(request, name, spec);
+    return reconcileDeletion(request, cache, name, spec, registryOf(settings, cache, name, spec));
   }
   if (spec.paused) {
-    return reconcilePaused(request, name, spec);
+    return reconcilePaused(request, cache, name, spec);
   }
   validate(spec);
+  const secret = password(request, spec.auth);
+  if (secret.kind === "missing") {
+    return reconcileSecretMissing(request, cache, name, secret.message);
+  }
   const hash = configHash(spec.config);
-  const printOf = (s: Spec): Fingerprint => ({ replicas: s.replicas, image: s.image, port: s.port, configHash: hash });
+  const secretHash = secret.kind === "found" ? secret.hash : undefined;
+  const printOf = (s: Spec): Fingerprint => ({
+    replicas: s.replicas,
+    image: s.image,
+    port: s.port,
+    configHash: hash,
+    secretHash,
+  });
   const observed = request.observedNamed(kinds.deployment, name);
-  const previous = request.status;
+  const previous = statusObject(cache);
   const upgrade = decideUpgrade(spec.image, previous, observed, printOf(spec));
   // After a rollback the Deployment runs the last good image, not the
   // spec's: the spec is the user's and stays as it is.
@@ -606,8 +731,15 @@ export function reconcile(request: Request): Response {
   );
   const phase = upgradePhase(upgrade, rollout, ready, spec.replicas);
   status.phase = phase;
+  let registryEvent: [string, string, string] | undefined;
+  let requeue: number | undefined;
+  const registry = registryOf(settings, cache, name, spec);
+  if (phase === "Ready" && registry !== undefined) {
+    [registryEvent, requeue] = registry.register(status, request.now);
+  }
   const response = new Response();
   const events: [string, string, string][] = [
+    ...(registryEvent === undefined ? [] : [registryEvent]),
     ...changeEvents(name, observed, wanted).map(([r, m]): [string, string, string] => ["normal", r, m]),
     ...(upgradeEvent === undefined ? [] : [upgradeEvent]),
     ...phaseEvent(previous, phase).map(([r, m]): [string, string, string] => ["normal", r, m]),
@@ -620,18 +752,22 @@ export function reconcile(request: Request): Response {
       response.normal(reason, message);
     }
   }
+  if (requeue !== undefined) {
+    response.requeueAfter(requeue);
+  }
   return response
     .child(configMap(name, running))
-    .child(deployment(name, running, hash))
+    .child(deployment(name, running, hash, secret))
     .child(service(name, running))
     .status(status);
 }
 
-/** The Cache operator. */
-export const CacheOperator: Operator = {
+/** The Cache operator: reconcile, admission and conversion. */
+export const CacheOperator: Operator & Admission & Conversion = {
   describe(value: unknown) {
     const settings = parseSettings(value);
-    return new DescriptionBuilder(kindRef(settings.apiGroup ?? GROUP, "v1alpha1", "Cache"))
+    return new DescriptionBuilder(kindRef(settings.apiGroup ?? GROUP, versionOf(settings), "Cache"))
+      .relatedByName(kinds.secret, SECRET_NAME_POINTER)
       .child(kinds.configMap)
       .child(kinds.deployment)
       .child(kinds.service)
@@ -639,4 +775,10 @@ export const CacheOperator: Operator = {
       .build();
   },
   reconcile,
+  admit(review: Review): AdmissionResponse {
+    return admit(review);
+  },
+  convert(object: JsonObject, desiredApiVersion: string): JsonObject {
+    return convert(object, desiredApiVersion);
+  },
 };

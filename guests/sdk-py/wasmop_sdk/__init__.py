@@ -16,10 +16,17 @@ Rust SDK (``guests/sdk``) and the TypeScript one (``guests/sdk-ts``):
   label);
 - ``export_operator``: the class componentize-py exports, turning a raised
   ``GuestError`` (or any other exception) into the ``reconcile-error`` the
-  host expects.
+  host expects;
+- ``export_admission`` and ``export_conversion`` (with ``Review``,
+  ``Patch``, ``allow``, ``deny`` of ``admission`` and ``convert_all`` of
+  ``conversion``): defaulting, validation and conversion of the primary
+  kind, served by the host as webhooks;
+- ``http.send``: outbound HTTP through ``wasi:http``, in a guest built with
+  ``build.py component --http``.
 
 The host grants a Python guest nothing through the WASI interfaces
-componentize-py imports but clocks and randomness: no files, sockets, name
+componentize-py imports but clocks and randomness (and, with ``--http``,
+the origins its ``allowedOutboundHosts`` names): no files, sockets, name
 lookup or environment.
 """
 
@@ -35,8 +42,25 @@ from wit_world import exports
 from wit_world.imports import log as _log
 from wit_world.imports import types
 
+from . import http
+from .admission import Admission, Patch, Review, allow, deny, pointer_segment, refused_path
+from .conversion import Conversion, convert_all, split_api_version
+
 __all__ = [
     "HOST_PREFIX",
+    "Admission",
+    "Conversion",
+    "Patch",
+    "Review",
+    "allow",
+    "convert_all",
+    "deny",
+    "export_admission",
+    "export_conversion",
+    "http",
+    "pointer_segment",
+    "refused_path",
+    "split_api_version",
     "Description",
     "GuestError",
     "KindRef",
@@ -500,5 +524,44 @@ def export_operator(operator: Operator) -> type:
                 return operator.reconcile(Request(request)).to_wire()
             except Exception as e:  # noqa: BLE001 - every failure is reported, none traps
                 raise Err(_error_of(e)) from None
+
+    return Exported
+
+
+def export_admission(admission: Admission) -> type:
+    """The class componentize-py exports for ``admission``: in the guest's
+    app module, ``Admission = export_admission(MyOperator())``; the guest then
+    targets the world ``admission-guest`` (or ``webhook-guest`` with a
+    conversion), which ``build.py`` picks from the module's top-level names.
+
+    An exception raised in ``admit`` is the guest's failure, not a verdict:
+    its message goes to the host's log at error level, which the host
+    attaches to the trap that follows, and the host answers as the guest-list
+    entry's ``admissionFailurePolicy`` says (denied under ``Fail``), as it
+    does for a Rust guest's panic."""
+
+    class Exported(exports.Admission):
+        def admit(self, review: types.AdmissionReview) -> types.AdmissionResponse:
+            try:
+                return admission.admit(Review(review))
+            except Exception as e:
+                _log.log(_log.Level.ERROR, f"admit raised {type(e).__name__}: {e}")
+                raise
+
+    return Exported
+
+
+def export_conversion(conversion: Conversion) -> type:
+    """The class componentize-py exports for ``conversion``: in the guest's
+    app module, ``Conversion = export_conversion(MyOperator())``; the guest
+    then targets the world ``conversion-guest`` (or ``webhook-guest``). An
+    exception fails the API server's whole request with its message."""
+
+    class Exported(exports.Conversion):
+        def convert(self, objects: List[str], desired_api_version: str) -> List[str]:
+            try:
+                return convert_all(conversion, objects, desired_api_version)
+            except Exception as e:  # noqa: BLE001 - every failure is the request's error
+                raise Err(str(e)) from None
 
     return Exported

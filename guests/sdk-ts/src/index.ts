@@ -14,14 +14,22 @@
 //   the host stamps (namespace, ownerReferences, the `wasmop.dev/guest`
 //   label);
 // - `exportOperator`: the WIT exports, turning a thrown `GuestError` (or
-//   anything else thrown) into the `reconcile-error` the host expects.
+//   anything else thrown) into the `reconcile-error` the host expects;
+// - `exportAdmission` and `exportConversion` (with `Review`, `Patch`,
+//   `allow`, `deny` of `admission.ts` and `convertAll` of `conversion.ts`):
+//   defaulting, validation and conversion of the primary kind, served by
+//   the host as webhooks;
+// - `send` (`http.ts`): outbound HTTP through `wasi:http`, in a guest built
+//   with `build.mjs component --http`.
 //
-// A guest has no clock, no randomness, no files and no network: it is built
-// with every WASI feature of componentize-js disabled and imports only the
-// WIT's `log`.
+// A guest has no clock, no randomness and no files: it is built with
+// every WASI feature of componentize-js disabled and imports only the WIT's
+// `log`, and with `--http` also `wasi:http` (and the `wasi:io` it uses).
 
 import { log as hostLog } from "wasmop:operator/log@0.1.0";
 import type {
+  AdmissionResponse,
+  AdmissionReview,
   ChildKind,
   Description,
   Event,
@@ -33,7 +41,38 @@ import type {
   RelatedKind,
 } from "wasmop:operator/types@0.1.0";
 
+import { type Admission, Review } from "./admission.ts";
+import { type Conversion, convertAll } from "./conversion.ts";
+
+export {
+  type Admission,
+  allow,
+  deny,
+  Patch,
+  type PatchOperation,
+  pointerSegment,
+  refusedPath,
+  Review,
+} from "./admission.ts";
+export { type Conversion, convertAll, splitApiVersion } from "./conversion.ts";
+export {
+  bodyText,
+  errorCodeName,
+  failure,
+  HttpError,
+  type HttpErrorKind,
+  type HttpResponse,
+  httpAvailable,
+  httpBuild,
+  isSuccess,
+  type Method,
+  send,
+  splitUrl,
+} from "./http.ts";
+
 export type {
+  AdmissionResponse,
+  AdmissionReview,
   ChildKind,
   Description,
   Event,
@@ -611,6 +650,54 @@ export function exportOperator(operator: Operator): {
         return operator.reconcile(new Request(request)).toWire();
       } catch (e) {
         throw { payload: payloadOf(e) };
+      }
+    },
+  };
+}
+
+function messageOf(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
+
+/**
+ * The WIT export for `admission`: `export const admission =
+ * exportAdmission(...)` in the guest's entry module, which then targets the
+ * world `admission-guest` (or `webhook-guest` with a conversion).
+ *
+ * Something thrown in `admit` is the guest's failure, not a verdict: its
+ * message goes to the host's log at error level, which the host attaches to
+ * the trap that follows, and the host answers as the guest-list entry's
+ * `admissionFailurePolicy` says (denied under `Fail`), as it does for a
+ * Rust guest's panic.
+ */
+export function exportAdmission(admission: Admission): { admit(review: AdmissionReview): AdmissionResponse } {
+  return {
+    admit(review: AdmissionReview): AdmissionResponse {
+      try {
+        return admission.admit(new Review(review));
+      } catch (e) {
+        hostLog("error", `admit threw: ${messageOf(e)}`);
+        throw e;
+      }
+    },
+  };
+}
+
+/**
+ * The WIT export for `conversion`: `export const conversion =
+ * exportConversion(...)` in the guest's entry module, which then targets
+ * the world `conversion-guest` (or `webhook-guest` with an admission).
+ * Something thrown fails the API server's whole request with its message.
+ */
+export function exportConversion(conversion: Conversion): {
+  convert(objects: string[], desiredApiVersion: string): string[];
+} {
+  return {
+    convert(objects: string[], desiredApiVersion: string): string[] {
+      try {
+        return convertAll(conversion, objects, desiredApiVersion);
+      } catch (e) {
+        throw { payload: messageOf(e) };
       }
     },
   };

@@ -149,7 +149,8 @@ mod imp {
             .map_err(|()| HttpError::Failed("request body taken twice".into()))?;
         let future = outgoing_handler::handle(request, None).map_err(|e| failed(&e))?;
         // A server may answer before it reads the body, and the body stream
-        // then closes: that answer is still the response.
+        // then closes: that answer, or the host's refusal, is still the
+        // outcome.
         let mut write_error = None;
         if let Some(bytes) = body {
             let stream = outgoing
@@ -168,7 +169,7 @@ mod imp {
         future.subscribe().block();
         let response = match future.get() {
             Some(Ok(Ok(response))) => response,
-            Some(Ok(Err(code))) => return Err(write_error.unwrap_or_else(|| failed(&code))),
+            Some(Ok(Err(code))) => return Err(failed(&code)),
             Some(Err(())) | None => {
                 return Err(write_error.unwrap_or_else(|| HttpError::Failed("no response".into())));
             }

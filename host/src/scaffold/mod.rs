@@ -93,6 +93,18 @@ const TS_COPIED: &[Template] = &[
         "sdk/index.ts",
         include_str!("../../../guests/sdk-ts/src/index.ts"),
     ),
+    (
+        "sdk/admission.ts",
+        include_str!("../../../guests/sdk-ts/src/admission.ts"),
+    ),
+    (
+        "sdk/conversion.ts",
+        include_str!("../../../guests/sdk-ts/src/conversion.ts"),
+    ),
+    (
+        "sdk/http.ts",
+        include_str!("../../../guests/sdk-ts/src/http.ts"),
+    ),
 ];
 
 const PYTHON: &[Template] = &[
@@ -117,6 +129,18 @@ const PYTHON_COPIED: &[Template] = &[
     (
         "wasmop_sdk/__init__.py",
         include_str!("../../../guests/sdk-py/wasmop_sdk/__init__.py"),
+    ),
+    (
+        "wasmop_sdk/admission.py",
+        include_str!("../../../guests/sdk-py/wasmop_sdk/admission.py"),
+    ),
+    (
+        "wasmop_sdk/conversion.py",
+        include_str!("../../../guests/sdk-py/wasmop_sdk/conversion.py"),
+    ),
+    (
+        "wasmop_sdk/http.py",
+        include_str!("../../../guests/sdk-py/wasmop_sdk/http.py"),
     ),
 ];
 
