@@ -175,7 +175,7 @@ impl Checks {
     fn rules(&self) -> Rules<'_> {
         Rules {
             description: &self.description,
-            limits: &self.limits,
+            bounds: self.limits.bounds(),
             parent: ParentScope {
                 namespace: Some("default"),
             },

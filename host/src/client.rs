@@ -21,7 +21,7 @@
 //! outage built up. While it is down, [`ApiHealth::probe`] asks its
 //! `/readyz` every [`PROBE_PERIOD`], so the return is seen within that
 //! period whatever the watches' and the parents' backoffs are at; watches
-//! retry on [`watch_backoff`]'s schedule.
+//! retry on [`crate::retry::watch_backoff`]'s schedule.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -49,23 +49,6 @@ pub struct Clients {
     leadership: Leadership,
     health: ApiHealth,
     host: kube::Client,
-}
-
-/// How a watch retries after an error: 250 ms doubling to 2 s, with jitter,
-/// starting over after a minute without errors. client-go's reflector waits
-/// up to 30 s; here a restarted API server is seen within ~4 s, and a
-/// watch costs the API server one request per retry.
-pub fn watch_backoff() -> impl kube::runtime::utils::Backoff {
-    let builder = backon::ExponentialBuilder::default()
-        .with_min_delay(std::time::Duration::from_millis(250))
-        .with_max_delay(std::time::Duration::from_secs(2))
-        .with_factor(2.0)
-        .with_jitter()
-        .without_max_times();
-    kube::runtime::utils::ResetTimerBackoff::new(
-        kube::runtime::watcher::ExponentialBackoff::from(builder),
-        std::time::Duration::from_secs(60),
-    )
 }
 
 /// Whether the API server answers, as every request through the host's

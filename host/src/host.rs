@@ -18,9 +18,7 @@ use std::collections::HashMap;
 use wasmop_contract::Reason;
 
 use crate::client::Clients;
-use crate::controller::{
-    ControllerSettings, Environment, GuestSlot, Metrics, RunningController, discovery,
-};
+use crate::controller::{Environment, GuestSlot, Metrics, RunningController, discovery};
 use crate::health::Health;
 use crate::model::Description;
 use crate::protected::ProtectedObjects;
@@ -28,6 +26,7 @@ use crate::rollout::{
     Board, Candidate, Mode, Parts, Phase, Record, Resume, Rollout, RolloutSettings, Tracker,
 };
 use crate::runtime::{CacheOutcome, Guest, Limits, ModuleBytes, Runtime};
+use crate::settings::ControllerSettings;
 use crate::telemetry::metrics::SwapLabels;
 use crate::webhook::{Served, Webhooks};
 

@@ -351,7 +351,7 @@ async fn observe(
     let api: Api<Lease> = Api::namespaced(client, &config.namespace);
     let selector = format!("metadata.name={}", config.lease_name);
     let mut events = watcher(api.clone(), watcher::Config::default().fields(&selector))
-        .backoff(crate::client::watch_backoff())
+        .backoff(crate::retry::watch_backoff())
         .applied_objects()
         .boxed();
     let mut seen = LeaseObserver {

@@ -17,7 +17,10 @@
 //! `protected` holds the host's own objects, which no guest may write;
 //! `telemetry` the metrics and logs, `health` what the probes report,
 //! `server` the HTTP endpoints, `webhook` the admission and conversion
-//! webhooks served by guests, `memory` the allocator's settings.
+//! webhooks served by guests, `memory` the allocator's settings,
+//! `settings` the per-guest settings the guest list sets, `retry` the
+//! watches' retry schedule. Each module imports only the layers below its
+//! own (ARCHITECTURE.md; checked by `host/tests/layers.rs`).
 
 pub mod cli;
 
@@ -33,11 +36,13 @@ pub mod plan;
 pub mod protected;
 pub mod rbac;
 pub mod render;
+pub mod retry;
 pub mod rollout;
 pub mod runtime;
 pub mod scaffold;
 pub mod secrets;
 pub mod server;
+pub mod settings;
 pub mod source;
 pub mod telemetry;
 pub mod validate;

@@ -448,7 +448,7 @@ async fn plan_parent(
             validate::validate(
                 Rules {
                     description,
-                    limits: ctx.guest.limits(),
+                    bounds: ctx.guest.limits().bounds(),
                     parent: ParentScope {
                         namespace: parent.metadata.namespace.as_deref(),
                     },

@@ -154,7 +154,7 @@ pub fn render(guest: &Guest, parent: Value, inputs: Inputs) -> Result<Rendered, 
     let v = validate::validate(
         Rules {
             description: guest.description(),
-            limits: guest.limits(),
+            bounds: guest.limits().bounds(),
             parent: ParentScope {
                 namespace: Some(&namespace),
             },

@@ -19,7 +19,6 @@ use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::Value;
 
 use crate::client::Clients;
-use crate::controller::ControllerSettings;
 use crate::health::Health;
 use crate::host::{GuestSpec, Host, Origin};
 use crate::leader::{LeaderConfig, Leadership};
@@ -27,6 +26,7 @@ use crate::protected::{ProtectedObjects, ProtectedRef};
 use crate::runtime::{
     CompileLimits, Compiler, Limits, ModuleBytes, Runtime, RuntimeConfig, limits::parse_duration,
 };
+use crate::settings::ControllerSettings;
 use crate::source::list::{check_guest_name, parse_bytes};
 use crate::source::watch;
 use crate::telemetry::Metrics;

@@ -42,6 +42,7 @@ pub use discovery::{ResolvedKind, ResolvedKinds};
 use crate::events::Events;
 use crate::leader::Leadership;
 use crate::protected::ProtectedObjects;
+use crate::settings::ControllerSettings;
 use crate::telemetry::{Metrics as Telemetry, QueueTracker};
 use crate::validate::GUEST_LABEL;
 use backoff::Backoff;
@@ -54,44 +55,6 @@ use wasmop_contract::names::{field_manager, host_field_manager};
 /// How often a controller forgets the backoff and progress records of
 /// parents that are gone.
 const SWEEP_PERIOD: Duration = Duration::from_secs(60);
-
-/// How one guest's controller runs.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ControllerSettings {
-    /// Reconciles of this guest that may run at once, across all its
-    /// namespaces. Default 10: a guest call is CPU-bound for microseconds,
-    /// while a reconcile that creates children waits on several API
-    /// requests in a row (finalizer, each child, status, Events), so more
-    /// reconciles at once keep the API server, not the guest, busy. See
-    /// docs/decisions/0036-ten-reconciles-at-once-by-default.md.
-    pub concurrency: u16,
-    /// Reconcile every parent this often even if nothing changed. Default
-    /// 10 minutes; a converged object costs only reads then.
-    pub resync: Duration,
-    /// Namespaces to watch; empty means all.
-    pub namespaces: Vec<String>,
-    /// Whether a desired child may adopt an existing object that no
-    /// controller owns (never a Secret). Default false.
-    pub adopt_orphans: bool,
-    /// Whether the guest gets the values of the Secrets it sees instead of
-    /// their SHA-256 ([`crate::secrets`]). Default false.
-    pub secret_values: bool,
-    /// What a failed admission call answers (guests that export `admit`).
-    pub admission_failure_policy: crate::webhook::FailurePolicy,
-}
-
-impl Default for ControllerSettings {
-    fn default() -> Self {
-        Self {
-            concurrency: 10,
-            resync: Duration::from_secs(600),
-            namespaces: Vec::new(),
-            adopt_orphans: false,
-            secret_values: false,
-            admission_failure_policy: crate::webhook::FailurePolicy::Fail,
-        }
-    }
-}
 
 /// Counters of one guest's reconciles (read by tests, benches and logs).
 #[derive(Debug, Default)]
@@ -468,7 +431,7 @@ async fn run_scope(scope: Scope, signals: Signals) {
         watcher::Config::default(),
     )
     .map_ok(typed_events(kinds.primary.resource.clone()))
-    .backoff(crate::client::watch_backoff())
+    .backoff(crate::retry::watch_backoff())
     .inspect_ok(move |event| match event {
         watcher::Event::InitDone => listed.store(true, Ordering::Release),
         watcher::Event::Apply(parent) | watcher::Event::InitApply(parent) => {
@@ -541,7 +504,7 @@ async fn run_scope(scope: Scope, signals: Signals) {
             watcher::Config::default().labels(&selector),
         )
         .map_ok(typed_events(kind.resource.clone()))
-        .backoff(crate::client::watch_backoff())
+        .backoff(crate::retry::watch_backoff())
         .inspect(move |event| match event {
             Ok(event) => index.apply(i, event),
             Err(e) => {
@@ -593,7 +556,7 @@ async fn run_scope(scope: Scope, signals: Signals) {
                     event
                 }
             })
-            .backoff(crate::client::watch_backoff())
+            .backoff(crate::retry::watch_backoff())
             .filter_map(move |event| {
                 let parents = match event {
                     Ok(event) => index.apply(i, event),

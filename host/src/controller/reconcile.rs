@@ -469,7 +469,7 @@ async fn reconcile_with(
         validate::validate(
             Rules {
                 description,
-                limits: guest.limits(),
+                bounds: guest.limits().bounds(),
                 parent: ParentScope {
                     namespace: parent.metadata.namespace.as_deref(),
                 },

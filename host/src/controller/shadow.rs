@@ -73,7 +73,7 @@ impl Shadow {
                         validate::validate(
                             Rules {
                                 description: candidate.description(),
-                                limits: candidate.limits(),
+                                bounds: candidate.limits().bounds(),
                                 parent: ParentScope {
                                     namespace: namespace.as_deref(),
                                 },

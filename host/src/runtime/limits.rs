@@ -36,6 +36,16 @@ pub struct Limits {
     pub outbound: Arc<OutboundHosts>,
 }
 
+impl Limits {
+    /// What the answer checks of `validate` hold it to.
+    pub fn bounds(&self) -> crate::validate::Bounds {
+        crate::validate::Bounds {
+            max_children: self.max_children,
+            max_events: self.max_events,
+        }
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Self {

@@ -42,10 +42,10 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::controller::ControllerSettings;
 use crate::runtime::Limits;
 use crate::runtime::http::OutboundHosts;
 use crate::runtime::limits::parse_duration;
+use crate::settings::ControllerSettings;
 use crate::validate::names;
 
 /// The ConfigMap data key holding the list (interface contract).
@@ -141,7 +141,7 @@ pub struct GuestEntry {
     /// What the API server does when the guest's `admit` fails: `Fail`
     /// (deny, the default) or `Ignore` (admit with a warning).
     #[serde(default)]
-    pub admission_failure_policy: Option<crate::webhook::FailurePolicy>,
+    pub admission_failure_policy: Option<crate::settings::FailurePolicy>,
     /// The guest's own settings: any YAML value, handed to `describe` and to
     /// every reconcile as JSON.
     #[serde(default)]

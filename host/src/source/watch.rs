@@ -82,7 +82,7 @@ pub async fn follow(client: Client, host: &mut Host, namespace: &str, name: &str
         poll_failing: HashSet::new(),
     };
     let mut stream = watcher(api, watcher::Config::default())
-        .backoff(crate::client::watch_backoff())
+        .backoff(crate::retry::watch_backoff())
         .reflect(writer)
         .boxed();
     loop {

@@ -19,7 +19,6 @@ use wasmop_contract::names::HOST_CONDITION;
 
 use crate::model::{Description, Event, ObjectRef, ReconcileResponse};
 use crate::protected::ProtectedObjects;
-use crate::runtime::Limits;
 
 pub use wasmop_contract::names::GUEST_LABEL;
 
@@ -212,13 +211,23 @@ pub struct ParentScope<'a> {
     pub namespace: Option<&'a str>,
 }
 
+/// How much one answer may hold: the guest's limits on children and
+/// Events (`runtime::Limits::bounds`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bounds {
+    /// Desired children, and kept ones, at most.
+    pub max_children: usize,
+    /// Events at most.
+    pub max_events: usize,
+}
+
 /// What a guest's answer is checked against.
 #[derive(Clone, Copy, Debug)]
 pub struct Rules<'a> {
     /// What the guest declared.
     pub description: &'a Description,
-    /// Its limits.
-    pub limits: &'a Limits,
+    /// How much the answer may hold.
+    pub bounds: Bounds,
     /// Where the parent lives.
     pub parent: ParentScope<'a>,
     /// The host's own objects.
@@ -236,7 +245,7 @@ pub fn validate(rules: Rules<'_>, raw: ReconcileResponse) -> Result<Validated, V
         events,
         keep,
     } = raw;
-    let limits = rules.limits;
+    let limits = rules.bounds;
     if raw_children.len() > limits.max_children {
         return Err(Violation::TooManyChildren {
             count: raw_children.len(),
@@ -447,6 +456,14 @@ mod tests {
     use crate::model::{ChildKind, KindRef};
     use crate::protected::ProtectedRef;
 
+    /// The defaults of `runtime::Limits`.
+    fn bounds() -> Bounds {
+        Bounds {
+            max_children: 100,
+            max_events: 16,
+        }
+    }
+
     fn description() -> Description {
         Description::new(KindRef::new("apps.example.com", "v1alpha1", "Cache"))
             .child(ChildKind::namespaced(KindRef::new("", "v1", "ConfigMap")))
@@ -467,14 +484,14 @@ mod tests {
 
     fn validate_in(
         namespace: Option<&str>,
-        limits: &Limits,
+        bounds: Bounds,
         protected: &ProtectedObjects,
         raw: ReconcileResponse,
     ) -> Result<Validated, Violation> {
         validate(
             Rules {
                 description: &description(),
-                limits,
+                bounds,
                 parent: ParentScope { namespace },
                 protected,
             },
@@ -483,12 +500,7 @@ mod tests {
     }
 
     fn check_raw(raw: ReconcileResponse) -> Result<Validated, Violation> {
-        validate_in(
-            Some("team-a"),
-            &Limits::default(),
-            &ProtectedObjects::new(),
-            raw,
-        )
+        validate_in(Some("team-a"), bounds(), &ProtectedObjects::new(), raw)
     }
 
     fn check(children: Vec<Value>) -> Result<Validated, Violation> {
@@ -559,14 +571,8 @@ mod tests {
             matches!(err, Violation::ClusterChildOfNamespacedParent { .. }),
             "{err}"
         );
-        let cluster = |c: Value| {
-            validate_in(
-                None,
-                &Limits::default(),
-                &ProtectedObjects::new(),
-                raw(vec![c]),
-            )
-        };
+        let cluster =
+            |c: Value| validate_in(None, bounds(), &ProtectedObjects::new(), raw(vec![c]));
         assert!(cluster(cr).is_ok());
         let named = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "r", "namespace": "team-a"}});
         assert!(matches!(
@@ -585,12 +591,12 @@ mod tests {
             check_raw(bad).unwrap_err(),
             Violation::InvalidStatus(_)
         ));
-        let limits = Limits {
+        let limits = Bounds {
             max_children: 1,
-            ..Limits::default()
+            ..bounds()
         };
         let two = raw(vec![cm(json!({"name": "a"})), cm(json!({"name": "b"}))]);
-        let err = validate_in(Some("a"), &limits, &ProtectedObjects::new(), two);
+        let err = validate_in(Some("a"), limits, &ProtectedObjects::new(), two);
         assert!(matches!(
             err.unwrap_err(),
             Violation::TooManyChildren { .. }
@@ -612,7 +618,7 @@ mod tests {
         );
         let err = validate_in(
             Some("team-a"),
-            &Limits::default(),
+            bounds(),
             &protected,
             raw(vec![cm(json!({"name": "wasmop-guests"}))]),
         )
@@ -622,7 +628,7 @@ mod tests {
         assert!(
             validate_in(
                 Some("team-b"),
-                &Limits::default(),
+                bounds(),
                 &protected,
                 raw(vec![cm(json!({"name": "wasmop-guests"}))]),
             )
@@ -633,7 +639,7 @@ mod tests {
     #[test]
     fn events_are_bounded_and_their_reasons_must_be_camel_case() {
         let many = ReconcileResponse {
-            events: vec![Event::normal("Tick", "m"); Limits::default().max_events + 1],
+            events: vec![Event::normal("Tick", "m"); bounds().max_events + 1],
             ..raw(vec![])
         };
         assert!(matches!(

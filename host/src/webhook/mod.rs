@@ -26,7 +26,6 @@ use std::sync::{Arc, RwLock};
 
 use anyhow::Context;
 use kube::core::ApiResource;
-use serde::{Deserialize, Serialize};
 
 pub use configs::{config_name, timeout_seconds};
 pub use tls::Certificate;
@@ -34,32 +33,11 @@ pub use tls::Certificate;
 use crate::leader::Leadership;
 use crate::protected::{ProtectedObjects, ProtectedRef};
 use crate::rollout::GuestSlot;
+use crate::settings::FailurePolicy;
 use crate::telemetry::Metrics;
 
 /// How often the certificate's Secret is read again.
 const CERTIFICATE_CHECK: std::time::Duration = std::time::Duration::from_secs(60);
-
-/// What the API server does when a guest cannot answer an admission
-/// request (a trap, a timeout, a refused verdict): the guest-list entry's
-/// `admissionFailurePolicy`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum FailurePolicy {
-    /// Deny the request (the default).
-    #[default]
-    Fail,
-    /// Admit it, with a warning.
-    Ignore,
-}
-
-impl FailurePolicy {
-    /// The name in a webhook configuration.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Fail => "Fail",
-            Self::Ignore => "Ignore",
-        }
-    }
-}
 
 /// A listener on `addr` that other processes may bind too
 /// (`SO_REUSEPORT`): replicas on one machine share one address, which the

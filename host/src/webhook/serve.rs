@@ -17,8 +17,9 @@ use kube::core::admission::{AdmissionRequest, AdmissionResponse as KubeResponse,
 use kube::core::conversion::{ConversionRequest, ConversionResponse, ConversionReview};
 use tokio::net::TcpListener;
 
-use super::{FailurePolicy, Served, Webhooks, admission, conversion};
+use super::{Served, Webhooks, admission, conversion};
 use crate::runtime::Guest;
+use crate::settings::FailurePolicy;
 use crate::telemetry::metrics::{WebhookCodeLabels, WebhookLabels};
 
 /// The largest AdmissionReview: two objects of the API server's ~3 MiB
