@@ -43,15 +43,15 @@ pub fn run(args: Vec<String>) -> Result<()> {
     rt.block_on(demo(has("--keep-running"), has("--ha"), has("--oci")))
 }
 
-/// `cargo xtask demo --ha --oci --keep-running` as a user runs it (the
-/// same executable, its own process): every mode at once, stopped with
-/// Ctrl-C (SIGINT) at its prompt; fails unless it reaches the prompt and
-/// then exits 0.
+/// `cargo xtask demo --ha --oci --keep-running` as a user runs it, through
+/// cargo (which replaces itself with the xtask binary, so the signal below
+/// reaches the demo): every mode at once, stopped with Ctrl-C (SIGINT) at
+/// its prompt; fails unless it reaches the prompt and then exits 0. Not
+/// this process's own executable: a `cargo xtask` of the docs test may have
+/// relinked it since it started.
 pub fn run_in_ci() -> Result<()> {
     use std::io::{BufRead as _, BufReader};
-    let exe = std::env::current_exe().context("finding the xtask executable")?;
-    let mut child = Command::new(exe)
-        .args(["demo", "--ha", "--oci", "--keep-running"])
+    let mut child = crate::process::cargo(&["xtask", "demo", "--ha", "--oci", "--keep-running"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .spawn()

@@ -139,7 +139,7 @@ pub async fn show(
         let cache: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
             "apiVersion": "apps.example.com/v1alpha1", "kind": "Cache",
             "metadata": {"name": format!("demo-cache-{i}")},
-            "spec": {"image": "redis:7.2", "replicas": 1},
+            "spec": {"image": "redis:7.2", "replicas": 2},
         }))?;
         caches.create(&PostParams::default(), &cache).await?;
     }
