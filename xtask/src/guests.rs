@@ -27,7 +27,7 @@ use anyhow::{Context, Result};
 
 use sha2::{Digest, Sha256};
 
-use crate::inputs::{Stamp, hash_file, hash_tree};
+use crate::inputs::{Stamp, hash_file, hash_tree, tool_version};
 use crate::process::{cargo, run};
 
 /// A guest that imports nothing but the WIT `log`. `rust-toolchain.toml`
@@ -102,7 +102,8 @@ pub fn build_all() -> Result<()> {
     std::fs::create_dir_all(&out_dir)
         .with_context(|| format!("could not create {}", out_dir.display()))?;
     let started = Instant::now();
-    let toolchain = toolchain_version()?;
+    // `cargo -vV` of the pinned toolchain: its version and commit.
+    let toolchain = tool_version(cargo(&["-vV"]).current_dir(workspace_root()))?;
     for (i, guest) in GUESTS.iter().enumerate() {
         eprintln!(
             "--> guest {}/{}: {}{}",
@@ -189,16 +190,6 @@ fn inputs_digest(root: &Path, guest: &Guest, toolchain: &str) -> Result<String> 
         hash.update([0]);
     }
     Ok(format!("{:x}", hash.finalize()))
-}
-
-/// `cargo -vV` of the pinned toolchain: its version and commit.
-fn toolchain_version() -> Result<String> {
-    let output = cargo(&["-vV"])
-        .current_dir(workspace_root())
-        .output()
-        .context("running `cargo -vV`")?;
-    anyhow::ensure!(output.status.success(), "`cargo -vV` failed");
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
 /// Lints every guest as it is built: its own target and features, so the

@@ -6,6 +6,7 @@
 //! Cargo rebuilds every flavor every time.
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use anyhow::{Context, Result};
 use sha2::{Digest, Sha256};
@@ -53,6 +54,17 @@ pub fn hash_file(hash: &mut Sha256, root: &Path, path: &Path) -> Result<()> {
     hash.update(std::fs::read(path).with_context(|| format!("reading {}", path.display()))?);
     hash.update([0]);
     Ok(())
+}
+
+/// What `command` prints, trimmed: a tool's version, part of what a build
+/// is made from.
+pub fn tool_version(command: &mut Command) -> Result<String> {
+    let shown = format!("{command:?}");
+    let output = command
+        .output()
+        .with_context(|| format!("running {shown}: is it on PATH?"))?;
+    anyhow::ensure!(output.status.success(), "{shown} failed");
+    Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
 }
 
 /// The record that a component was built from inputs with a given digest.

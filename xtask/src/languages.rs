@@ -22,7 +22,7 @@ use std::process::Command;
 use anyhow::{Context, Result};
 use sha2::{Digest, Sha256};
 
-use crate::inputs::{Stamp, hash_tree};
+use crate::inputs::{Stamp, hash_tree, tool_version};
 use crate::process::run;
 
 /// The language a scripted guest is written in.
@@ -243,8 +243,11 @@ fn sdk_dir(lang: Lang) -> &'static str {
 fn node_tools(root: &Path) -> Result<PathBuf> {
     let sdk = root.join(sdk_dir(Lang::TypeScript));
     let files = ["package.json", "package-lock.json"];
-    let key =
-        wasmop_testenv::cache::key_of(&sdk, &files, &[&tool_version("node", &["--version"])?])?;
+    let key = wasmop_testenv::cache::key_of(
+        &sdk,
+        &files,
+        &[&tool_version(Command::new("node").arg("--version"))?],
+    )?;
     let complete = |dir: &Path| {
         dir.join("node_modules/@bytecodealliance/componentize-js/package.json")
             .is_file()
@@ -270,7 +273,7 @@ fn python_tools(root: &Path) -> Result<PathBuf> {
     let key = wasmop_testenv::cache::key_of(
         &sdk,
         &["requirements.txt"],
-        &[&tool_version("python3", &["--version"])?],
+        &[&tool_version(Command::new("python3").arg("--version"))?],
     )?;
     let complete = |dir: &Path| dir.join("componentize_py").is_dir() && dir.join("pytest").is_dir();
     wasmop_testenv::cache::ensure_dir("python-tools", &key, complete, |staging| {
@@ -292,18 +295,4 @@ fn python_tools(root: &Path) -> Result<PathBuf> {
             .arg(sdk.join("requirements.txt")))
         .context("pip install (is Python 3.11 or newer with pip on PATH?)")
     })
-}
-
-/// `<program> <args>`'s output: part of a toolchain's key.
-fn tool_version(program: &str, args: &[&str]) -> Result<String> {
-    let output = Command::new(program)
-        .args(args)
-        .output()
-        .with_context(|| format!("running `{program}`: is it on PATH?"))?;
-    anyhow::ensure!(
-        output.status.success(),
-        "`{program} {}` failed",
-        args.join(" ")
-    );
-    Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
 }

@@ -112,7 +112,7 @@ pub fn build(envs: &[(String, OsString)]) -> Result<Vec<Suite>> {
         let Message::CompilerArtifact(artifact) = message? else {
             continue;
         };
-        let Some(executable) = artifact.executable else {
+        let Some(executable) = artifact.executable.filter(|_| artifact.profile.test) else {
             continue;
         };
         let dir = artifact
@@ -121,9 +121,6 @@ pub fn build(envs: &[(String, OsString)]) -> Result<Vec<Suite>> {
             .context("a manifest path without a directory")?
             .as_std_path()
             .to_owned();
-        if !artifact.profile.test {
-            continue;
-        }
         let kind = artifact
             .target
             .kind
