@@ -40,12 +40,6 @@ pub fn parallel() -> Result<usize> {
 /// end waiting on one of them alone.
 const SLOWEST_FIRST: &[&str] = &["faults", "upgrade", "cache_operator", "rollouts", "new"];
 
-/// The test binary whose run is the floor of the whole step (ten fault
-/// cases in a row, each waiting on restarts and convergence). It runs at
-/// normal priority and every other one under `nice -n 10`, so the others
-/// fill the CPU it leaves idle instead of stretching it.
-const CRITICAL: &str = "faults";
-
 /// One test binary to run.
 pub struct Suite {
     /// What the output calls it: `<package> <target>`, and what differs.
@@ -213,14 +207,7 @@ impl Running {
     fn start(suite: Suite, log: &Path) -> Result<Self> {
         eprintln!("--> {}: started", suite.label);
         let out = File::create(log).with_context(|| format!("creating {}", log.display()))?;
-        let mut command = if suite.name == CRITICAL {
-            Command::new(&suite.executable)
-        } else {
-            let mut nice = Command::new("nice");
-            nice.args(["-n", "10"]).arg(&suite.executable);
-            nice
-        };
-        let child = command
+        let child = Command::new(&suite.executable)
             .args(&suite.args)
             .envs(suite.env.iter().map(|(k, v)| (k, v)))
             .current_dir(&suite.dir)
