@@ -94,6 +94,8 @@ pub struct Inputs {
     pub deleting: bool,
     /// Hand the guest Secret values (the guest list's `secretValues`).
     pub secret_values: bool,
+    /// The host's time in Unix seconds; default the clock's.
+    pub now: Option<u64>,
 }
 
 /// Runs one reconcile of `parent` with `inputs`.
@@ -103,6 +105,7 @@ pub fn render(guest: &Guest, parent: Value, inputs: Inputs) -> Result<Rendered, 
         related,
         deleting,
         secret_values,
+        now,
     } = inputs;
     let meta = parent
         .get("metadata")
@@ -140,12 +143,16 @@ pub fn render(guest: &Guest, parent: Value, inputs: Inputs) -> Result<Rendered, 
             .chain(related.iter_mut())
             .for_each(crate::secrets::conceal);
     }
-    let reply = guest.call_reconcile(&Request {
+    let request = Request {
         parent,
         observed,
         deleting,
         related,
-    });
+    };
+    let reply = match now {
+        Some(now) => guest.call_reconcile_at(&request, now),
+        None => guest.call_reconcile(&request),
+    };
     let refused = reply.refused;
     let raw = match reply.result {
         Ok(raw) => raw,

@@ -1,20 +1,16 @@
-//! The cache-operator in TypeScript and Python answers every reconcile,
-//! admission and conversion exactly as the Rust one does: the three built
-//! components, run by the host's runtime on the same requests (new, rolling
-//! out, ready, paused, invalid, deleting, an upgrade's: rolling out,
-//! completed, rolled back, held back, cancelled; `spec.auth`'s Secret
-//! missing and found; a `v1beta1` parent), give the same children, status,
-//! events, kept children, requeue and finalizer answer; the same verdicts
-//! and patches through the host's admission checks (`render --admission`'s
-//! path); the same conversions or errors through its conversion checks; and
-//! their registry builds the same registration answers. Transition times are
-//! compared as "set now" or "kept from the parent", since each call reads
-//! the clock.
+//! The cache-operator in Rust, TypeScript and Python answers alike: each
+//! passes the shared case set `guests/cases/cache-operator` under
+//! `wasmop test` (every reconcile stage, the admission webhook, conversions
+//! both ways), converts a Cache to v1beta1 and back without a change, and
+//! their registry builds give the same registration answers. Transition
+//! times in the registry answers are compared as "set now" or "kept from
+//! the parent", since each call reads the clock.
 //!
 //! The host refuses a TypeScript or Python guest's bad verdicts and
 //! conversions (the hostile guest's attacks, past the SDKs' own checks)
-//! exactly as it refuses the Rust hostile guest's, and both SDKs' build
-//! scripts refuse a WIT of another contract version.
+//! exactly as it refuses the Rust hostile guest's; the hostile guest's
+//! sandbox attacks end under `wasmop test` as the host ends them; and both
+//! SDKs' build scripts refuse a WIT of another contract version.
 
 mod support;
 
@@ -83,241 +79,6 @@ fn conditions(available: &str, progressing: &str) -> Value {
     ])
 }
 
-/// `conditions(available, progressing)` and an `Upgrading` condition.
-fn upgrading(status: &str, reason: &str) -> Value {
-    let mut list = conditions("True", "True");
-    list.as_array_mut()
-        .unwrap()
-        .push(json!({"type": "Upgrading", "status": status,
-        "reason": reason, "message": "m", "lastTransitionTime": EARLIER, "observedGeneration": 1}));
-    list
-}
-
-/// The error each invalid case ends with.
-fn expected_error(case: &str) -> Option<&'static str> {
-    match case {
-        "invalid" => Some("spec.replicas must be between 1 and 10, got 11"),
-        "invalid upgrade timeout" => {
-            Some("spec.upgrade.timeoutSeconds must be between 30 and 3600, got 10")
-        }
-        "invalid password key" => Some("spec.auth.secretRef.key \"a/b\" is not a valid Secret key"),
-        _ => None,
-    }
-}
-
-/// The cases: (name, request).
-fn cases() -> Vec<(&'static str, Request)> {
-    // `{"maxmemory": "64mb"}`'s config hash.
-    let hash = "ea59eebecc7056b9";
-    let spec = json!({"image": "redis:7.2", "replicas": 2, "config": {"maxmemory": "64mb"}});
-    let ready =
-        json!({"observedGeneration": 4, "replicas": 2, "updatedReplicas": 2, "readyReplicas": 2});
-    let failing = json!({"image": "redis:7.4-never-ready", "replicas": 2,
-        "config": {"maxmemory": "64mb"}, "upgrade": {"timeoutSeconds": 30}});
-    let stuck = json!({"observedGeneration": 4, "replicas": 3, "updatedReplicas": 1,
-        "readyReplicas": 2, "conditions": [{"type": "Progressing", "status": "False",
-            "reason": "ProgressDeadlineExceeded", "message": "m"}]});
-    let rolled_back = json!({"phase": "Degraded", "readyReplicas": 2,
-        "lastGoodImage": "redis:7.2", "failedImage": "redis:7.4-never-ready",
-        "conditions": upgrading("False", "RolledBack")});
-    let request = |parent: Value, observed: Vec<Value>, deleting: bool| Request {
-        parent,
-        observed,
-        deleting,
-        related: vec![],
-    };
-    vec![
-        ("new", request(cache(spec.clone(), None), vec![], false)),
-        (
-            "rolling out",
-            request(
-                cache(
-                    spec.clone(),
-                    Some(json!({"phase": "Pending", "conditions": conditions("False", "True")})),
-                ),
-                vec![deployment(
-                    1,
-                    "0000000000000000",
-                    json!({"replicas": 1, "readyReplicas": 1}),
-                )],
-                false,
-            ),
-        ),
-        (
-            "ready",
-            request(
-                cache(
-                    spec.clone(),
-                    Some(json!({"phase": "Progressing", "readyReplicas": 1,
-                        "conditions": conditions("True", "True")})),
-                ),
-                vec![deployment(2, hash, ready.clone()), service()],
-                false,
-            ),
-        ),
-        (
-            "paused",
-            request(
-                cache(
-                    json!({"image": "redis:7.4", "replicas": 3, "paused": true}),
-                    Some(json!({"phase": "Ready", "conditions": conditions("True", "False")})),
-                ),
-                vec![deployment(2, hash, ready.clone()), service()],
-                false,
-            ),
-        ),
-        (
-            "deleting with pods",
-            request(
-                cache(spec.clone(), None),
-                vec![deployment(2, hash, ready.clone()), service()],
-                true,
-            ),
-        ),
-        (
-            "deleting, pods gone",
-            request(
-                cache(spec.clone(), None),
-                vec![deployment(0, hash, json!({"replicas": 0})), service()],
-                true,
-            ),
-        ),
-        (
-            "invalid",
-            request(
-                cache(json!({"image": "redis", "replicas": 11}), None),
-                vec![],
-                false,
-            ),
-        ),
-        (
-            "invalid upgrade timeout",
-            request(
-                cache(
-                    json!({"image": "redis:7.2", "upgrade": {"timeoutSeconds": 10}}),
-                    None,
-                ),
-                vec![],
-                false,
-            ),
-        ),
-        (
-            "upgrade rolling out",
-            request(
-                cache(
-                    with_image(&spec, "redis:7.4"),
-                    Some(json!({"phase": "Ready", "readyReplicas": 2,
-                        "lastGoodImage": "redis:7.2", "conditions": conditions("True", "False")})),
-                ),
-                vec![deployment(2, hash, ready.clone()), service()],
-                false,
-            ),
-        ),
-        (
-            "upgrade completed",
-            request(
-                cache(
-                    with_image(&spec, "redis:7.4"),
-                    Some(json!({"phase": "Ready", "readyReplicas": 2,
-                        "lastGoodImage": "redis:7.2", "conditions": upgrading("True", "RollingOut")})),
-                ),
-                vec![
-                    deployment_of("redis:7.4", 2, hash, ready.clone()),
-                    service(),
-                ],
-                false,
-            ),
-        ),
-        (
-            "upgrade past its deadline",
-            request(
-                cache(
-                    failing.clone(),
-                    Some(json!({"phase": "Ready", "readyReplicas": 2,
-                        "lastGoodImage": "redis:7.2", "conditions": upgrading("True", "RollingOut")})),
-                ),
-                vec![
-                    deployment_of("redis:7.4-never-ready", 2, hash, stuck),
-                    service(),
-                ],
-                false,
-            ),
-        ),
-        (
-            "rolled back",
-            request(
-                cache(failing.clone(), Some(rolled_back.clone())),
-                vec![deployment(2, hash, ready.clone()), service()],
-                false,
-            ),
-        ),
-        (
-            "deleting, rolled back",
-            request(
-                cache(failing, Some(rolled_back)),
-                vec![deployment(2, hash, ready.clone()), service()],
-                true,
-            ),
-        ),
-        (
-            "password Secret missing",
-            request(
-                cache(
-                    json!({"image": "redis:7.2", "auth": {"secretRef": {"name": "creds", "key": "password"}}}),
-                    Some(json!({"phase": "Ready", "conditions": conditions("True", "False")})),
-                ),
-                vec![deployment(2, hash, ready.clone()), service()],
-                false,
-            ),
-        ),
-        (
-            "password Secret found",
-            Request {
-                parent: cache(
-                    json!({"image": "redis:7.2", "replicas": 2, "config": {"maxmemory": "64mb"},
-                        "auth": {"secretRef": {"name": "creds", "key": "password"}}}),
-                    None,
-                ),
-                observed: vec![deployment(2, hash, ready.clone()), service()],
-                deleting: false,
-                related: vec![json!({"apiVersion": "v1", "kind": "Secret",
-                    "metadata": {"name": "creds", "namespace": "default"},
-                    "data": {"password": "c2hhMjU2OmFiYw=="}})],
-            },
-        ),
-        (
-            "invalid password key",
-            request(
-                cache(
-                    json!({"image": "redis:7.2", "auth": {"secretRef": {"name": "creds", "key": "a/b"}}}),
-                    None,
-                ),
-                vec![],
-                false,
-            ),
-        ),
-        (
-            "back to the last good image",
-            request(
-                cache(
-                    spec.clone(),
-                    Some(json!({"phase": "Ready", "readyReplicas": 2,
-                        "lastGoodImage": "redis:7.2", "conditions": upgrading("True", "RollingOut")})),
-                ),
-                vec![deployment(2, hash, ready), service()],
-                false,
-            ),
-        ),
-    ]
-}
-
-/// `spec` with `image`.
-fn with_image(spec: &Value, image: &str) -> Value {
-    let mut spec = spec.clone();
-    spec["image"] = json!(image);
-    spec
-}
-
 /// The built module `stem`.
 fn module(stem: &str) -> ModuleBytes {
     ModuleBytes::new(std::fs::read(support::guest_module(stem).unwrap()).unwrap())
@@ -380,103 +141,6 @@ fn load(runtime: &Runtime, stems: &[&str], settings: Option<&str>) -> Vec<Guest>
         .collect()
 }
 
-#[test]
-fn the_typescript_and_python_cache_operators_answer_as_the_rust_one_does() {
-    let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
-    let guests = load(&runtime, &MODULES, None);
-    for (case, request) in cases() {
-        let rust = answer(&guests[0], &request);
-        assert!(
-            rust.get("error").is_some() == expected_error(case).is_some(),
-            "{case}: the Rust guest answered {rust:#}"
-        );
-        // What each case is about, so that agreeing on nothing cannot pass.
-        let image = rust["children"]
-            .as_array()
-            .and_then(|c| c.iter().find(|c| c["kind"] == "Deployment"))
-            .map(|d| d["spec"]["template"]["spec"]["containers"][0]["image"].clone());
-        let reasons: Vec<&str> = rust["events"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|e| e["reason"].as_str())
-            .collect();
-        let upgrading = rust["status"]["conditions"]
-            .as_array()
-            .and_then(|c| c.iter().find(|c| c["type"] == "Upgrading"))
-            .map(|c| (c["status"].clone(), c["reason"].clone()));
-        let shape = match case {
-            "new" | "rolling out" | "ready" => rust["children"].as_array().map(Vec::len) == Some(3),
-            "paused" => rust["keep"].as_array().map(Vec::len) == Some(2),
-            "deleting with pods" => {
-                rust["requeueAfterSeconds"] == json!(2) && rust["finalized"] == json!(false)
-            }
-            "deleting, pods gone" => rust["finalized"] == json!(true),
-            "upgrade rolling out" => {
-                rust["status"]["phase"] == "Ready"
-                    && upgrading == Some((json!("True"), json!("RollingOut")))
-                    && image == Some(json!("redis:7.4"))
-            }
-            "upgrade completed" => {
-                reasons == ["Upgraded"] && rust["status"]["lastGoodImage"] == "redis:7.4"
-            }
-            "upgrade past its deadline" => {
-                reasons.contains(&"UpgradeRolledBack")
-                    && rust["status"]["phase"] == "Degraded"
-                    && image == Some(json!("redis:7.2"))
-            }
-            "rolled back" => {
-                reasons.is_empty()
-                    && rust["status"]["phase"] == "Degraded"
-                    && image == Some(json!("redis:7.2"))
-            }
-            "deleting, rolled back" => image == Some(json!("redis:7.2")),
-            "back to the last good image" => {
-                upgrading == Some((json!("False"), json!("Cancelled")))
-            }
-            "password Secret missing" => {
-                reasons.contains(&"SecretMissing")
-                    && rust["keep"].as_array().map(Vec::len) == Some(2)
-            }
-            "password Secret found" => {
-                reasons.contains(&"SecretChanged")
-                    && rust["children"][1]["spec"]["template"]["spec"]["containers"][0]["env"][0]["name"]
-                        == "CACHE_PASSWORD"
-            }
-            _ => true,
-        };
-        assert!(shape, "{case}: the Rust guest answered {rust:#}");
-        if case == "ready" {
-            assert_eq!(rust["status"]["phase"], "Ready", "{rust:#}");
-        }
-        for (stem, guest) in MODULES.iter().zip(&guests).skip(1) {
-            let other = answer(guest, &request);
-            let other = match (rust.get("error"), other.get("error")) {
-                // Each SDK words the trap-free guest error its own way
-                // around the guest's message; the message is the same.
-                (Some(want), Some(got)) => {
-                    let want = want.as_str().unwrap();
-                    let got = got.as_str().unwrap();
-                    let message = expected_error(case).unwrap();
-                    assert!(
-                        want.ends_with(message)
-                            && got.ends_with(message)
-                            && want.contains("permanent")
-                            && got.contains("permanent"),
-                        "{case}: {stem} failed as {got:?}, the Rust guest as {want:?}"
-                    );
-                    continue;
-                }
-                _ => other,
-            };
-            assert_eq!(
-                other, rust,
-                "{case}: {stem} answers differently from the Rust guest"
-            );
-        }
-    }
-}
-
 /// A guest's `memoryLimit` holds for these engines too: the TypeScript and
 /// Python components need megabytes of memory before any reconcile code
 /// runs, and under a cap smaller than that every call fails as
@@ -484,7 +148,12 @@ fn the_typescript_and_python_cache_operators_answer_as_the_rust_one_does() {
 #[test]
 fn the_memory_limit_applies_to_typescript_and_python_guests() {
     let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
-    let (_, request) = cases().remove(0);
+    let request = Request {
+        parent: cache(json!({"image": "redis:7.2", "replicas": 2}), None),
+        observed: vec![],
+        related: vec![],
+        deleting: false,
+    };
     for stem in &MODULES[1..] {
         let limits = Limits {
             memory_bytes: 4 << 20,
@@ -505,293 +174,87 @@ fn the_memory_limit_applies_to_typescript_and_python_guests() {
     }
 }
 
-/// An `admission.k8s.io/v1` AdmissionReview of `operation` on `object`.
-fn admission_review(operation: &str, object: &Value) -> Value {
-    let version = object["apiVersion"]
-        .as_str()
-        .and_then(|v| v.split_once('/'))
-        .map_or("v1alpha1", |(_, v)| v);
-    let mut request = json!({
-        "uid": "0d0b4e61-0000-4000-8000-000000000001",
-        "kind": {"group": "apps.example.com", "version": version, "kind": "Cache"},
-        "resource": {"group": "apps.example.com", "version": version, "resource": "caches"},
-        "name": "demo", "namespace": "default", "operation": operation,
-        "userInfo": {"username": "someone"}, "dryRun": false,
-    });
-    if operation == "DELETE" {
-        request["oldObject"] = object.clone();
-    } else {
-        request["object"] = object.clone();
-    }
-    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request})
+/// `wasmop test --guest <module> <cases>`: whether it passed, and what it
+/// printed.
+fn wasmop_test(module: &std::path::Path, cases: &std::path::Path) -> (bool, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmop"))
+        .args(["test", "--guest"])
+        .arg(module)
+        .arg("--cache-dir")
+        .arg(support::workspace().join("target/tmp/wasmop-test-cache"))
+        .arg(cases)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), format!("{stdout}{stderr}"))
 }
 
-/// A Cache in `version` with `spec`.
-fn cache_in(version: &str, spec: Value) -> Value {
-    json!({"apiVersion": format!("apps.example.com/{version}"), "kind": "Cache",
-        "metadata": {"name": "demo", "namespace": "default", "uid": "u-1"}, "spec": spec})
+/// The cases of `dir`, counted.
+fn count_cases(dir: &std::path::Path) -> usize {
+    wasmop_host::cases::files(&[dir.to_owned()])
+        .unwrap()
+        .iter()
+        .map(|file| wasmop_host::cases::read(file).unwrap().cases.len())
+        .sum()
 }
 
-/// The admission cases: (name, settings, operation, object, what the Rust
-/// guest's answer must show).
-fn admission_cases() -> Vec<(
-    &'static str,
-    Option<&'static str>,
-    &'static str,
-    Value,
-    &'static str,
-)> {
-    vec![
-        (
-            "defaults the eviction policy",
-            None,
-            "CREATE",
-            cache_in("v1alpha1", json!({"image": "redis:7.2"})),
-            "/spec/config",
-        ),
-        (
-            "adds the policy beside other keys",
-            None,
-            "CREATE",
-            cache_in(
-                "v1alpha1",
-                json!({"image": "redis:7.2", "config": {"maxmemory": "64mb"}}),
-            ),
-            "/spec/config/maxmemory-policy",
-        ),
-        (
-            "appends the policy to a v1beta1 list",
-            None,
-            "UPDATE",
-            cache_in(
-                "v1beta1",
-                json!({"image": "redis:7.2", "config": [{"name": "maxmemory", "value": "1mb"}]}),
-            ),
-            "/spec/config/-",
-        ),
-        (
-            "defaults a v1beta1 config",
-            None,
-            "CREATE",
-            cache_in("v1beta1", json!({"image": "redis:7.2"})),
-            "/spec/config",
-        ),
-        (
-            "keeps a whole config file",
-            None,
-            "CREATE",
-            cache_in(
-                "v1alpha1",
-                json!({"image": "redis@sha256:abc", "config": {"redis.conf": "x"}}),
-            ),
-            "allowed",
-        ),
-        (
-            "refuses an untagged image",
-            None,
-            "CREATE",
-            cache_in("v1alpha1", json!({"image": "redis"})),
-            "has no tag",
-        ),
-        (
-            "refuses latest",
-            None,
-            "CREATE",
-            cache_in("v1alpha1", json!({"image": "localhost:5000/redis:latest"})),
-            "latest",
-        ),
-        (
-            "refuses an empty tag",
-            None,
-            "CREATE",
-            cache_in("v1alpha1", json!({"image": "redis:"})),
-            "empty tag",
-        ),
-        (
-            "names the first unknown directive",
-            None,
-            "CREATE",
-            cache_in(
-                "v1alpha1",
-                json!({"image": "redis:7.2", "config": {"zz-unknown": "1", "aa-unknown": "1"}}),
-            ),
-            "aa-unknown",
-        ),
-        (
-            "refuses a Cache without a spec",
-            None,
-            "CREATE",
-            json!({"apiVersion": "apps.example.com/v1alpha1", "kind": "Cache", "metadata": {"name": "demo"}}),
-            "no spec",
-        ),
-        (
-            "refuses a v1beta1 spec of the wrong shape",
-            None,
-            "CREATE",
-            cache_in(
-                "v1beta1",
-                json!({"image": "redis:7.2", "ports": {"client": 1, "admin": 2}}),
-            ),
-            "ports.admin",
-        ),
-        (
-            "lets a delete through",
-            None,
-            "DELETE",
-            cache_in("v1alpha1", json!({"image": "redis"})),
-            "allowed",
-        ),
-        (
-            "defaults the image from the settings",
-            Some(r#"{"defaultImage": "redis:7.4"}"#),
-            "CREATE",
-            cache_in(
-                "v1alpha1",
-                json!({"config": {"maxmemory-policy": "noeviction"}}),
-            ),
-            "/spec/image",
-        ),
-    ]
-}
-
+/// The shared case set (`guests/cases/cache-operator`): reconciles of every
+/// stage (new, rolling out, ready, paused, invalid, deleting, an upgrade's
+/// rolling out, completed, rolled back, held back and cancelled, the
+/// password Secret missing and found, a v1beta1 parent), the admission
+/// webhook's defaults and refusals, and conversions both ways and their
+/// refusals. Each language's guest passes every case.
 #[test]
-fn the_three_cache_operators_admit_alike_through_the_hosts_checks() {
-    let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
-    let plain = load(&runtime, &MODULES, None);
-    let defaulting = load(&runtime, &MODULES, Some(r#"{"defaultImage": "redis:7.4"}"#));
-    for (case, settings, operation, object, shows) in admission_cases() {
-        let guests = if settings.is_some() {
-            &defaulting
-        } else {
-            &plain
-        };
-        let review = admission_review(operation, &object);
-        let answers: Vec<Value> = guests
-            .iter()
-            .map(|guest| match offline::admit(guest, review.clone()) {
-                Ok(admitted) => serde_json::to_value(admitted).unwrap(),
-                Err(e) => json!({"error": format!("{e:#}")}),
-            })
-            .collect();
-        let rust = &answers[0];
-        let text = rust.to_string();
-        let shown = if shows == "allowed" {
-            rust["mutating"]["allowed"] == true && rust["validating"]["allowed"] == true
-        } else {
-            text.contains(shows)
-        };
-        assert!(shown, "{case}: the Rust guest answered {rust:#}");
-        for (stem, other) in MODULES.iter().zip(&answers).skip(1) {
-            assert_eq!(
-                other, rust,
-                "{case}: {stem} admits differently from the Rust guest"
-            );
-        }
+fn the_three_cache_operators_pass_the_shared_cases() {
+    let cases = support::workspace().join("guests/cases/cache-operator");
+    let total = count_cases(&cases);
+    assert!(total >= 40, "{total} cases");
+    for stem in MODULES {
+        let (passed, out) = wasmop_test(&support::guest_module(stem).unwrap(), &cases);
+        assert!(passed, "{stem}:\n{out}");
+        assert_eq!(
+            out.lines().filter(|l| l.starts_with("ok ")).count(),
+            total,
+            "{stem}:\n{out}"
+        );
+        assert!(
+            out.contains(&format!("test result: ok. {total} passed; 0 failed")),
+            "{stem}:\n{out}"
+        );
     }
 }
 
+/// The hostile guest's attacks under `wasmop test` (`guests/hostile/cases`):
+/// each ends as the host ends it, named, and the run goes on.
 #[test]
-fn the_three_cache_operators_convert_alike_through_the_hosts_checks() {
+fn the_hostile_guests_attacks_end_under_wasmop_test_as_the_host_ends_them() {
+    let cases = support::workspace().join("guests/hostile/cases");
+    let (passed, out) = wasmop_test(&support::guest_module("hostile").unwrap(), &cases);
+    assert!(passed, "{out}");
+    let total = count_cases(&cases);
+    assert_eq!(
+        out.lines().filter(|l| l.starts_with("ok ")).count(),
+        total,
+        "{out}"
+    );
+}
+
+/// A Cache converted to v1beta1 and back is the same Cache, byte for byte
+/// as JSON, in every language (the shared cases' conversions match a
+/// subset; this one matches the whole object).
+#[test]
+fn a_round_trip_through_v1beta1_gives_back_the_same_cache() {
     let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
     let guests = load(&runtime, &MODULES, None);
-    let status = json!({"phase": "Degraded", "readyReplicas": 1, "observedGeneration": 3,
-        "lastGoodImage": "redis:7.2", "failedImage": "redis:7.4-never-ready",
-        "conditions": [{"type": "Upgraded", "status": "False", "reason": "RolledBack",
-            "message": "m", "lastTransitionTime": EARLIER}]});
-    let mut full = cache_in(
-        "v1alpha1",
-        json!({"image": "redis:7.2", "replicas": 2, "port": 6380, "paused": true,
-            "config": {"redis.conf": "maxmemory 64mb\n", "b": "2", "a": "1", "é": "x"},
-            "auth": {"secretRef": {"name": "s", "key": "k"}},
-            "upgrade": {"timeoutSeconds": 30}, "unknownField": {"kept": true}}),
-    );
-    full["status"] = status;
-    full["metadata"]["labels"] = json!({"team": "a"});
-    let beta = cache_in(
-        "v1beta1",
-        json!({"image": "redis:7.4", "ports": {"client": 7000},
-            "config": [{"name": "maxmemory", "value": "32mb"}, {"name": "hz"}]}),
-    );
-    let cases: Vec<(&str, Vec<Value>, &str, &str)> = vec![
-        (
-            "up to v1beta1",
-            vec![
-                full.clone(),
-                cache_in("v1alpha1", json!({"image": "redis:7.2"})),
-            ],
-            "apps.example.com/v1beta1",
-            "\"ports\"",
-        ),
-        (
-            "down to v1alpha1",
-            vec![beta.clone()],
-            "apps.example.com/v1alpha1",
-            "\"port\":7000",
-        ),
-        (
-            "the same version",
-            vec![beta.clone()],
-            "apps.example.com/v1beta1",
-            "\"hz\"",
-        ),
-        (
-            "an unknown version",
-            vec![full.clone()],
-            "apps.example.com/v9",
-            "from v1alpha1 to v9",
-        ),
-        (
-            "another group",
-            vec![full.clone()],
-            "other.example.com/v1beta1",
-            "group",
-        ),
-        (
-            "a name twice",
-            vec![cache_in(
-                "v1beta1",
-                json!({"config": [{"name": "a", "value": "1"}, {"name": "a", "value": "2"}]}),
-            )],
-            "apps.example.com/v1alpha1",
-            "\\\"a\\\" twice",
-        ),
-        (
-            "a port v1alpha1 cannot hold",
-            vec![cache_in(
-                "v1beta1",
-                json!({"ports": {"client": 1, "admin": 2, "metrics": 3}}),
-            )],
-            "apps.example.com/v1alpha1",
-            "ports.admin",
-        ),
-        (
-            "a config of the wrong shape",
-            vec![cache_in("v1alpha1", json!({"config": ["x"]}))],
-            "apps.example.com/v1beta1",
-            "must be a map",
-        ),
-    ];
-    for (case, objects, desired, shows) in cases {
-        let answers: Vec<Value> = guests
-            .iter()
-            .map(|guest| match offline::convert(guest, &objects, desired) {
-                Ok(converted) => json!(converted),
-                Err(e) => json!({"error": format!("{e:#}")}),
-            })
-            .collect();
-        let rust = &answers[0];
-        assert!(
-            rust.to_string().contains(shows),
-            "{case}: the Rust guest answered {rust:#}"
-        );
-        for (stem, other) in MODULES.iter().zip(&answers).skip(1) {
-            assert_eq!(
-                other, rust,
-                "{case}: {stem} converts differently from the Rust guest"
-            );
-        }
-    }
-    // A round trip gives back the same object.
+    let file = support::workspace().join("guests/cases/cache-operator/conversion.yaml");
+    let first = wasmop_host::cases::read(&file)
+        .unwrap()
+        .cases
+        .remove(0)
+        .unwrap();
+    let full = first.conversion.unwrap().objects.remove(0);
+    assert!(full["status"].is_object() && full["spec"]["unknownField"].is_object());
     for guest in &guests {
         let there = offline::convert(
             guest,
@@ -801,41 +264,10 @@ fn the_three_cache_operators_convert_alike_through_the_hosts_checks() {
         .unwrap();
         let back = offline::convert(guest, &there, "apps.example.com/v1alpha1").unwrap();
         assert_eq!(
-            back,
-            [full.clone()],
+            back.as_slice(),
+            std::slice::from_ref(&full),
             "{}: a round trip changed the Cache",
             guest.name()
-        );
-    }
-}
-
-#[test]
-fn the_three_cache_operators_read_a_v1beta1_parent_alike() {
-    let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
-    let guests = load(&runtime, &MODULES, Some(r#"{"version": "v1beta1"}"#));
-    let mut parent = cache_in(
-        "v1beta1",
-        json!({"image": "redis:7.2", "replicas": 2, "ports": {"client": 6380},
-            "config": [{"name": "maxmemory", "value": "64mb"}]}),
-    );
-    parent["metadata"]["generation"] = json!(1);
-    let request = Request {
-        parent,
-        observed: vec![],
-        deleting: false,
-        related: vec![],
-    };
-    let rust = answer(&guests[0], &request);
-    assert_eq!(
-        rust["children"][2]["spec"]["ports"][0]["port"], 6380,
-        "{rust:#}"
-    );
-    assert_eq!(rust["children"][0]["data"]["maxmemory"], "64mb", "{rust:#}");
-    for (stem, guest) in MODULES.iter().zip(&guests).skip(1) {
-        assert_eq!(
-            answer(guest, &request),
-            rust,
-            "{stem} reads v1beta1 differently"
         );
     }
 }
@@ -979,6 +411,27 @@ fn both_sdks_refuse_to_build_against_another_contract_version() {
 /// The hostile test guest in each language: its `admit` and `convert`
 /// misbehave as `spec.attack` says, past the SDKs' own checks.
 const HOSTILE_MODULES: [&str; 3] = ["hostile", "hostile-ts", "hostile-py"];
+
+/// An `admission.k8s.io/v1` AdmissionReview of `operation` on `object`.
+fn admission_review(operation: &str, object: &Value) -> Value {
+    let version = object["apiVersion"]
+        .as_str()
+        .and_then(|v| v.split_once('/'))
+        .map_or("v1alpha1", |(_, v)| v);
+    let mut request = json!({
+        "uid": "0d0b4e61-0000-4000-8000-000000000001",
+        "kind": {"group": "apps.example.com", "version": version, "kind": "Cache"},
+        "resource": {"group": "apps.example.com", "version": version, "resource": "caches"},
+        "name": "demo", "namespace": "default", "operation": operation,
+        "userInfo": {"username": "someone"}, "dryRun": false,
+    });
+    if operation == "DELETE" {
+        request["oldObject"] = object.clone();
+    } else {
+        request["object"] = object.clone();
+    }
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request})
+}
 
 /// A Hostile object attacking with `attack`.
 fn hostile(attack: &str) -> Value {

@@ -1,6 +1,7 @@
 //! `wasmop new <name> --lang rust|ts|python`: each project, as generated,
-//! builds with the one command its README gives, passes its unit test, and
-//! renders its sample with `wasmop render` into the ConfigMap it owns.
+//! builds with the one command its README gives, passes its unit test and
+//! its two `wasmop test` cases, and renders its sample with `wasmop render`
+//! into the ConfigMap it owns.
 //!
 //! The TypeScript and Python builds take their pinned toolchains from
 //! `WASMOP_NODE_TOOLS` and `WASMOP_PYTHON_TOOLS`, which `cargo xtask test`
@@ -82,6 +83,30 @@ fn generate_build_test_render(
     }
     let module = wasm(&dir);
     assert!(module.is_file(), "the build made no {}", module.display());
+    // The README's third block runs the scaffolded cases; the module is
+    // where this test's build put it.
+    assert!(
+        blocks[2].starts_with("wasmop test --guest ") && blocks[2].ends_with(" cases"),
+        "{}",
+        blocks[2]
+    );
+    let cases = run(
+        "wasmop test",
+        wasmop()
+            .args(["test", "--guest"])
+            .arg(&module)
+            .arg("cases")
+            .current_dir(&dir),
+    );
+    assert_eq!(
+        cases.matches("\nok ").count() + usize::from(cases.starts_with("ok ")),
+        2,
+        "{cases}"
+    );
+    assert!(
+        cases.contains("test result: ok. 2 passed; 0 failed"),
+        "{cases}"
+    );
     let rendered = run(
         "wasmop render",
         wasmop()

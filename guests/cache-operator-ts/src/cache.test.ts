@@ -4,6 +4,11 @@ import { test } from "node:test";
 import { type Condition, type ReconcileRequest, Request, Response } from "../../sdk-ts/src/index.ts";
 import { CacheOperator, CONFIG_HASH_ANNOTATION, configHash, FINALIZER } from "./cache.ts";
 
+// Each stage's reconcile (new, paused, invalid, deleting, upgrading, rolled
+// back) is in the shared cases (guests/cases/cache-operator), which every
+// language's guest passes under `wasmop test`; these tests are of what a
+// case cannot show.
+
 const NOW = 1_714_564_800n;
 
 function reconcileNow(request: Request): Response {
@@ -54,61 +59,6 @@ test("describe names the Cache kind, its three child kinds and the finalizer", (
   assert.throws(() => CacheOperator.describe({ defaultImage: " " }), /must not be empty/);
 });
 
-test("a new Cache gets its ConfigMap, Deployment and Service and is Pending", () => {
-  const wire = reconcileNow(
-    request({ image: "redis:7.2", replicas: 2, config: { maxmemory: "256mb" } }),
-  ).toWire();
-  const children = wire.children.map((c) => JSON.parse(c));
-  assert.deepEqual(
-    children.map((c) => `${c.kind}/${c.metadata.name}`),
-    ["ConfigMap/demo-config", "Deployment/demo", "Service/demo"],
-  );
-  const deployment = children[1];
-  assert.equal(deployment.spec.replicas, 2);
-  assert.equal(deployment.spec.template.metadata.annotations[CONFIG_HASH_ANNOTATION], "9bfc358df2e7da64");
-  assert.equal(configHash({ maxmemory: "256mb" }), "9bfc358df2e7da64");
-  const status = JSON.parse(wire.status ?? "{}");
-  assert.equal(status.phase, "Pending");
-  assert.deepEqual(
-    wire.events.map((e) => e.reason),
-    ["Created", "PhaseChanged"],
-  );
-});
-
-test("an invalid spec is a permanent error", () => {
-  assert.throws(() => reconcileNow(request({ image: "redis", replicas: 11 })), /between 1 and 10/);
-  assert.throws(() => reconcileNow(request({ image: "" })), /spec.image must not be empty/);
-});
-
-test("a paused Cache keeps every child as it is", () => {
-  const observed = [{ apiVersion: "v1", kind: "Service", metadata: { name: "demo" } }];
-  const wire = reconcileNow(request({ image: "redis", paused: true }, observed)).toWire();
-  assert.deepEqual(wire.children, []);
-  assert.deepEqual(wire.keep, [{ apiVersion: "v1", kind: "Service", name: "demo" }]);
-  assert.equal(JSON.parse(wire.status ?? "{}").phase, "Paused");
-});
-
-test("deletion scales the Deployment to zero, then lets the Cache go", () => {
-  const running = {
-    apiVersion: "apps/v1",
-    kind: "Deployment",
-    metadata: { name: "demo" },
-    spec: { replicas: 2 },
-    status: { replicas: 2 },
-  };
-  const scaling = reconcileNow(request({ image: "redis" }, [running], { deleting: true })).toWire();
-  assert.equal(scaling.finalized, false);
-  assert.equal(JSON.parse(scaling.children[0]).spec.replicas, 0);
-  assert.equal(scaling.requeueAfterSeconds, 2);
-  const stopped = { ...running, status: { replicas: 0 } };
-  const done = reconcileNow(request({ image: "redis" }, [stopped], { deleting: true })).toWire();
-  assert.equal(done.finalized, true);
-  assert.deepEqual(
-    done.events.map((e) => e.reason),
-    ["CleanupComplete"],
-  );
-});
-
 /** A Deployment of one replica running `image`, as the API server shows it. */
 function deploymentOf(image: string, status: object): object {
   return {
@@ -124,13 +74,6 @@ function deploymentOf(image: string, status: object): object {
     },
     status: { observedGeneration: 2, ...status },
   };
-}
-
-type Wire = ReturnType<Response["toWire"]>;
-
-function imageOf(wire: Wire): string {
-  const deployment = wire.children.map((c) => JSON.parse(c)).find((c) => c.kind === "Deployment");
-  return deployment.spec.template.spec.containers[0].image;
 }
 
 function conditionOf(status: { conditions: Condition[] }, type: string): Condition | undefined {
@@ -160,54 +103,3 @@ test("a first rollout sets the last good image and is no upgrade", () => {
   assert.equal(conditionOf(status, "Upgrading"), undefined);
 });
 
-test("a new image rolls out while the Cache stays Ready, then completes with one Upgraded event", () => {
-  const old = deploymentOf("redis:7.2", { replicas: 1, updatedReplicas: 1, readyReplicas: 1 });
-  const rolling = reconcileNow(
-    request({ image: "redis:7.4" }, [old], {}, { phase: "Ready", lastGoodImage: "redis:7.2" }),
-  ).toWire();
-  assert.equal(imageOf(rolling), "redis:7.4");
-  const status = JSON.parse(rolling.status ?? "{}");
-  assert.equal(status.phase, "Ready");
-  assert.deepEqual(
-    [conditionOf(status, "Upgrading")?.status, conditionOf(status, "Upgrading")?.reason],
-    ["True", "RollingOut"],
-  );
-  const done = deploymentOf("redis:7.4", { replicas: 1, updatedReplicas: 1, readyReplicas: 1 });
-  const complete = reconcileNow(request({ image: "redis:7.4" }, [done], {}, status)).toWire();
-  assert.deepEqual(
-    complete.events.map((e) => [e.eventType, e.reason]),
-    [["normal", "Upgraded"]],
-  );
-  const after = JSON.parse(complete.status ?? "{}");
-  assert.equal(after.lastGoodImage, "redis:7.4");
-  assert.equal(conditionOf(after, "Upgraded")?.status, "True");
-});
-
-test("a rollout past its deadline goes back to the last good image and is not tried again", () => {
-  const stuck = deploymentOf("redis:7.4-never-ready", {
-    replicas: 2,
-    updatedReplicas: 1,
-    readyReplicas: 1,
-    conditions: [{ type: "Progressing", status: "False", reason: "ProgressDeadlineExceeded" }],
-  });
-  const spec = { image: "redis:7.4-never-ready", upgrade: { timeoutSeconds: 30 } };
-  const back = reconcileNow(
-    request(spec, [stuck], {}, { phase: "Ready", lastGoodImage: "redis:7.2" }),
-  ).toWire();
-  assert.equal(imageOf(back), "redis:7.2");
-  assert.deepEqual(
-    back.events.map((e) => [e.eventType, e.reason]),
-    [
-      ["normal", "ImageChanged"],
-      ["warning", "UpgradeRolledBack"],
-      ["normal", "PhaseChanged"],
-    ],
-  );
-  const status = JSON.parse(back.status ?? "{}");
-  assert.equal(status.phase, "Degraded");
-  assert.equal(status.failedImage, "redis:7.4-never-ready");
-  assert.match(conditionOf(status, "Upgraded")?.message ?? "", /redis:7.4-never-ready/);
-  const held = reconcileNow(request(spec, [stuck], {}, status)).toWire();
-  assert.equal(imageOf(held), "redis:7.2");
-  assert.deepEqual(JSON.parse(held.status ?? "{}").conditions, status.conditions);
-});

@@ -3,6 +3,7 @@
 //! - `wasmop run [--guest <name>=<path.wasm>]… [--settings <name>=<file.yaml>]… [--allow-outbound <name>=<url>]… [--guests-configmap <ns>/<name>] [--kubeconfig <path>]`
 //! - `wasmop render --guest <path.wasm> --parent <object.yaml> [--observed <objects.yaml>]… [--related <objects.yaml>]… [--secret-values] [--settings <file.yaml>] [--allow-outbound <url>]… [-o yaml|json]`
 //! - `wasmop rbac --guest <path.wasm> [--guest …] [--name wasmop] [--namespace wasmop-system] [--pull-secret <name>]…`
+//! - `wasmop test --guest <path.wasm> [--settings <file.yaml>] [--update] <cases…>`
 //! - `wasmop push <file.wasm> <registry>/<repository>:<tag> [--insecure] [--username <user> --password-stdin]`
 //!
 //! Errors are printed as one line each: `error: ` and the chain of causes,
@@ -10,6 +11,7 @@
 
 mod plan;
 mod status;
+mod test;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -69,6 +71,9 @@ pub enum Command {
     /// Print each guest's version and rollout from the status ConfigMap
     /// beside the guest list.
     Status(StatusArgs),
+    /// Run reconcile, admission and conversion cases (YAML files) against
+    /// a guest offline; one line per case, exit 1 when one fails.
+    Test(test::TestArgs),
     /// Compile a component read on stdin into wasmtime's artifact on
     /// stdout: the child process `wasmop run` compiles its guests in.
     #[command(name = "compile-worker", hide = true)]
@@ -469,6 +474,7 @@ pub fn main() -> ExitCode {
         Command::New(args) => new(args),
         Command::Configmap(args) => configmap(&args),
         Command::Plan(args) => return plan::plan(args),
+        Command::Test(args) => return test::test(args),
         Command::Status(args) => tokio::runtime::Runtime::new()
             .context("starting the async runtime")
             .and_then(|rt| rt.block_on(status::status(args))),
@@ -999,6 +1005,7 @@ fn new(args: NewArgs) -> anyhow::Result<()> {
     println!("  cd {}", dir.display());
     println!("  {}", project.build_command());
     println!("  {}", project.test_command());
+    println!("  {}", project.cases_command());
     println!(
         "  wasmop render --guest {} --parent sample.yaml",
         project.wasm()

@@ -3,8 +3,8 @@
 //!
 //! The project has a kind and its CRD (`crd.yaml`), a sample object, a
 //! reconcile that owns one ConfigMap and reports a `Ready` condition, a unit
-//! test, the WIT, and a README with the commands that build, test, render
-//! and run it. It builds with one command and renders with `wasmop render`
+//! test, two cases for `wasmop test` (`cases/`), the WIT, and a README with
+//! the commands that build, test, run the cases, render and run it. It builds with one command and renders with `wasmop render`
 //! as generated.
 //!
 //! The TypeScript and Python projects carry their SDK (and its build
@@ -54,6 +54,10 @@ const COMMON: &[Template] = &[
     ("crd.yaml", include_str!("templates/common/crd.yaml")),
     ("sample.yaml", include_str!("templates/common/sample.yaml")),
     ("README.md", include_str!("templates/common/README.md")),
+    (
+        "cases/sample.yaml",
+        include_str!("templates/common/cases/sample.yaml"),
+    ),
 ];
 
 const COMMON_COPIED: &[Template] = &[("wit/operator.wit", WIT)];
@@ -203,6 +207,11 @@ impl Project {
         }
     }
 
+    /// The command that runs its cases (`cases/`) against the component.
+    pub fn cases_command(&self) -> String {
+        format!("wasmop test --guest {} cases", self.wasm())
+    }
+
     /// The component the build makes, relative to the project.
     pub fn wasm(&self) -> String {
         match self.lang {
@@ -310,6 +319,7 @@ impl Project {
             ("{{Language}}", self.lang.title().to_owned()),
             ("{{build}}", self.build_command()),
             ("{{test}}", self.test_command()),
+            ("{{cases}}", self.cases_command()),
             ("{{wasm}}", self.wasm()),
             ("{{imports_note}}", imports_note.to_owned()),
             ("{{files}}", files.to_owned()),

@@ -121,6 +121,11 @@ fn verdict(response: &KubeResponse) -> anyhow::Result<Verdict> {
     })
 }
 
+/// The guest's own refusal to convert, with its message.
+#[derive(Debug, thiserror::Error)]
+#[error("the guest refused to convert: {0}")]
+pub struct Refused(pub String);
+
 /// Converts `objects` to `desired_api_version` through `guest`, checked as
 /// the conversion webhook checks them.
 pub fn convert(
@@ -138,6 +143,6 @@ pub fn convert(
             )
         })?
         .context("convert failed")?
-        .map_err(|message| anyhow::anyhow!("the guest refused to convert: {message}"))?;
+        .map_err(Refused)?;
     Ok(conversion::check(objects, converted, desired_api_version)?)
 }
