@@ -2,7 +2,8 @@
 //! difference as a path and both values, a summary, exit 1 on a failure;
 //! a file or document that is not a case is a failure that names it and
 //! the run goes on; `--update` writes the answers back and a second run
-//! passes; `--settings` reaches the guest unless a case names its own.
+//! passes; `--settings` reaches the guest unless a case names its own; a
+//! guest that traps shows its own stack under `wasmop test` and `render`.
 
 mod support;
 
@@ -35,10 +36,20 @@ impl Drop for Folder {
 
 /// `wasmop test --guest <the Rust cache-operator> <args>`: exit code and stdout.
 fn wasmop_test(args: &[&Path]) -> (i32, String) {
+    wasmop(
+        &[
+            "test".as_ref(),
+            "--guest".as_ref(),
+            &support::guest_module("cache-operator").unwrap(),
+        ],
+        args,
+    )
+}
+
+/// `wasmop <first> <args>`: exit code and output.
+fn wasmop(first: &[&Path], args: &[&Path]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_wasmop"))
-        .arg("test")
-        .arg("--guest")
-        .arg(support::guest_module("cache-operator").unwrap())
+        .args(first)
         .args(args)
         .output()
         .unwrap();
@@ -189,4 +200,44 @@ fn settings_reach_the_guest_unless_a_case_names_its_own() {
         out.contains("FAIL") && out.contains("from --settings"),
         "{out}"
     );
+}
+
+#[test]
+fn a_guest_that_traps_shows_its_own_stack_in_test_and_render() {
+    let folder = Folder::new("trap");
+    let parent = "apiVersion: test.wasmop.dev/v1alpha1\nkind: Hostile\nmetadata: {name: p, namespace: default, uid: u-1}\nspec: {attack: panic}\n";
+    let file = folder.file(
+        "a.yaml",
+        &format!("name: panics\nparent:\n  {}", parent.replace('\n', "\n  ")),
+    );
+    let module = support::guest_module("hostile-debug").unwrap();
+    let (code, out) = wasmop(&["test".as_ref(), "--guest".as_ref(), &module], &[&file]);
+    assert_eq!(code, 1, "{out}");
+    let shown = file.display();
+    assert!(
+        out.contains(&format!(
+            "FAIL {shown}: panics: error: expected an answer, got trap: guest trapped: panic"
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains("\n    0: ") && out.contains("hostile_guest"),
+        "{out}"
+    );
+    let parent_file = folder.file("parent.yaml", parent);
+    let (code, out) = wasmop(
+        &[
+            "render".as_ref(),
+            "--guest".as_ref(),
+            &module,
+            "--parent".as_ref(),
+        ],
+        &[&parent_file],
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("guest stack (innermost first):\n  0: "),
+        "{out}"
+    );
+    assert!(out.contains("guests/hostile/src/lib.rs:"), "{out}");
 }

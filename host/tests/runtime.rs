@@ -225,7 +225,7 @@ fn a_guest_panic_is_reported_with_its_message() {
     let guest = load(&runtime, "hostile", Limits::default());
     let err = guest.reconcile(&hostile("panic")).unwrap_err();
     assert_eq!(err.reason().as_str(), "GuestTrap");
-    let CallError::Trap { reason, detail } = &err else {
+    let CallError::Trap { reason, detail, .. } = &err else {
         panic!("expected a trap, got {err}")
     };
     assert_eq!(reason, "panic");
@@ -235,6 +235,32 @@ fn a_guest_panic_is_reported_with_its_message() {
             .is_some_and(|d| d.contains("hostile guest panics on purpose")),
         "{err}"
     );
+}
+
+#[test]
+fn a_trap_shows_the_guests_own_stack_with_file_and_line_in_a_debug_build() {
+    let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
+    let debug = load(&runtime, "hostile-debug", Limits::default());
+    let err = debug.reconcile(&hostile("panic")).unwrap_err();
+    let frames = err.frames();
+    eprintln!("{frames:#?}");
+    assert!(!frames.is_empty() && frames.len() <= 8, "{frames:#?}");
+    assert!(
+        frames[0].contains("hostile_guest") && frames[0].contains("guests/hostile/src/lib.rs:"),
+        "the innermost frame is the guest's panic, with file and line: {frames:#?}"
+    );
+    assert!(
+        frames
+            .iter()
+            .all(|f| !f.starts_with("std::") && !f.starts_with("core::")),
+        "no panic machinery: {frames:#?}"
+    );
+    // The Event and the condition keep one line.
+    assert!(!err.to_string().contains('\n'), "{err}");
+    // A build that strips its names (the `guest` profile) says so.
+    let release = load(&runtime, "hostile", Limits::default());
+    let err = release.reconcile(&hostile("panic")).unwrap_err();
+    assert_eq!(err.frames(), [wasmop_host::runtime::guest::STRIPPED]);
 }
 
 #[test]

@@ -37,6 +37,9 @@ const PURE: &str = "wasm32-unknown-unknown";
 const WASI: &str = "wasm32-wasip2";
 /// The Cargo profile guests are built with (defined in the root manifest).
 const PROFILE: &str = "guest";
+/// The profile of a guest built to be debugged: [`PROFILE`] keeping
+/// function names and line tables.
+const DEBUG_PROFILE: &str = "guest-debug";
 
 /// One guest component to build.
 struct Guest {
@@ -48,6 +51,8 @@ struct Guest {
     features: &'static [&'static str],
     /// The Rust target: [`PURE`] or [`WASI`].
     target: &'static str,
+    /// The Cargo profile: [`PROFILE`] or [`DEBUG_PROFILE`].
+    profile: &'static str,
 }
 
 /// Every guest, in build order. The cache-operator flavors share one
@@ -60,36 +65,51 @@ const GUESTS: &[Guest] = &[
         package: "cache-operator",
         features: &[],
         target: PURE,
+        profile: PROFILE,
     },
     Guest {
         name: "cache-operator-v2",
         package: "cache-operator",
         features: &["v2"],
         target: PURE,
+        profile: PROFILE,
     },
     Guest {
         name: "cache-operator-broken",
         package: "cache-operator",
         features: &["broken"],
         target: PURE,
+        profile: PROFILE,
     },
     Guest {
         name: "cache-operator-registry",
         package: "cache-operator",
         features: &["registry"],
         target: PURE,
+        profile: PROFILE,
     },
     Guest {
         name: "hostile",
         package: "hostile-guest",
         features: &[],
         target: WASI,
+        profile: PROFILE,
+    },
+    // The hostile guest as a debug build keeps it: names and line tables,
+    // so that its traps show the guest's own stack with file and line.
+    Guest {
+        name: "hostile-debug",
+        package: "hostile-guest",
+        features: &[],
+        target: WASI,
+        profile: DEBUG_PROFILE,
     },
     Guest {
         name: "tutorial-cache",
         package: "tutorial-cache",
         features: &[],
         target: PURE,
+        profile: PROFILE,
     },
 ];
 
@@ -185,7 +205,12 @@ fn inputs_digest(root: &Path, guest: &Guest, toolchain: &str) -> Result<String> 
     ] {
         hash_file(&mut hash, root, &root.join(file))?;
     }
-    for part in [toolchain, guest.target, PROFILE, &guest.features.join(",")] {
+    for part in [
+        toolchain,
+        guest.target,
+        guest.profile,
+        &guest.features.join(","),
+    ] {
         hash.update(part);
         hash.update([0]);
     }
@@ -197,7 +222,8 @@ fn inputs_digest(root: &Path, guest: &Guest, toolchain: &str) -> Result<String> 
 /// checked too. `cargo clippy --workspace` sees only the native build.
 pub fn clippy_all() -> Result<()> {
     crate::toolchain::ensure_targets(&workspace_root())?;
-    for guest in GUESTS {
+    // A debug build is the same code as its release build: linted once.
+    for guest in GUESTS.iter().filter(|g| g.profile == PROFILE) {
         let mut command = cargo_for("clippy", guest);
         command.args(["--", "-D", "warnings"]);
         command.current_dir(workspace_root());
@@ -213,7 +239,7 @@ fn cargo_for(subcommand: &str, guest: &Guest) -> std::process::Command {
     let mut command = cargo(&[
         subcommand,
         "--profile",
-        PROFILE,
+        guest.profile,
         "--target",
         guest.target,
         "-p",
@@ -243,7 +269,7 @@ fn build(root: &Path, guest: &Guest) -> Result<PathBuf> {
     })?;
     let built = target_dir()
         .join(guest.target)
-        .join(PROFILE)
+        .join(guest.profile)
         .join(format!("{}.wasm", guest.package.replace('-', "_")));
     anyhow::ensure!(
         built.is_file(),

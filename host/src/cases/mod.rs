@@ -259,6 +259,8 @@ pub struct Failure {
     pub kind: String,
     /// Why.
     pub message: String,
+    /// A trap's guest stack, innermost first.
+    pub frames: Vec<String>,
 }
 
 /// What the guest answered, as a case checks it.
@@ -346,6 +348,7 @@ impl Runner {
                 return Ok(Answer::Failed(Failure {
                     kind: "load".into(),
                     message,
+                    frames: Vec::new(),
                 }));
             }
         };
@@ -391,6 +394,7 @@ fn reconcile(guest: &Guest, case: &Case) -> anyhow::Result<Answer> {
         Err(render::Error::Invalid(violation)) => Answer::Failed(Failure {
             kind: "invalid".into(),
             message: violation.to_string(),
+            frames: Vec::new(),
         }),
     })
 }
@@ -465,12 +469,14 @@ fn failure(error: &anyhow::Error) -> Failure {
             return Failure {
                 kind: "refused".into(),
                 message: message.clone(),
+                frames: Vec::new(),
             };
         }
     }
     Failure {
         kind: "invalid".into(),
         message: format!("{error:#}"),
+        frames: Vec::new(),
     }
 }
 
@@ -480,6 +486,7 @@ fn call_failure(error: &CallError) -> Failure {
             return Failure {
                 kind: e.kind.to_string(),
                 message: e.message.clone(),
+                frames: Vec::new(),
             };
         }
         CallError::Timeout(_) => "timeout",
@@ -491,6 +498,7 @@ fn call_failure(error: &CallError) -> Failure {
     Failure {
         kind: kind.into(),
         message: error.to_string(),
+        frames: error.frames().to_vec(),
     }
 }
 

@@ -943,7 +943,8 @@ fn render(args: &RenderArgs) -> anyhow::Result<()> {
     for path in &args.related {
         inputs.related.extend(read_objects(path)?);
     }
-    let rendered = crate::render::render(&guest, parents.remove(0), inputs)?;
+    let rendered =
+        crate::render::render(&guest, parents.remove(0), inputs).inspect_err(print_stack)?;
     for refused in &rendered.refused {
         eprintln!(
             "wasmop render: the host refused {refused} (allow a host with --allow-outbound <scheme://host[:port]>)"
@@ -954,6 +955,19 @@ fn render(args: &RenderArgs) -> anyhow::Result<()> {
         Output::Yaml => print!("{}", serde_saphyr::to_string(&rendered)?),
     }
     Ok(())
+}
+
+/// A trapping guest's own stack, innermost first, on stderr.
+fn print_stack(error: &crate::render::Error) {
+    if let crate::render::Error::Call { source, .. } = error {
+        let frames = source.frames();
+        if !frames.is_empty() {
+            eprintln!("guest stack (innermost first):");
+            for (i, frame) in frames.iter().enumerate() {
+                eprintln!("  {i}: {frame}");
+            }
+        }
+    }
 }
 
 /// The bytes of the component at `path`; refused if it is not one.

@@ -139,6 +139,11 @@ fn run(args: &TestArgs) -> anyhow::Result<Tally> {
                 }
                 Err(difference) => {
                     println!("FAIL {shown}: {}: {difference}", case.name);
+                    if let cases::Answer::Failed(failure) = &answer {
+                        for (i, frame) in failure.frames.iter().enumerate() {
+                            println!("    {i}: {frame}");
+                        }
+                    }
                     tally.failed += 1;
                 }
             }

@@ -88,6 +88,15 @@ pub enum ReconcileError {
 }
 
 impl ReconcileError {
+    /// A trapping guest's own stack for the log, innermost first, as
+    /// `f <- g <- h`; empty for any other failure.
+    pub fn stack(&self) -> String {
+        match self {
+            Self::Call(e) => e.frames().join(" <- "),
+            _ => String::new(),
+        }
+    }
+
     /// The reason for the Warning event, the condition and metrics.
     pub fn reason(&self) -> Reason {
         match self {
@@ -230,10 +239,10 @@ pub async fn reconcile(parent: Arc<Compact>, ctx: Arc<Context>) -> Result<Action
                     let delay = retry_delay(&e, ctx.backoff.fail(&key));
                     tele.queue_retries.get_or_create(ctx.queue.labels()).inc();
                     ctx.queue.add(tele, queue_key, delay);
-                    tracing::warn!(reason = %e.reason(), retry_in = ?delay, "reconcile failed: {e}");
+                    tracing::warn!(reason = %e.reason(), retry_in = ?delay, guest_stack = %e.stack(), "reconcile failed: {e}");
                 } else {
                     tele.terminal_errors.get_or_create(&labels).inc();
-                    tracing::warn!(reason = %e.reason(), "reconcile failed permanently, waiting for a change: {e}");
+                    tracing::warn!(reason = %e.reason(), guest_stack = %e.stack(), "reconcile failed permanently, waiting for a change: {e}");
                 }
                 report_failure(&parent, &ctx, &e).await;
                 Err(e)

@@ -47,6 +47,9 @@ pub enum CallError {
         reason: String,
         /// What the guest printed to stderr, usually its panic message.
         detail: Option<String>,
+        /// The guest's own stack where it trapped, innermost first (see
+        /// [`guest_stack`]); empty when the module keeps no names.
+        frames: Vec<String>,
     },
     /// The response is larger than the guest's limit.
     #[error("response too large: {size} bytes, limit {limit}")]
@@ -85,6 +88,14 @@ impl CallError {
             Self::PoolExhausted(_) => Reason::GuestPoolExhausted,
             Self::Guest(e) if e.kind == ErrorKind::Permanent => Reason::ReconcileFailedPermanently,
             Self::Guest(_) => Reason::ReconcileFailed,
+        }
+    }
+
+    /// The guest's stack of a trap, innermost first; empty otherwise.
+    pub fn frames(&self) -> &[String] {
+        match self {
+            Self::Trap { frames, .. } => frames,
+            _ => &[],
         }
     }
 
@@ -602,13 +613,115 @@ fn classify(
             CallError::Trap {
                 reason,
                 detail: (!detail.is_empty()).then_some(detail),
+                frames: error
+                    .downcast_ref::<wasmtime::WasmBacktrace>()
+                    .map(guest_stack)
+                    .unwrap_or_default(),
             }
         }
     }
+}
+
+/// The stack of a module built without names.
+pub const STRIPPED: &str =
+    "(no function names: the module was built stripped; a debug build shows its stack)";
+
+/// How many of a trap's frames are kept.
+pub const MAX_FRAMES: usize = 8;
+
+/// Name prefixes of the frames a panic passes through on its way to the
+/// trap (Rust's standard library and its panic runtime), which say nothing
+/// about where the guest failed.
+const PANIC_MACHINERY: &[&str] = &[
+    "std::",
+    "core::",
+    "alloc::",
+    "<std::",
+    "<core::",
+    "<alloc::",
+    "__rust",
+    "rust_panic",
+    "rust_begin_unwind",
+    "__rdl_",
+    "abort",
+];
+
+/// The guest's own frames of `backtrace`, innermost first, at most
+/// [`MAX_FRAMES`]: each function's name from the module's name section
+/// (Rust names demangled, else DWARF's), with `file:line` where the module keeps DWARF
+/// line tables (a debug build), without the panic machinery's frames.
+/// A frame without a name is `wasm function <index>`; a module without
+/// any names (a stripped build) gives the one line [`STRIPPED`].
+pub fn guest_stack(backtrace: &wasmtime::WasmBacktrace) -> Vec<String> {
+    let named = |frame: &wasmtime::FrameInfo| {
+        frame.func_name().is_some() || frame.symbols().iter().any(|s| s.name().is_some())
+    };
+    if !backtrace.frames().is_empty() && !backtrace.frames().iter().any(named) {
+        return vec![STRIPPED.to_owned()];
+    }
+    backtrace
+        .frames()
+        .iter()
+        .filter_map(|frame| {
+            // The name section's name is the whole path; DWARF's is the
+            // function's own name only.
+            let dwarf = frame.symbols().iter().find_map(|s| s.name());
+            let name = match frame.func_name().or(dwarf) {
+                Some(name) => format!("{:#}", rustc_demangle::demangle(name)),
+                None => format!("wasm function {}", frame.func_index()),
+            };
+            if PANIC_MACHINERY.iter().any(|p| name.starts_with(p)) {
+                return None;
+            }
+            let place = frame
+                .symbols()
+                .iter()
+                .find_map(|s| Some((s.file()?, s.line()?)));
+            Some(frame_text(&match place {
+                Some((file, line)) => format!("{name} at {file}:{line}"),
+                None => name,
+            }))
+        })
+        .take(MAX_FRAMES)
+        .collect()
+}
+
+/// The most of one frame's text that is kept.
+const MAX_FRAME_TEXT: usize = 300;
+
+/// A frame as the module names it, made safe for one log line: the names
+/// and paths are the guest's own, so control characters become `?` and
+/// the text is cut at [`MAX_FRAME_TEXT`] bytes.
+fn frame_text(text: &str) -> String {
+    let mut out = String::new();
+    for c in text.chars() {
+        if out.len() + c.len_utf8() > MAX_FRAME_TEXT {
+            out.push('…');
+            break;
+        }
+        out.push(if c.is_control() { '?' } else { c });
+    }
+    out
 }
 
 /// Whole seconds since the Unix epoch; a clock set before it reads as 0.
 fn unix_seconds(at: SystemTime) -> u64 {
     at.duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |since| since.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_frame_a_guest_names_cannot_break_a_log_line_or_flood_it() {
+        assert_eq!(
+            frame_text("evil\nINFO forged line\u{1b}[31m"),
+            "evil?INFO forged line?[31m"
+        );
+        let long = frame_text(&"x".repeat(10_000));
+        assert!(long.len() <= MAX_FRAME_TEXT + '…'.len_utf8() && long.ends_with('…'));
+        assert_eq!(frame_text("reconcile at lib.rs:9"), "reconcile at lib.rs:9");
+    }
 }

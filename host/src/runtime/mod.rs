@@ -186,6 +186,9 @@ pub fn compile_config() -> Config {
     // A guest that recurses without bound must trap, not take the host
     // thread's stack: 1 MiB of wasm stack is plenty for reconcile logic.
     wasm.max_wasm_stack(1 << 20);
+    // A trap's frames get file and line from a module that keeps DWARF
+    // line tables (a debug build); other modules are compiled as before.
+    wasm.wasm_backtrace_details(wasmtime::WasmBacktraceDetails::Enable);
     // `WASMOP_PERFMAP=1` writes /tmp/perf-<pid>.map so that `perf`
     // names guest functions (wasm[0]::function[N]) in profiles.
     if std::env::var_os("WASMOP_PERFMAP").is_some() {
