@@ -22,9 +22,9 @@ use cargo_metadata::Message;
 
 use crate::process::cargo;
 
-/// How many test binaries run at once: `$WASMOP_TEST_JOBS`, else 3 (on the
-/// project's two-core machines, more makes the control planes starve each
-/// other).
+/// How many test binaries run at once: `$WASMOP_TEST_JOBS`, else 2, one per
+/// core: the binaries are CPU-bound, so a third adds no throughput, and it
+/// starves the fault suite's restarted control plane past its timeouts.
 pub fn parallel() -> Result<usize> {
     match std::env::var("WASMOP_TEST_JOBS") {
         Ok(n) => n
@@ -32,7 +32,7 @@ pub fn parallel() -> Result<usize> {
             .ok()
             .filter(|n| *n > 0)
             .with_context(|| format!("WASMOP_TEST_JOBS={n:?}: expected a positive number")),
-        Err(_) => Ok(3),
+        Err(_) => Ok(2),
     }
 }
 
