@@ -343,11 +343,15 @@ async fn demo(keep: bool, ha: bool, oci: bool) -> Result<()> {
     next += 1;
 
     if keep {
+        // Listening before the prompt: a Ctrl-C right after it is caught,
+        // not the default action that kills the demo with its processes.
+        let mut interrupt =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
         println!("\nEverything keeps running. In another shell:");
         println!("   export KUBECONFIG={}", env.kubeconfig_path().display());
         println!("   kubectl get caches,deployments,services,configmaps -A");
         println!("Press Ctrl-C to stop.");
-        tokio::signal::ctrl_c().await?;
+        interrupt.recv().await;
     }
     step(next, "stop the hosts and the control plane");
     let _ = host.kill();
