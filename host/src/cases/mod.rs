@@ -529,7 +529,10 @@ pub fn check(expect: &Expect, answer: &Answer) -> Result<(), Difference> {
         (Some(want), None) => {
             return Err(Difference::new(
                 "error",
-                format!("a {} failure", want.kind.as_deref().unwrap_or("")).replace("a  ", "a "),
+                match want.kind.as_deref() {
+                    Some(kind) => format!("a {kind} failure"),
+                    None => "a failure".to_owned(),
+                },
                 "an answer",
             ));
         }

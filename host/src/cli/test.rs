@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 
-use super::{LimitArgs, one_line, read_component, stem};
+use super::{LimitArgs, one_line, read_component, read_settings, stem};
 use crate::cases::{self, Runner};
 use crate::runtime::{Limits, ModuleBytes, Runtime, RuntimeConfig};
 
@@ -71,10 +71,7 @@ fn run(args: &TestArgs) -> anyhow::Result<Tally> {
         .settings
         .as_deref()
         .map(|path| -> anyhow::Result<serde_json::Value> {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading settings {}", path.display()))?;
-            serde_saphyr::from_str(&text)
-                .with_context(|| format!("parsing settings {}", path.display()))
+            Ok(serde_json::from_str(&read_settings(path)?)?)
         })
         .transpose()?;
     let files = cases::files(&args.cases)?;
