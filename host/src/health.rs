@@ -6,10 +6,21 @@
 //! fails to load makes the host not ready), and every running guest's
 //! caches have their first lists; with `--readyz-requires-leader`, only the
 //! leader is ready.
+//!
+//! The same state is exported per listed guest (`HealthGauges`):
+//! `wasmop_guest_running` (1 when a version of it runs) and
+//! `wasmop_module_fetch_failing` (1 while its module cannot be fetched),
+//! what the `WasmopGuestNotLoaded` and `WasmopModuleFetchFailing` alerts
+//! of `deploy/monitoring/` watch.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 
 /// The shared health state. Cheap to clone.
 #[derive(Clone, Debug, Default)]
@@ -31,6 +42,8 @@ struct Guest {
     /// One flag per namespace scope of its controller: first lists done.
     synced: Vec<Arc<AtomicBool>>,
     running: bool,
+    /// The last fetch of its module failed.
+    fetch_failing: bool,
 }
 
 impl Health {
@@ -63,6 +76,23 @@ impl Health {
     pub fn failed(&self, name: &str, why: String) {
         let mut state = self.inner.lock().expect("health lock");
         state.guests.entry(name.to_owned()).or_default().failed = Some(why);
+    }
+
+    /// Fetching the module of guest `name` failed (it may still run an
+    /// older version).
+    pub fn fetch_failed(&self, name: &str, why: String) {
+        let mut state = self.inner.lock().expect("health lock");
+        let guest = state.guests.entry(name.to_owned()).or_default();
+        guest.failed = Some(why);
+        guest.fetch_failing = true;
+    }
+
+    /// The module of guest `name` was fetched (a fetch failure before is
+    /// over; loading it may still fail).
+    pub fn fetched(&self, name: &str) {
+        if let Some(guest) = self.inner.lock().expect("health lock").guests.get_mut(name) {
+            guest.fetch_failing = false;
+        }
     }
 
     /// A version of guest `name` loaded (a failure before is over).
@@ -98,6 +128,49 @@ impl Health {
         }
         Ok(())
     }
+
+    /// The per-guest gauges, computed from this state on each scrape.
+    pub fn gauges(&self) -> HealthGauges {
+        HealthGauges(self.clone())
+    }
+}
+
+/// `wasmop_guest_running{guest}` and `wasmop_module_fetch_failing{guest}`
+/// for every guest the host was asked to run.
+#[derive(Debug)]
+pub struct HealthGauges(Health);
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GuestLabels {
+    guest: String,
+}
+
+impl Collector for HealthGauges {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let running: Family<GuestLabels, Gauge> = Family::default();
+        let fetch_failing: Family<GuestLabels, Gauge> = Family::default();
+        for (name, guest) in &self.0.inner.lock().expect("health lock").guests {
+            let labels = GuestLabels {
+                guest: name.clone(),
+            };
+            running.get_or_create(&labels).set(i64::from(guest.running));
+            fetch_failing
+                .get_or_create(&labels)
+                .set(i64::from(guest.fetch_failing));
+        }
+        running.encode(encoder.encode_descriptor(
+            "wasmop_guest_running",
+            "1 when a version of the listed guest runs, 0 when none does (its last load failed).",
+            None,
+            running.metric_type(),
+        )?)?;
+        fetch_failing.encode(encoder.encode_descriptor(
+            "wasmop_module_fetch_failing",
+            "1 while the last fetch of the listed guest's module failed.",
+            None,
+            fetch_failing.metric_type(),
+        )?)
+    }
 }
 
 #[cfg(test)]
@@ -126,5 +199,34 @@ mod tests {
         );
         health.loaded("a");
         assert_eq!(health.ready(), Ok(()));
+    }
+
+    #[test]
+    fn the_gauges_say_which_listed_guests_run_and_whose_fetch_fails() {
+        let health = Health::new();
+        health.running("a", Vec::new());
+        health.fetch_failed("b", "registry unreachable".into());
+        health.fetch_failed("a", "registry unreachable".into());
+        let mut registry = prometheus_client::registry::Registry::default();
+        registry.register_collector(Box::new(health.gauges()));
+        let text = |registry: &prometheus_client::registry::Registry| {
+            let mut out = String::new();
+            prometheus_client::encoding::prometheus_text::encode(&mut out, registry).unwrap();
+            out
+        };
+        let scraped = text(&registry);
+        for line in [
+            "wasmop_guest_running{guest=\"a\"} 1",
+            "wasmop_guest_running{guest=\"b\"} 0",
+            "wasmop_module_fetch_failing{guest=\"a\"} 1",
+            "wasmop_module_fetch_failing{guest=\"b\"} 1",
+        ] {
+            assert!(scraped.contains(line), "{line} missing in:\n{scraped}");
+        }
+        health.fetched("a");
+        health.removed("b");
+        let scraped = text(&registry);
+        assert!(scraped.contains("wasmop_module_fetch_failing{guest=\"a\"} 0"));
+        assert!(!scraped.contains("guest=\"b\""), "{scraped}");
     }
 }

@@ -27,7 +27,7 @@ use crate::rollout::{
 };
 use crate::runtime::{CacheOutcome, Guest, Limits, ModuleBytes, Runtime};
 use crate::settings::ControllerSettings;
-use crate::telemetry::metrics::SwapLabels;
+use crate::telemetry::metrics::{GuestLabels, SwapLabels};
 use crate::webhook::{Served, Webhooks};
 
 /// Why a guest could not be (re)loaded. The running version, if any, keeps
@@ -422,6 +422,14 @@ impl Host {
             Ok(change) => {
                 if matches!(change, Change::Swapped(_) | Change::Restarted(_)) {
                     metrics.guest_swaps.get_or_create(&swap("success")).inc();
+                }
+                if let Some(current) = self.current(&name) {
+                    metrics
+                        .guest_deadline
+                        .get_or_create(&GuestLabels {
+                            guest: name.clone(),
+                        })
+                        .set(current.limits().timeout.as_secs_f64());
                 }
                 self.health.loaded(&name);
             }

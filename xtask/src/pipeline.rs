@@ -23,8 +23,8 @@ pub fn test(test_args: &[String]) -> Result<()> {
     steps.run("formatting: cargo fmt --all -- --check", || {
         run(&mut cargo(&["fmt", "--all", "--", "--check"]))
     })?;
-    let (binaries, registry) = steps.run(
-        "Kubernetes control-plane binaries and the OCI registry (built from tests/controlplane and tests/registry if missing)",
+    let (binaries, registry, promtool) = steps.run(
+        "Kubernetes control-plane binaries, the OCI registry and promtool (built from tests/controlplane, tests/registry and tests/monitoring if missing)",
         || {
             let binaries = wasmop_testenv::ensure_binaries()?;
             match binaries.dir() {
@@ -33,7 +33,9 @@ pub fn test(test_args: &[String]) -> Result<()> {
             }
             let registry = wasmop_testenv::ensure_registry_binary()?;
             eprintln!("    TEST_ASSET_REGISTRY={}", registry.display());
-            Ok((binaries, registry))
+            let promtool = wasmop_testenv::ensure_promtool()?;
+            eprintln!("    TEST_ASSET_PROMTOOL={}", promtool.display());
+            Ok((binaries, registry, promtool))
         },
     )?;
     steps.run("guest components", crate::guests::build_all)?;
@@ -73,6 +75,7 @@ pub fn test(test_args: &[String]) -> Result<()> {
                 .map(|(k, v)| (k.to_owned(), v))
                 .collect();
             envs.push(("TEST_ASSET_REGISTRY".into(), registry.clone().into()));
+            envs.push(("TEST_ASSET_PROMTOOL".into(), promtool.clone().into()));
             envs.extend(toolchains.env().iter().map(|(k, v)| ((*k).to_owned(), v.into())));
             if !test_args.is_empty() {
                 let mut command = cargo(&["test", "--workspace"]);

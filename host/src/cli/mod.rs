@@ -715,8 +715,9 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     })?;
     let health = Health::new();
     if let Some(addr) = metrics_addr {
-        let bound =
-            crate::server::serve(addr, crate::server::metrics_router(metrics.registry())).await?;
+        let mut registry = metrics.registry();
+        registry.register_collector(Box::new(health.gauges()));
+        let bound = crate::server::serve(addr, crate::server::metrics_router(registry)).await?;
         tracing::info!(%bound, "serving metrics on /metrics");
     }
     if let Some(addr) = probe_addr {

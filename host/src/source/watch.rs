@@ -343,9 +343,12 @@ impl Syncer {
                 _ => {}
             }
             let module = match self.sources.fetch(entry).await {
-                Ok(m) => m,
+                Ok(m) => {
+                    host.health().fetched(&entry.name);
+                    m
+                }
                 Err(e) => {
-                    host.health().failed(&entry.name, e.to_string());
+                    host.health().fetch_failed(&entry.name, e.to_string());
                     self.fail(
                         &reference,
                         &entry.name,

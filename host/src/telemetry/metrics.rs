@@ -7,6 +7,7 @@
 //! bounded by guests × reasons × results.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
 use prometheus_client::collector::Collector;
@@ -247,6 +248,13 @@ pub struct Metrics {
     pub rollout_phase: Family<RolloutPhaseLabels, Gauge>,
     /// `wasmop_rollout_parents{guest,version}`: parents each version serves.
     pub rollout_parents: Family<RolloutParentsLabels, Gauge>,
+    /// `wasmop_guest_deadline_seconds{guest}`: the deadline of one call of
+    /// the version each guest runs.
+    pub guest_deadline: Family<GuestLabels, Gauge<f64, AtomicU64>>,
+    /// `wasmop_webhook_failures_total{webhook}`: requests the guest gave no
+    /// verdict or conversion for (it failed, was not running, or its answer
+    /// was refused), decided by the failure policy.
+    pub webhook_failures: Family<WebhookLabels, Counter>,
     queues: Arc<Mutex<BTreeMap<String, Arc<QueueTracker>>>>,
 }
 
@@ -278,6 +286,8 @@ impl Default for Metrics {
             shadow_reconciles: Family::default(),
             rollout_phase: Family::default(),
             rollout_parents: Family::default(),
+            guest_deadline: Family::default(),
+            webhook_failures: Family::default(),
             queues: Arc::default(),
         }
     }
@@ -413,6 +423,16 @@ impl Metrics {
             "Parents each version of a guest serves (stable, candidate).",
             self.rollout_parents.clone(),
         );
+        r.register(
+            "wasmop_guest_deadline_seconds",
+            "The deadline of one call of the version each guest runs.",
+            self.guest_deadline.clone(),
+        );
+        r.register(
+            "wasmop_webhook_failures",
+            "Webhook requests the guest gave no answer for, decided by the failure policy.",
+            self.webhook_failures.clone(),
+        );
         r.register_collector(Box::new(QueueGauges(self.queues.clone())));
         r.register_collector(Box::new(ProcessCollector));
         r
@@ -475,6 +495,9 @@ impl Metrics {
     /// (its queue and version); counters stay, as Prometheus expects.
     pub fn forget_guest(&self, guest: &str) {
         self.queues.lock().expect("queues lock").remove(guest);
+        self.guest_deadline.remove(&GuestLabels {
+            guest: guest.to_owned(),
+        });
     }
 
     /// Renders every metric in the Prometheus text format (0.0.4).
@@ -495,10 +518,8 @@ struct QueueGauges(Arc<Mutex<BTreeMap<String, Arc<QueueTracker>>>>);
 impl Collector for QueueGauges {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         let depth: Family<QueueLabels, Gauge> = Family::default();
-        let unfinished: Family<QueueLabels, Gauge<f64, std::sync::atomic::AtomicU64>> =
-            Family::default();
-        let longest: Family<QueueLabels, Gauge<f64, std::sync::atomic::AtomicU64>> =
-            Family::default();
+        let unfinished: Family<QueueLabels, Gauge<f64, AtomicU64>> = Family::default();
+        let longest: Family<QueueLabels, Gauge<f64, AtomicU64>> = Family::default();
         for queue in self.0.lock().expect("queues lock").values() {
             let (sum, max) = queue.unfinished();
             depth

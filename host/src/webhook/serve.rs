@@ -104,18 +104,29 @@ struct InFlight<'a> {
 
 impl<'a> InFlight<'a> {
     fn start(webhooks: &'a Webhooks, path: String) -> Self {
-        webhooks
-            .metrics()
-            .webhook_in_flight
-            .get_or_create(&WebhookLabels {
-                webhook: path.clone(),
-            })
-            .inc();
+        let webhook = WebhookLabels {
+            webhook: path.clone(),
+        };
+        let metrics = webhooks.metrics();
+        metrics.webhook_in_flight.get_or_create(&webhook).inc();
+        // At zero from the first request, so a failure ratio is 0, not absent.
+        drop(metrics.webhook_failures.get_or_create(&webhook));
         Self {
             webhooks,
             path,
             started: Instant::now(),
         }
+    }
+
+    /// The guest gave no answer: the failure policy decided.
+    fn failed(&self) {
+        self.webhooks
+            .metrics()
+            .webhook_failures
+            .get_or_create(&WebhookLabels {
+                webhook: self.path.clone(),
+            })
+            .inc();
     }
 
     fn done(self, code: StatusCode) {
@@ -204,30 +215,35 @@ async fn admit(
             return (StatusCode::BAD_REQUEST, format!("{e}")).into_response();
         }
     };
-    let response = verdict(&webhooks, &guest, &request, mutating).await;
+    let response = verdict(&webhooks, &guest, &request, mutating)
+        .await
+        .unwrap_or_else(|policy| {
+            flight.failed();
+            policy
+        });
     flight.done(StatusCode::OK);
     json(&response.into_review())
 }
 
-/// The guest's verdict, or the failure policy's.
+/// The guest's verdict, or (`Err`) the failure policy's.
 async fn verdict(
     webhooks: &Webhooks,
     name: &str,
     request: &AdmissionRequest<DynamicObject>,
     mutating: bool,
-) -> KubeResponse {
+) -> Result<KubeResponse, KubeResponse> {
     let Some(served) = webhooks.served(name) else {
-        return KubeResponse::from(request)
-            .deny(format!("wasmop guest {name:?} is not running on this host"));
+        return Err(KubeResponse::from(request)
+            .deny(format!("wasmop guest {name:?} is not running on this host")));
     };
     let guest = served.slot.current();
     let review = admission::review(request, mutating, guest.settings());
     let failure = match guarded(&served, &guest, move |g| g.admit(&review)).await {
-        Ok(None) => return KubeResponse::from(request),
+        Ok(None) => return Ok(KubeResponse::from(request)),
         Ok(Some(Ok(verdict))) => match admission::answer(request, verdict, mutating) {
             Ok(response) => {
                 tracing::debug!(guest = %name, uid = %request.uid, allowed = response.allowed, mutating, "admission verdict");
-                return response;
+                return Ok(response);
             }
             Err(e) => format!("refused verdict: {e}"),
         },
@@ -239,7 +255,7 @@ async fn verdict(
     };
     let message = format!("wasmop guest {name:?} failed to admit: {failure}");
     tracing::warn!(guest = %name, uid = %request.uid, policy = ?served.failure_policy, "{message}");
-    match served.failure_policy {
+    Err(match served.failure_policy {
         FailurePolicy::Fail => {
             let mut response = KubeResponse::from(request)
                 .deny(admission::truncate(&message, admission::MAX_MESSAGE_BYTES));
@@ -255,7 +271,7 @@ async fn verdict(
             )]);
             response
         }
-    }
+    })
 }
 
 async fn convert(
@@ -297,6 +313,7 @@ async fn convert(
         Ok(converted) => response.success(converted),
         Err(message) => {
             tracing::warn!(guest = %name, "{message}");
+            flight.failed();
             response.failure(failure(message))
         }
     };

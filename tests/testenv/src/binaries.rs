@@ -197,6 +197,7 @@ fn controlplane_build() -> GoBuild {
         // Go names etcd's binary after its package directory.
         renames: &[("server", "etcd"), ("v3", "etcd")],
         ldflags: ldflags(),
+        tags: "",
         cold_build_minutes: COLD_BUILD_MINUTES,
     }
 }

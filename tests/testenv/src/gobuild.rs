@@ -30,6 +30,8 @@ pub(crate) struct GoBuild {
     pub(crate) renames: &'static [(&'static str, &'static str)],
     /// `-ldflags`.
     pub(crate) ldflags: String,
+    /// `-tags`, when not empty.
+    pub(crate) tags: &'static str,
     /// Measured on this project's 2-core machines: a cold build (empty Go
     /// build cache, modules already downloaded), printed so that whoever
     /// waits knows how long.
@@ -55,8 +57,12 @@ impl GoBuild {
 
     /// The `go build` flags (everything but the output directory and the
     /// packages); part of the cache key.
-    fn flags(&self) -> [&str; 5] {
-        ["build", "-v", "-trimpath", "-ldflags", &self.ldflags]
+    fn flags(&self) -> Vec<&str> {
+        let mut flags = vec!["build", "-v", "-trimpath", "-ldflags", &self.ldflags];
+        if !self.tags.is_empty() {
+            flags.extend(["-tags", self.tags]);
+        }
+        flags
     }
 
     /// sha256 of go.mod, go.sum, the module's own `.go` files (a module of

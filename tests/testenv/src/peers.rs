@@ -18,6 +18,7 @@ pub fn ensure_kubebuilder_cache() -> Result<PathBuf> {
         outputs: &["kubebuilder-cache"],
         renames: &[],
         ldflags: "-s -w".to_owned(),
+        tags: "",
         cold_build_minutes: "2",
     };
     Ok(build.ensure()?.join("kubebuilder-cache"))

@@ -37,6 +37,7 @@ fn registry_build() -> GoBuild {
         outputs: &["registry"],
         renames: &[],
         ldflags: "-s -w".to_owned(),
+        tags: "",
         cold_build_minutes: COLD_BUILD_MINUTES,
     }
 }

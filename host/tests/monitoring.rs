@@ -1,0 +1,559 @@
+//! The monitoring kit of `deploy/monitoring/`, checked with the real tools
+//! (promtool built from the Go module proxy, the Prometheus Operator's
+//! CRDs on the real API server): the alert rules pass `promtool check
+//! rules` and their unit tests, a real scrape of a host that reconciled,
+//! admitted, trapped, swapped and refused an outbound request is lint-clean and
+//! feeds every dashboard query and every metric the alerts read, and the
+//! kustomization applies (`--dry-run=server`).
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail, ensure};
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use kube::api::{Api, PostParams};
+use serde_json::{Value, json};
+use support::{
+    HostProcess, admin_identity, cache_crd, dyn_api, guest_module, install_crd, install_yaml,
+    parse_prometheus, put_guest_list, put_module, wait_for, workspace,
+};
+use wasmop_testenv::TestEnv;
+use wasmop_testenv::harness::{Test, run};
+
+const LONG: Duration = Duration::from_secs(120);
+const LIST: &str = "wasmop-guests";
+
+/// The alerts the kit promises (interface contract).
+const ALERTS: &[&str] = &[
+    "WasmopGuestReconcileErrors",
+    "WasmopGuestNotLoaded",
+    "WasmopModuleFetchFailing",
+    "WasmopRolloutAborted",
+    "WasmopWorkQueueStuck",
+    "WasmopWebhookErrors",
+    "WasmopNoLeader",
+];
+
+/// The labels Prometheus adds to every series it scrapes through the
+/// kit's ServiceMonitor: what the dashboard's queries select on.
+const TARGET_LABELS: &[(&str, &str)] = &[
+    ("job", "wasmop-metrics"),
+    ("namespace", "wasmop-system"),
+    ("pod", "wasmop-0"),
+];
+
+fn kit() -> PathBuf {
+    workspace().join("deploy/monitoring")
+}
+
+fn promtool() -> anyhow::Result<PathBuf> {
+    wasmop_testenv::ensure_promtool()
+}
+
+/// Runs promtool with `args` in `dir` (with `stdin`); fails with its output
+/// unless it exits 0. Returns its stdout and stderr.
+fn run_promtool(dir: &Path, args: &[&str], stdin: Option<&str>) -> anyhow::Result<String> {
+    use std::io::Write as _;
+    let mut child = Command::new(promtool()?)
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("running promtool")?;
+    let mut input = child.stdin.take().context("stdin")?;
+    if let Some(text) = stdin {
+        input.write_all(text.as_bytes())?;
+    }
+    drop(input);
+    let out = child.wait_with_output()?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    ensure!(
+        out.status.success(),
+        "promtool {} failed ({}):\n{text}",
+        args.join(" "),
+        out.status
+    );
+    Ok(text)
+}
+
+/// The PrometheusRule of the kit.
+fn prometheus_rule() -> anyhow::Result<Value> {
+    let text = std::fs::read_to_string(kit().join("alerts.yaml"))?;
+    let rule: Value = serde_saphyr::from_str(&text)?;
+    ensure!(
+        rule["apiVersion"] == "monitoring.coreos.com/v1" && rule["kind"] == "PrometheusRule",
+        "alerts.yaml is not a PrometheusRule"
+    );
+    Ok(rule)
+}
+
+/// Every alerting rule of the kit.
+fn alert_rules() -> anyhow::Result<Vec<Value>> {
+    Ok(prometheus_rule()?["spec"]["groups"]
+        .as_array()
+        .context("no groups")?
+        .iter()
+        .flat_map(|g| g["rules"].as_array().cloned().unwrap_or_default())
+        .filter(|r| r.get("alert").is_some())
+        .collect())
+}
+
+/// A temporary directory holding the PrometheusRule's spec as a plain rule
+/// file (JSON is YAML), `alerts.rules.yaml`, which promtool reads.
+fn rule_dir() -> anyhow::Result<tempfile::TempDir> {
+    let dir = tempfile::tempdir()?;
+    let spec = &prometheus_rule()?["spec"];
+    std::fs::write(
+        dir.path().join("alerts.rules.yaml"),
+        serde_json::to_string_pretty(spec)?,
+    )?;
+    Ok(dir)
+}
+
+/// The headings of `docs/runbooks.md` as GitHub anchors.
+fn runbook_anchors() -> anyhow::Result<BTreeSet<String>> {
+    let text = std::fs::read_to_string(workspace().join("docs/runbooks.md"))?;
+    Ok(text
+        .lines()
+        .filter_map(|l| l.strip_prefix("## "))
+        .map(|h| {
+            h.trim()
+                .to_lowercase()
+                .chars()
+                .filter(|c| c.is_alphanumeric() || *c == '-' || *c == ' ')
+                .map(|c| if c == ' ' { '-' } else { c })
+                .collect()
+        })
+        .collect())
+}
+
+async fn the_alert_rules_pass_promtool_and_fire_only_on_their_faults(
+    _env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    let rules = alert_rules()?;
+    let names: BTreeSet<&str> = rules.iter().filter_map(|r| r["alert"].as_str()).collect();
+    for wanted in ALERTS {
+        ensure!(
+            names.contains(wanted),
+            "alert {wanted} is missing: {names:?}"
+        );
+    }
+    let anchors = runbook_anchors()?;
+    for rule in &rules {
+        let name = rule["alert"].as_str().unwrap_or_default();
+        ensure!(
+            rule["labels"]["severity"].is_string(),
+            "{name} has no severity"
+        );
+        for key in ["summary", "description", "runbook_url"] {
+            ensure!(
+                rule["annotations"][key]
+                    .as_str()
+                    .is_some_and(|s| !s.is_empty()),
+                "{name} has no {key}"
+            );
+        }
+        let url = rule["annotations"]["runbook_url"]
+            .as_str()
+            .unwrap_or_default();
+        let anchor = url
+            .split_once("docs/runbooks.md#")
+            .map(|(_, a)| a)
+            .with_context(|| format!("{name}'s runbook_url {url} is not docs/runbooks.md#…"))?;
+        ensure!(
+            anchor == name.to_lowercase() && anchors.contains(anchor),
+            "{name}'s runbook_url names #{anchor}, which docs/runbooks.md has no section for (sections: {anchors:?})"
+        );
+    }
+
+    let dir = rule_dir()?;
+    let checked = run_promtool(dir.path(), &["check", "rules", "alerts.rules.yaml"], None)?;
+    ensure!(
+        checked.contains(&format!("SUCCESS: {} rules found", rules.len())),
+        "{checked}"
+    );
+    // Every alert has a case in which it fires.
+    let tests_path = workspace().join("tests/monitoring/alerts.test.yaml");
+    let tests: Value = serde_saphyr::from_str(&std::fs::read_to_string(&tests_path)?)?;
+    let fired: BTreeSet<&str> = tests["tests"]
+        .as_array()
+        .context("no tests")?
+        .iter()
+        .flat_map(|t| t["alert_rule_test"].as_array().into_iter().flatten())
+        .filter(|t| t["exp_alerts"].as_array().is_some_and(|a| !a.is_empty()))
+        .filter_map(|t| t["alertname"].as_str())
+        .collect();
+    for name in &names {
+        ensure!(
+            fired.contains(name),
+            "no case of {} makes {name} fire",
+            tests_path.display()
+        );
+    }
+    std::fs::copy(&tests_path, dir.path().join("alerts.test.yaml"))?;
+    let tested = run_promtool(dir.path(), &["test", "rules", "alerts.test.yaml"], None)?;
+    ensure!(tested.contains("SUCCESS"), "{tested}");
+    Ok(())
+}
+
+/// `text` (the Prometheus text format, parsed by `parse_prometheus`) as
+/// promtool input series over 20 minutes, with the target's labels:
+/// cumulative samples (counters, histograms) grow by one a minute, gauges
+/// keep their value.
+fn input_series(parsed: &Value) -> anyhow::Result<Vec<Value>> {
+    let mut series = Vec::new();
+    for family in parsed.as_object().context("families")?.values() {
+        let cumulative = matches!(
+            family["type"].as_str(),
+            Some("counter" | "histogram" | "summary")
+        );
+        for sample in family["samples"].as_array().into_iter().flatten() {
+            let mut labels: Vec<String> = TARGET_LABELS
+                .iter()
+                .map(|(k, v)| format!("{k}={}", serde_json::to_string(v).unwrap_or_default()))
+                .collect();
+            for (k, v) in sample["labels"].as_object().into_iter().flatten() {
+                labels.push(format!("{k}={}", serde_json::to_string(v)?));
+            }
+            let name = sample["name"].as_str().context("a sample without a name")?;
+            let value = sample["value"].as_f64().unwrap_or_default();
+            series.push(json!({
+                "series": format!("{name}{{{}}}", labels.join(",")),
+                "values": if cumulative { "0+1x20".to_owned() } else { format!("{value}x20") },
+            }));
+        }
+    }
+    Ok(series)
+}
+
+/// Every query of the dashboard, with Grafana's variables as a user with
+/// every guest selected would have them.
+fn dashboard_queries() -> anyhow::Result<Vec<(String, String)>> {
+    let dashboard: Value =
+        serde_json::from_str(&std::fs::read_to_string(kit().join("dashboard.json"))?)?;
+    let variables: Vec<&str> = dashboard["templating"]["list"]
+        .as_array()
+        .context("no variables")?
+        .iter()
+        .filter_map(|v| v["name"].as_str())
+        .collect();
+    ensure!(
+        variables.contains(&"guest"),
+        "the dashboard has no guest variable: {variables:?}"
+    );
+    let mut queries = Vec::new();
+    for panel in dashboard["panels"].as_array().context("no panels")? {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            let expr = target["expr"].as_str().context("a target without expr")?;
+            let expr = expr
+                .replace("$__rate_interval", "5m")
+                .replace("$guest", ".*");
+            ensure!(!expr.contains('$'), "an unknown variable in {expr}");
+            queries.push((panel["title"].as_str().unwrap_or_default().to_owned(), expr));
+        }
+    }
+    ensure!(queries.len() >= 10, "only {} queries", queries.len());
+    Ok(queries)
+}
+
+/// The metric names an expression reads (the host's families).
+fn metric_names(expr: &str) -> BTreeSet<String> {
+    const PREFIXES: &[&str] = &[
+        "controller_runtime_",
+        "workqueue_",
+        "wasmop_",
+        "leader_election_",
+        "rest_client_",
+        "process_",
+    ];
+    expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+        .filter(|t| PREFIXES.iter().any(|p| t.starts_with(p)))
+        .map(str::to_owned)
+        .collect()
+}
+
+async fn a_real_scrape_is_lint_clean_and_feeds_every_dashboard_query_and_alert(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    const GROUP: &str = "monitoring.example.com";
+    let guest = "cache-monitoring";
+    let client = env.client();
+    install_crd(&client, serde_json::from_value(cache_crd(GROUP)?)?).await?;
+    install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
+    let ns = env.create_namespace("monitoring").await?;
+    put_module(
+        &client,
+        &ns,
+        "module",
+        "module.wasm",
+        &std::fs::read(guest_module("cache-operator")?)?,
+    )
+    .await?;
+    put_module(
+        &client,
+        &ns,
+        "hostile-module",
+        "module.wasm",
+        &std::fs::read(guest_module("hostile")?)?,
+    )
+    .await?;
+    put_guest_list(
+        &client,
+        &ns,
+        LIST,
+        &format!(
+            "guests:\n  - name: {guest}\n    module:\n      configMap: {{name: module, key: module.wasm}}\n    namespaces: [{ns}]\n    settings: {{apiGroup: {GROUP}, version: v1beta1}}\n  - name: hostile\n    module:\n      configMap: {{name: hostile-module, key: module.wasm}}\n    namespaces: [{ns}]\n"
+        ),
+    )
+    .await?;
+    let (_, kubeconfig) = admin_identity(&env, &format!("wasmop-{ns}")).await?;
+    let cache_dir = env.temp_dir().join("cache-monitoring");
+    let list = format!("{ns}/{LIST}");
+    let mut host = HostProcess::start(
+        &env,
+        &kubeconfig,
+        &ns,
+        &[
+            "--guests-configmap",
+            &list,
+            "--cache-dir",
+            cache_dir.to_str().context("utf-8")?,
+            "--webhook-host",
+            "127.0.0.1",
+            "--webhook-bind-address",
+            "127.0.0.1:0",
+            "--leader-elect",
+            "--webhook-cert-secret",
+            &format!("{ns}/wasmop-webhook-tls"),
+        ],
+    )?;
+    let metrics = host.endpoint("metrics").await?;
+    host.wait_for_log("became the leader", LONG).await?;
+    let webhooks: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    wait_for(LONG, || async {
+        Ok(webhooks
+            .get_opt(&format!("wasmop-{guest}"))
+            .await?
+            .map(drop))
+    })
+    .await
+    .context("the host never wrote its webhook configuration")?;
+
+    // A Cache admitted by the guest's webhooks and reconciled.
+    let caches = dyn_api(&client, GROUP, "v1beta1", "Cache", "caches", &ns);
+    let cache = serde_json::from_value(json!({
+        "apiVersion": format!("{GROUP}/v1beta1"), "kind": "Cache",
+        "metadata": {"name": "watched"}, "spec": {"image": "redis:7.2", "replicas": 1},
+    }))?;
+    // The API server may try the webhook before the host serves it.
+    wait_for(LONG, || async {
+        Ok(caches
+            .create(&PostParams::default(), &cache)
+            .await
+            .ok()
+            .map(drop))
+    })
+    .await
+    .context("the Cache was never admitted")?;
+    wait_for(LONG, || async {
+        let c = caches.get("watched").await?;
+        Ok((c.data.pointer("/status/phase") == Some(&json!("Ready"))).then_some(()))
+    })
+    .await
+    .context("the Cache never became Ready")?;
+    // An outbound request the host refuses.
+    let hostile = serde_json::from_value(json!({
+        "apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
+        "metadata": {"name": "caller"},
+        "spec": {"attack": "http-get", "target": "http://127.0.0.1:9/"},
+    }))?;
+    let hostiles = support::hostiles(&client, &ns);
+    hostiles.create(&PostParams::default(), &hostile).await?;
+    wait_for(LONG, || async {
+        let h = hostiles.get("caller").await?;
+        Ok(h.data.pointer("/status/http").map(drop))
+    })
+    .await
+    .context("the Hostile's request was never answered")?;
+    // A guest that traps.
+    let trap = serde_json::from_value(json!({
+        "apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
+        "metadata": {"name": "boom"}, "spec": {"attack": "panic"},
+    }))?;
+    hostiles.create(&PostParams::default(), &trap).await?;
+    support::wait_for_event(&client, &ns, "boom", "GuestTrap", LONG).await?;
+    // A swap.
+    put_module(
+        &client,
+        &ns,
+        "module",
+        "module.wasm",
+        &std::fs::read(guest_module("cache-operator-v2")?)?,
+    )
+    .await?;
+    host.wait_for_log("swapped guest module", LONG).await?;
+
+    let text = wait_for(LONG, || async {
+        let (code, text) = support::http_get(metrics, "/metrics").await?;
+        ensure!(code == 200, "/metrics answered {code}");
+        let refused = text.lines().any(|l| {
+            l.starts_with("wasmop_guest_http_requests_total{") && l.contains("code=\"refused\"")
+        });
+        Ok(refused.then_some(text))
+    })
+    .await
+    .context("the refused request was never counted")?;
+    let dir = tempfile::tempdir()?;
+
+    // promtool's linter on the real scrape.
+    let lint = run_promtool(dir.path(), &["check", "metrics"], Some(&text))?;
+    ensure!(lint.trim().is_empty(), "promtool check metrics:\n{lint}");
+
+    // Every metric an alert reads is in the scrape.
+    let parsed = parse_prometheus(&text)?;
+    let scraped: BTreeSet<String> = parsed
+        .as_object()
+        .context("families")?
+        .values()
+        .flat_map(|f| f["samples"].as_array().cloned().unwrap_or_default())
+        .filter_map(|s| s["name"].as_str().map(str::to_owned))
+        .collect();
+    for rule in alert_rules()? {
+        let expr = rule["expr"].as_str().unwrap_or_default();
+        for name in metric_names(expr) {
+            ensure!(
+                scraped.contains(&name),
+                "alert {} reads {name}, which the host does not export",
+                rule["alert"]
+            );
+        }
+    }
+
+    // Every dashboard query, evaluated by Prometheus' engine over the
+    // scrape, returns series.
+    let queries = dashboard_queries()?;
+    let cases: Vec<Value> = queries
+        .iter()
+        .map(|(_, expr)| {
+            json!({
+                "expr": format!("count({expr}) > bool 0"),
+                "eval_time": "10m",
+                "exp_samples": [{"labels": "{}", "value": 1}],
+            })
+        })
+        .collect();
+    let test = json!({
+        "evaluation_interval": "1m",
+        "tests": [{
+            "interval": "1m",
+            "input_series": input_series(&parsed)?,
+            "promql_expr_test": cases,
+        }],
+    });
+    std::fs::write(
+        dir.path().join("dashboard.test.yaml"),
+        serde_json::to_string_pretty(&test)?,
+    )?;
+    let tested = Command::new(promtool()?)
+        .args(["test", "rules", "dashboard.test.yaml"])
+        .current_dir(dir.path())
+        .output()?;
+    if !tested.status.success() {
+        let report = format!(
+            "{}{}",
+            String::from_utf8_lossy(&tested.stdout),
+            String::from_utf8_lossy(&tested.stderr)
+        );
+        let empty: Vec<&String> = queries
+            .iter()
+            .filter(|(_, expr)| report.contains(&expr.replace('"', "\\\"")))
+            .map(|(title, _)| title)
+            .collect();
+        bail!("dashboard panels with no series over a real scrape: {empty:?}\n{report}");
+    }
+    host.terminate(Duration::from_secs(30))?;
+    Ok(())
+}
+
+async fn the_kit_applies_where_the_prometheus_operators_crds_are(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    let client = env.client();
+    for crd in wasmop_testenv::prometheus_operator_crds()? {
+        install_yaml(&client, &crd).await?;
+    }
+    // The kit's namespace comes from `kubectl apply -k deploy/`.
+    let kubectl = |args: &[&str]| -> anyhow::Result<String> {
+        let out = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(env.kubeconfig_path())
+            .args(args)
+            .current_dir(workspace())
+            .output()
+            .context("running kubectl")?;
+        ensure!(
+            out.status.success(),
+            "kubectl {} failed:\n{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    kubectl(&["apply", "-f", "deploy/host/namespace.yaml"])?;
+    let applied = kubectl(&["apply", "--dry-run=server", "-k", "deploy/monitoring/"])?;
+    for object in [
+        "servicemonitor.monitoring.coreos.com/wasmop",
+        "prometheusrule.monitoring.coreos.com/wasmop",
+        "configmap/wasmop-dashboard",
+    ] {
+        ensure!(
+            applied.contains(&format!("{object} created (server dry run)")),
+            "{object} was not applied:\n{applied}"
+        );
+    }
+    // The dashboard ConfigMap is what Grafana's sidecar looks for.
+    let rendered = kubectl(&["kustomize", "deploy/monitoring/"])?;
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&rendered)?;
+    let dashboard = docs
+        .iter()
+        .find(|d| d["kind"] == "ConfigMap")
+        .context("no ConfigMap")?;
+    ensure!(dashboard["metadata"]["labels"]["grafana_dashboard"] == "1");
+    let json: Value = serde_json::from_str(
+        dashboard["data"]["wasmop.json"]
+            .as_str()
+            .context("no wasmop.json")?,
+    )?;
+    ensure!(json["uid"] == "wasmop");
+    Ok(())
+}
+
+fn main() -> std::process::ExitCode {
+    run(vec![
+        Test::new(
+            "the_alert_rules_pass_promtool_and_fire_only_on_their_faults",
+            the_alert_rules_pass_promtool_and_fire_only_on_their_faults,
+        ),
+        Test::new(
+            "a_real_scrape_is_lint_clean_and_feeds_every_dashboard_query_and_alert",
+            a_real_scrape_is_lint_clean_and_feeds_every_dashboard_query_and_alert,
+        )
+        .with_timeout(Duration::from_secs(300)),
+        Test::new(
+            "the_kit_applies_where_the_prometheus_operators_crds_are",
+            the_kit_applies_where_the_prometheus_operators_crds_are,
+        )
+        .with_timeout(Duration::from_secs(300)),
+    ])
+}
