@@ -31,6 +31,7 @@ use std::task::{Context, Poll};
 use http::{HeaderName, HeaderValue, Method, Request, Response};
 use kube::client::{Body, ClientBuilder};
 use tower::{BoxError, Layer, Service};
+use tracing::Instrument as _;
 
 use crate::leader::Leadership;
 use crate::telemetry::Metrics;
@@ -311,23 +312,30 @@ where
             layer.count("<fenced>", &method);
             return Box::pin(async { Err(Box::new(NotLeader) as BoxError) });
         }
-        let response = self.inner.call(request);
-        Box::pin(async move {
-            match response.await {
-                Ok(response) => {
-                    let status = response.status();
-                    layer.count(status.as_str(), &method);
-                    layer.health.saw(status);
-                    Ok(response)
-                }
-                Err(e) => {
-                    layer.count("<error>", &method);
-                    let e: BoxError = e.into();
-                    layer.health.failed(&e);
-                    Err(e)
+        let span = crate::telemetry::traces::api_request(&method, request.uri());
+        let response = span.in_scope(|| self.inner.call(request));
+        let traced = span.clone();
+        Box::pin(
+            async move {
+                match response.await {
+                    Ok(response) => {
+                        let status = response.status();
+                        crate::telemetry::traces::answered(&traced, Some(status));
+                        layer.count(status.as_str(), &method);
+                        layer.health.saw(status);
+                        Ok(response)
+                    }
+                    Err(e) => {
+                        crate::telemetry::traces::answered(&traced, None);
+                        layer.count("<error>", &method);
+                        let e: BoxError = e.into();
+                        layer.health.failed(&e);
+                        Err(e)
+                    }
                 }
             }
-        })
+            .instrument(span),
+        )
     }
 }
 

@@ -4,7 +4,10 @@
 //! rules` and their unit tests, a real scrape of a host that reconciled,
 //! admitted, trapped, swapped and refused an outbound request is lint-clean and
 //! feeds every dashboard query and every metric the alerts read, and the
-//! kustomization applies (`--dry-run=server`).
+//! kustomization applies (`--dry-run=server`). A real OpenTelemetry
+//! Collector (built from the Go module proxy, with the file exporter)
+//! receives a reconcile's trace, and the guest's outbound request carries
+//! that trace's `traceparent`.
 
 mod support;
 
@@ -23,7 +26,7 @@ use support::{
     parse_prometheus, put_guest_list, put_module, wait_for, workspace,
 };
 use wasmop_testenv::TestEnv;
-use wasmop_testenv::harness::{Test, run};
+use wasmop_testenv::harness::{Test, run_in_sequence};
 
 const LONG: Duration = Duration::from_secs(120);
 const LIST: &str = "wasmop-guests";
@@ -539,8 +542,333 @@ async fn the_kit_applies_where_the_prometheus_operators_crds_are(
     Ok(())
 }
 
+/// The test collector (`tests/otelcol`): OTLP/HTTP on a free local port,
+/// every span written to `traces.jsonl` as OTLP JSON. Killed on drop.
+struct Collector {
+    child: std::process::Child,
+    endpoint: String,
+    file: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Collector {
+    async fn start() -> anyhow::Result<Self> {
+        let program = tokio::task::spawn_blocking(wasmop_testenv::ensure_otelcol).await??;
+        let dir = tempfile::tempdir()?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let file = dir.path().join("traces.jsonl");
+        let config = dir.path().join("config.yaml");
+        std::fs::write(
+            &config,
+            format!(
+                "receivers:\n  otlp:\n    protocols:\n      http:\n        endpoint: 127.0.0.1:{port}\n\
+                 exporters:\n  file:\n    path: {}\n    flush_interval: 100ms\n\
+                 service:\n  telemetry:\n    metrics:\n      level: none\n  \
+                 pipelines:\n    traces:\n      receivers: [otlp]\n      exporters: [file]\n",
+                file.display()
+            ),
+        )?;
+        let log = std::fs::File::create(dir.path().join("otelcol.log"))?;
+        let child = Command::new(program)
+            .arg("--config")
+            .arg(format!("file:{}", config.display()))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .context("starting the collector")?;
+        let mut collector = Self {
+            child,
+            endpoint: format!("http://127.0.0.1:{port}"),
+            file,
+            _dir: dir,
+        };
+        let deadline = tokio::time::Instant::now() + LONG;
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            if let Some(status) = collector.child.try_wait()? {
+                bail!("the collector exited ({status}): {}", collector.log());
+            }
+            ensure!(
+                tokio::time::Instant::now() < deadline,
+                "the collector never listened: {}",
+                collector.log()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(collector)
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self._dir.path().join("otelcol.log")).unwrap_or_default()
+    }
+
+    /// Every span received so far, flattened: (trace, span, parent, name,
+    /// attributes as strings).
+    fn spans(&self) -> anyhow::Result<Vec<Span>> {
+        let text = std::fs::read_to_string(&self.file).unwrap_or_default();
+        let mut spans = Vec::new();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let batch: Value = serde_json::from_str(line)?;
+            for resource in batch["resourceSpans"].as_array().into_iter().flatten() {
+                let service = attributes(&resource["resource"]["attributes"])
+                    .remove("service.name")
+                    .unwrap_or_default();
+                for scope in resource["scopeSpans"].as_array().into_iter().flatten() {
+                    for span in scope["spans"].as_array().into_iter().flatten() {
+                        let text = |k: &str| span[k].as_str().unwrap_or_default().to_owned();
+                        spans.push(Span {
+                            trace: text("traceId"),
+                            id: text("spanId"),
+                            parent: text("parentSpanId"),
+                            name: text("name"),
+                            service: service.clone(),
+                            attributes: attributes(&span["attributes"]),
+                        });
+                    }
+                }
+            }
+        }
+        Ok(spans)
+    }
+}
+
+impl Drop for Collector {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One span as the collector wrote it.
+#[derive(Debug, Clone)]
+struct Span {
+    trace: String,
+    id: String,
+    parent: String,
+    name: String,
+    service: String,
+    attributes: std::collections::BTreeMap<String, String>,
+}
+
+/// OTLP JSON attributes as key → value text.
+fn attributes(list: &Value) -> std::collections::BTreeMap<String, String> {
+    list.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| {
+            let value = a["value"].as_object()?.values().next()?;
+            let text = value
+                .as_str()
+                .map_or_else(|| value.to_string(), str::to_owned);
+            Some((a["key"].as_str()?.to_owned(), text))
+        })
+        .collect()
+}
+
+async fn a_reconcile_is_one_trace_down_to_the_guests_outbound_request(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    let collector = Collector::start().await?;
+    // The guest's destination records the trace context each request has.
+    let seen: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let port = listener.local_addr()?.port();
+    let app = axum::Router::new()
+        .fallback(
+            |axum::extract::State(seen): axum::extract::State<
+                Arc<std::sync::Mutex<Vec<String>>>,
+            >,
+             uri: axum::http::Uri,
+             headers: axum::http::HeaderMap| async move {
+                let traceparent = headers
+                    .get("traceparent")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("(none)");
+                seen.lock()
+                    .unwrap()
+                    .push(format!("{} {traceparent}", uri.path()));
+                "recorded"
+            },
+        )
+        .with_state(seen.clone());
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let client = env.client();
+    install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
+    let ns = env.create_namespace("traces").await?;
+    let (_, kubeconfig) = admin_identity(&env, &format!("wasmop-{ns}")).await?;
+    let mut host = HostProcess::start(
+        &env,
+        &kubeconfig,
+        &ns,
+        &[
+            "--guest",
+            &format!("hostile={}", guest_module("hostile")?.display()),
+            "--allow-outbound",
+            &format!("hostile=http://127.0.0.1:{port}"),
+            "--namespace",
+            &ns,
+            "--otlp-endpoint",
+            &collector.endpoint,
+            // The hostile guest converts: its CRD names the host serving it.
+            "--webhook-host",
+            "127.0.0.1",
+            "--webhook-bind-address",
+            "127.0.0.1:0",
+        ],
+    )?;
+    let hostile = serde_json::from_value(json!({
+        "apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
+        "metadata": {"name": "traced"},
+        "spec": {"attack": "http-get", "target": format!("http://127.0.0.1:{port}/hello")},
+    }))?;
+    let hostiles = support::hostiles(&client, &ns);
+    hostiles.create(&PostParams::default(), &hostile).await?;
+    let answered = wait_for(LONG, || async {
+        let h = hostiles.get("traced").await?;
+        Ok(h.data
+            .pointer("/status/http")
+            .and_then(Value::as_str)
+            .map(str::to_owned))
+    })
+    .await
+    .with_context(|| {
+        format!(
+            "the Hostile was never reconciled; host log:\n{}",
+            host.log()
+        )
+    })?;
+    ensure!(
+        answered == "ok: 200 recorded",
+        "the guest's request: {answered}"
+    );
+
+    // The trace of a reconcile whose outbound request reached the server.
+    let object = format!("{ns}/traced");
+    let (trace, spans) = wait_for(LONG, || async {
+        let spans = collector.spans()?;
+        let received: Vec<String> = seen.lock().unwrap().clone();
+        for line in &received {
+            let Some(traceparent) = line.strip_prefix("/hello ") else {
+                continue;
+            };
+            let parts: Vec<&str> = traceparent.split('-').collect();
+            let [_, trace, _, _] = parts[..] else {
+                bail!("the guest's request carried no trace context: {received:?}");
+            };
+            let in_trace: Vec<Span> = spans.iter().filter(|s| s.trace == trace).cloned().collect();
+            if in_trace.iter().any(|s| s.name == "reconcile") {
+                return Ok(Some((traceparent.to_owned(), in_trace)));
+            }
+        }
+        Ok(None)
+    })
+    .await
+    .with_context(|| {
+        format!(
+            "no trace of the reconcile reached the collector: {}",
+            collector.log()
+        )
+    })?;
+    let one = |name: &str| -> anyhow::Result<&Span> {
+        spans
+            .iter()
+            .find(|s| s.name == name)
+            .with_context(|| format!("no {name} span in the trace: {spans:#?}"))
+    };
+    let reconcile = one("reconcile")?;
+    ensure!(
+        reconcile.parent.is_empty(),
+        "the reconcile span is not the root: {reconcile:?}"
+    );
+    ensure!(
+        reconcile.service == "wasmop",
+        "service.name is {:?}",
+        reconcile.service
+    );
+    ensure!(
+        reconcile.attributes.get("guest").map(String::as_str) == Some("hostile")
+            && reconcile.attributes.get("object") == Some(&object),
+        "the reconcile span names another parent or guest: {reconcile:?}"
+    );
+    let call = one("guest reconcile")?;
+    ensure!(
+        call.parent == reconcile.id,
+        "the guest call is not under the reconcile: {call:?}"
+    );
+    ensure!(call.attributes.get("export").map(String::as_str) == Some("reconcile"));
+    let outbound = spans
+        .iter()
+        .find(|s| {
+            s.parent == call.id
+                && s.attributes
+                    .get("url.full")
+                    .is_some_and(|u| u.ends_with("/hello"))
+        })
+        .with_context(|| format!("no outbound request under the guest call: {spans:#?}"))?;
+    ensure!(
+        trace == format!("00-{}-{}-01", outbound.trace, outbound.id),
+        "the request carried {trace}, not the outbound span's context {outbound:?}"
+    );
+    let api: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.parent == reconcile.id && s.attributes.contains_key("http.request.method"))
+        .collect();
+    ensure!(
+        api.iter().any(|s| s.name.starts_with("PATCH ")
+            && s.name.ends_with("/hostiles/traced/status")
+            && s.attributes
+                .get("http.response.status_code")
+                .map(String::as_str)
+                == Some("200")),
+        "the status write is not a child of the reconcile: {api:#?}"
+    );
+
+    // A guest that sends a trace context of its own: the host's replaces it.
+    let forged = serde_json::from_value(json!({
+        "apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
+        "metadata": {"name": "forged"},
+        "spec": {"attack": "http-forged-trace", "target": format!("http://127.0.0.1:{port}/forged")},
+    }))?;
+    hostiles.create(&PostParams::default(), &forged).await?;
+    let sent = wait_for(LONG, || async {
+        let received: Vec<String> = seen.lock().unwrap().clone();
+        Ok(received
+            .iter()
+            .find_map(|l| l.strip_prefix("/forged "))
+            .map(str::to_owned))
+    })
+    .await
+    .context("the forged request never arrived")?;
+    ensure!(
+        !sent.contains("0af7651916cd43dd8448eb211c80319c"),
+        "the guest's own trace context went out: {sent}"
+    );
+    let trace = sent.split('-').nth(1).unwrap_or_default().to_owned();
+    wait_for(LONG, || async {
+        Ok(collector
+            .spans()?
+            .iter()
+            .any(|s| s.trace == trace && s.name == "reconcile")
+            .then_some(()))
+    })
+    .await
+    .with_context(|| format!("{sent} is not the trace of a reconcile"))?;
+
+    host.terminate(Duration::from_secs(30))?;
+    server.abort();
+    Ok(())
+}
+
+/// One at a time: two of them run a host that serves the hostile guest,
+/// whose cluster-wide CRD the serving host points at itself.
 fn main() -> std::process::ExitCode {
-    run(vec![
+    run_in_sequence(vec![
         Test::new(
             "the_alert_rules_pass_promtool_and_fire_only_on_their_faults",
             the_alert_rules_pass_promtool_and_fire_only_on_their_faults,
@@ -553,6 +881,11 @@ fn main() -> std::process::ExitCode {
         Test::new(
             "the_kit_applies_where_the_prometheus_operators_crds_are",
             the_kit_applies_where_the_prometheus_operators_crds_are,
+        )
+        .with_timeout(Duration::from_secs(300)),
+        Test::new(
+            "a_reconcile_is_one_trace_down_to_the_guests_outbound_request",
+            a_reconcile_is_one_trace_down_to_the_guests_outbound_request,
         )
         .with_timeout(Duration::from_secs(300)),
     ])

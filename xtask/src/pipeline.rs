@@ -23,8 +23,8 @@ pub fn test(test_args: &[String]) -> Result<()> {
     steps.run("formatting: cargo fmt --all -- --check", || {
         run(&mut cargo(&["fmt", "--all", "--", "--check"]))
     })?;
-    let (binaries, registry, promtool) = steps.run(
-        "Kubernetes control-plane binaries, the OCI registry and promtool (built from tests/controlplane, tests/registry and tests/monitoring if missing)",
+    let (binaries, registry, promtool, otelcol) = steps.run(
+        "Kubernetes control-plane binaries, the OCI registry, promtool and an OpenTelemetry Collector (built from tests/controlplane, tests/registry, tests/monitoring and tests/otelcol if missing)",
         || {
             let binaries = wasmop_testenv::ensure_binaries()?;
             match binaries.dir() {
@@ -35,7 +35,9 @@ pub fn test(test_args: &[String]) -> Result<()> {
             eprintln!("    TEST_ASSET_REGISTRY={}", registry.display());
             let promtool = wasmop_testenv::ensure_promtool()?;
             eprintln!("    TEST_ASSET_PROMTOOL={}", promtool.display());
-            Ok((binaries, registry, promtool))
+            let otelcol = wasmop_testenv::ensure_otelcol()?;
+            eprintln!("    TEST_ASSET_OTELCOL={}", otelcol.display());
+            Ok((binaries, registry, promtool, otelcol))
         },
     )?;
     steps.run("guest components", crate::guests::build_all)?;
@@ -76,6 +78,7 @@ pub fn test(test_args: &[String]) -> Result<()> {
                 .collect();
             envs.push(("TEST_ASSET_REGISTRY".into(), registry.clone().into()));
             envs.push(("TEST_ASSET_PROMTOOL".into(), promtool.clone().into()));
+            envs.push(("TEST_ASSET_OTELCOL".into(), otelcol.clone().into()));
             envs.extend(toolchains.env().iter().map(|(k, v)| ((*k).to_owned(), v.into())));
             if !test_args.is_empty() {
                 let mut command = cargo(&["test", "--workspace"]);

@@ -39,6 +39,7 @@
 //! | `http-get` | GET `spec.target` (a URL), status `{"http": "ok: <status> <body>" \| "error: …"}` | let out only what `allowedOutboundHosts` grants |
 //! | `http-follow` | as `http-get`, then GET the `location` of a 3xx answer | check the redirect's target like any request |
 //! | `http-flood` | GETs `spec.target` 200 times, status `{"http": "ok: <answered> refused: <refused>"}` | cap the requests of one call |
+//! | `http-forged-trace` | GETs `spec.target` with a `traceparent` header of its own (trace `0af7651916cd43dd8448eb211c80319c`), status `{"http": "ok: <status>" \| "error: …"}` | send the host's trace context, not the guest's, when traces are on |
 //! | `http-hoard` | builds 100,000 8 KiB header maps through `wasi:http` and keeps them, status `{"hoard": "<kept> kept; <error>"}` | bound what a guest keeps on the host side, outside its memory cap |
 //! | `sleep` | sleeps an hour (the WASI clock) | stop it at the deadline, though it waits in the host |
 //! | `echo-related` | status `{"related": [...], "observedSecrets": [...]}`: every related object and observed child Secret it got, as it got them | hand it Secret values only with `secretValues: true` |
@@ -132,6 +133,7 @@ impl Operator for HostileGuest {
             "http-follow" => attack::http_get(&name, target(), true),
             "http-flood" => attack::http_flood(&name, target(), 200),
             "http-hoard" => attack::http_hoard(&name),
+            "http-forged-trace" => attack::http_forged_trace(&name, target()),
             "sleep" => {
                 std::thread::sleep(std::time::Duration::from_secs(3600));
                 attack::none(&name)

@@ -348,6 +348,13 @@ pub struct ProductionArgs {
     /// Log lines as text or JSON (with the reconcile span's fields).
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,
+    /// Export a trace of every reconcile over OTLP/HTTP to this collector
+    /// (a base URL, e.g. `http://otel-collector:4318`; `/v1/traces` is
+    /// added). Without it, the standard `OTEL_EXPORTER_OTLP_ENDPOINT` and
+    /// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` turn traces on; sampling
+    /// follows `OTEL_TRACES_SAMPLER`. Off by default.
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
 }
 
 /// Output format of `render`.
@@ -449,10 +456,29 @@ pub struct RbacArgs {
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    crate::telemetry::logs::init(match &cli.command {
-        Command::Run(args) => args.production.log_format,
-        _ => LogFormat::Text,
-    });
+    let traces = match &cli.command {
+        Command::Run(args) => {
+            // The exporter's HTTP client takes the process's provider.
+            crate::client::install_crypto_provider();
+            match crate::telemetry::traces::Traces::from_settings(
+                args.production.otlp_endpoint.as_deref(),
+            ) {
+                Ok(traces) => traces,
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+        _ => None,
+    };
+    crate::telemetry::logs::init(
+        match &cli.command {
+            Command::Run(args) => args.production.log_format,
+            _ => LogFormat::Text,
+        },
+        traces.as_ref(),
+    );
     let result = match cli.command {
         Command::CompileWorker(args) => {
             return crate::runtime::compile::worker(CompileLimits {
@@ -479,6 +505,9 @@ pub fn main() -> ExitCode {
             .context("starting the async runtime")
             .and_then(|rt| rt.block_on(status::status(args))),
     };
+    if let Some(traces) = traces {
+        traces.shutdown();
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -464,8 +464,16 @@ async fn reconcile_with(
         }
         _ => tracing::Span::current(),
     };
+    let call = tracing::info_span!(
+        target: crate::telemetry::traces::TARGET,
+        parent: &span,
+        "guest call",
+        otel.name = "guest reconcile",
+        export = "reconcile",
+        sha256 = %&call_guest.digest()[..12.min(call_guest.digest().len())],
+    );
     let reply = tokio::task::spawn_blocking(move || {
-        span.in_scope(|| call_guest.call_reconcile_at(&request, now))
+        span.in_scope(|| call.in_scope(|| call_guest.call_reconcile_at(&request, now)))
     })
     .await?;
     if !reply.refused.is_empty() {

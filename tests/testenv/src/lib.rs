@@ -72,6 +72,8 @@ pub use audit::{WRITE_VERBS, effective_user};
 pub use binaries::{Binaries, ensure_binaries};
 pub use env::{NODE_NAME, TestEnv};
 pub use faults::Component;
-pub use monitoring::{PROMETHEUS_OPERATOR_VERSION, ensure_promtool, prometheus_operator_crds};
+pub use monitoring::{
+    PROMETHEUS_OPERATOR_VERSION, ensure_otelcol, ensure_promtool, prometheus_operator_crds,
+};
 pub use peers::ensure_kubebuilder_cache;
 pub use registry::{BasicAuth, REGISTRY_VERSION, Registry, ensure_registry_binary};

@@ -1,7 +1,8 @@
-//! The Prometheus tools the monitoring kit (`deploy/monitoring/`) is
-//! checked with: `promtool`, built from `tests/monitoring` (a Go module of
-//! ours that pins it) the way the control plane is, and the Prometheus
-//! Operator's CRDs, from that project's Go module.
+//! The tools the host's monitoring is checked with: `promtool`, built from
+//! `tests/monitoring` (a Go module of ours that pins it) the way the
+//! control plane is, the Prometheus Operator's CRDs, from that project's
+//! Go module, and an OpenTelemetry Collector built from `tests/otelcol`
+//! (an OTLP receiver and the file exporter).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -28,14 +29,7 @@ fn module() -> PathBuf {
 /// service discovery plugins (the cloud SDKs), which no check of rules or
 /// metrics uses.
 pub fn ensure_promtool() -> Result<PathBuf> {
-    if let Some(path) = std::env::var_os("TEST_ASSET_PROMTOOL").filter(|p| !p.is_empty()) {
-        let path = PathBuf::from(path);
-        if !path.is_file() {
-            bail!(
-                "TEST_ASSET_PROMTOOL={} does not name a file",
-                path.display()
-            );
-        }
+    if let Some(path) = prebuilt("TEST_ASSET_PROMTOOL")? {
         return Ok(path);
     }
     let build = GoBuild {
@@ -49,6 +43,37 @@ pub fn ensure_promtool() -> Result<PathBuf> {
         cold_build_minutes: COLD_BUILD_MINUTES,
     };
     Ok(build.ensure()?.join("promtool"))
+}
+
+/// The test OpenTelemetry Collector (`tests/otelcol`), built first if it
+/// is missing (`TEST_ASSET_OTELCOL` names a prebuilt one instead).
+pub fn ensure_otelcol() -> Result<PathBuf> {
+    if let Some(path) = prebuilt("TEST_ASSET_OTELCOL")? {
+        return Ok(path);
+    }
+    let build = GoBuild {
+        name: "otelcol",
+        module: Path::new(env!("CARGO_MANIFEST_DIR")).join("../otelcol"),
+        packages: &["."],
+        outputs: &["otelcol"],
+        renames: &[],
+        ldflags: "-s -w".to_owned(),
+        tags: "",
+        cold_build_minutes: "2",
+    };
+    Ok(build.ensure()?.join("otelcol"))
+}
+
+/// The file a `TEST_ASSET_*` variable names, if it is set.
+fn prebuilt(variable: &str) -> Result<Option<PathBuf>> {
+    let Some(path) = std::env::var_os(variable).filter(|p| !p.is_empty()) else {
+        return Ok(None);
+    };
+    let path = PathBuf::from(path);
+    if !path.is_file() {
+        bail!("{variable}={} does not name a file", path.display());
+    }
+    Ok(Some(path))
 }
 
 /// The Prometheus Operator's CRD manifests, from its Go module at

@@ -33,6 +33,7 @@ use bytes::Bytes;
 use http_body::{Body, Frame};
 use http_body_util::BodyExt;
 use tokio::time::Instant;
+use tracing::Instrument as _;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use crate::telemetry::Metrics;
@@ -129,11 +130,26 @@ impl WasiHttpHooks for Outbound {
 
     fn send_request(
         &mut self,
-        request: http::Request<WasiBody>,
+        mut request: http::Request<WasiBody>,
         _options: Option<RequestOptions>,
         _fut: Box<dyn Future<Output = Result<(), Error>> + Send>,
     ) -> Sent {
+        // A child of the guest call (this runs inside it); the request
+        // carries its trace context, replacing any the guest set.
+        let span = tracing::info_span!(
+            target: crate::telemetry::traces::TARGET,
+            "outbound request",
+            otel.name = %format_args!("{} {}", method_label(request.method()), redacted(request.uri())),
+            otel.kind = "client",
+            http.request.method = method_label(request.method()),
+            url.full = %redacted(request.uri()),
+            http.response.status_code = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        );
+        crate::telemetry::traces::inject(&span, request.headers_mut());
+        let traced = span.clone();
         let mut call = Call {
+            span: span.clone(),
             guest: self.guest.clone(),
             method: method_label(request.method()),
             metrics: self.metrics.clone(),
@@ -169,15 +185,22 @@ impl WasiHttpHooks for Outbound {
                 Err(_) => Err(Error::HttpResponseTimeout),
             };
             match &result {
-                Ok((response, _)) => call.record(response.status().as_str()),
-                Err(Error::DestinationIpProhibited) => {}
+                Ok((response, _)) => {
+                    crate::telemetry::traces::answered(&traced, Some(response.status()));
+                    call.record(response.status().as_str());
+                }
+                Err(Error::DestinationIpProhibited) => {
+                    crate::telemetry::traces::answered(&traced, None);
+                }
                 Err(e) => {
+                    crate::telemetry::traces::answered(&traced, None);
                     tracing::warn!(guest = %call.guest, method = %call.method, host = %target, "outbound request failed: {e}");
                     call.count("error");
                 }
             }
             result
-        })
+        }
+        .instrument(span))
     }
 }
 
@@ -192,6 +215,8 @@ struct Call {
     /// The entry that allowed the request, once one did.
     entry: Option<String>,
     uri: String,
+    /// The request's span (traces).
+    span: tracing::Span,
 }
 
 /// The `host` label of a request no entry allowed: the guest chose that
@@ -227,6 +252,7 @@ impl Call {
     /// Counts, logs and keeps a refusal; the guest sees `HTTP-request-denied`
     /// (or `destination-IP-prohibited` for an address).
     fn refuse(&self, why: &str) -> Error {
+        crate::telemetry::traces::answered(&self.span, None);
         self.count("refused");
         // Logged and kept for the Event up to a few per call: a guest that
         // loops on refused requests must not flood the host's log.
