@@ -226,44 +226,49 @@ pub const FORGED_TRACEPARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b
 /// GETs `url` with [`FORGED_TRACEPARENT`] as its `traceparent` and reports
 /// the status in `status.http`: `ok: <status>` or `error: …`.
 pub fn http_forged_trace(name: &str, url: &str) -> Result<Response> {
-    use wasip2::http::outgoing_handler;
-    use wasip2::http::types::{Fields, Method, OutgoingBody, OutgoingRequest, Scheme};
-    let outcome = (|| {
-        let (scheme, rest) = url.split_once("://").ok_or("not a URL")?;
-        let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-        let headers = Fields::new();
-        headers
-            .append("traceparent", FORGED_TRACEPARENT.as_bytes())
-            .map_err(|e| format!("{e:?}"))?;
-        let request = OutgoingRequest::new(headers);
-        let scheme = if scheme == "https" {
-            Scheme::Https
-        } else {
-            Scheme::Http
-        };
-        request.set_method(&Method::Get).map_err(|()| "method")?;
-        request.set_scheme(Some(&scheme)).map_err(|()| "scheme")?;
-        request
-            .set_authority(Some(authority))
-            .map_err(|()| "authority")?;
-        request
-            .set_path_with_query(Some(if path.is_empty() { "/" } else { path }))
-            .map_err(|()| "path")?;
-        let body = request.body().map_err(|()| "body")?;
-        let future = outgoing_handler::handle(request, None).map_err(|e| format!("{e:?}"))?;
-        OutgoingBody::finish(body, None).map_err(|e| format!("{e:?}"))?;
-        future.subscribe().block();
-        match future.get() {
-            Some(Ok(Ok(response))) => Ok(response.status()),
-            Some(Ok(Err(code))) => Err(format!("{code:?}")),
-            _ => Err("no response".to_owned()),
-        }
-    })();
-    let text = match outcome {
+    let text = match send_forged(url) {
         Ok(status) => format!("ok: {status}"),
         Err(e) => format!("error: {e}"),
     };
     none_with_status(name, json!({"http": text}))
+}
+
+#[cfg(target_arch = "wasm32")]
+fn send_forged(url: &str) -> std::result::Result<u16, String> {
+    use wasip2::http::outgoing_handler;
+    use wasip2::http::types::{Fields, Method, OutgoingBody, OutgoingRequest, Scheme};
+    let (scheme, rest) = url.split_once("://").ok_or("not a URL")?;
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let headers = Fields::new();
+    headers
+        .append("traceparent", FORGED_TRACEPARENT.as_bytes())
+        .map_err(|e| format!("{e:?}"))?;
+    let request = OutgoingRequest::new(headers);
+    let scheme = if scheme == "https" {
+        Scheme::Https
+    } else {
+        Scheme::Http
+    };
+    request.set_method(&Method::Get).map_err(|()| "method")?;
+    request.set_scheme(Some(&scheme)).map_err(|()| "scheme")?;
+    request.set_authority(Some(authority)).map_err(|()| "authority")?;
+    request
+        .set_path_with_query(Some(if path.is_empty() { "/" } else { path }))
+        .map_err(|()| "path")?;
+    let body = request.body().map_err(|()| "body")?;
+    let future = outgoing_handler::handle(request, None).map_err(|e| format!("{e:?}"))?;
+    OutgoingBody::finish(body, None).map_err(|e| format!("{e:?}"))?;
+    future.subscribe().block();
+    match future.get() {
+        Some(Ok(Ok(response))) => Ok(response.status()),
+        Some(Ok(Err(code))) => Err(format!("{code:?}")),
+        _ => Err("no response".to_owned()),
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn send_forged(_url: &str) -> std::result::Result<u16, String> {
+    Err("not wasm".to_owned())
 }
 
 /// GETs `url` `times` times and reports in `status.http` how many were
