@@ -44,6 +44,7 @@ pub mod scaffold;
 pub mod secrets;
 pub mod server;
 pub mod settings;
+pub mod sink;
 pub mod source;
 pub mod telemetry;
 pub mod validate;

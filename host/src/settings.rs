@@ -6,6 +6,24 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+/// Largest `settings` value of one guest, as JSON text (the guest list's
+/// `settings`, or `--settings` of `run`, `render` and `test`). Settings
+/// configure a guest; data belongs in objects the guest reads.
+pub const MAX_SETTINGS_BYTES: usize = 64 << 10;
+
+/// A guest's settings as the JSON text it is handed, refused when larger
+/// than [`MAX_SETTINGS_BYTES`].
+pub fn settings_text(value: &serde_json::Value) -> Result<String, String> {
+    let text = serde_json::to_string(value).expect("a JSON value always serialises");
+    if text.len() > MAX_SETTINGS_BYTES {
+        return Err(format!(
+            "settings are {} bytes as JSON, at most {MAX_SETTINGS_BYTES} are allowed",
+            text.len()
+        ));
+    }
+    Ok(text)
+}
+
 /// How one guest's controller runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ControllerSettings {

@@ -296,6 +296,21 @@ fn render_hands_the_settings_to_the_guest_and_reports_refused_ones() {
         !out.status.success() && err.contains("refused its settings"),
         "{err}"
     );
+    // The guest list's 64 KiB bound holds here too.
+    let huge = write(
+        "huge-settings.yaml",
+        &format!("blob: {}\n", "x".repeat(64 << 10)),
+    );
+    let out = render(
+        &guest("hostile"),
+        &parent,
+        &["--settings", huge.to_str().unwrap()],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("at most 65536 are allowed"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -558,6 +573,8 @@ fn render_refuses_hostile_verdicts_and_conversions_naming_the_rule() {
         ("convert-stale", "has apiVersion"),
         ("convert-host-label", "under wasmop.dev/"),
         ("convert-host-condition", "GuestReconciled"),
+        ("convert-finalizer", "changed metadata.finalizers"),
+        ("convert-owner", "changed metadata.ownerReferences"),
         ("convert-loop", "deadline exceeded"),
     ] {
         let file = write(&format!("{attack}.json"), &hostile(attack).to_string());

@@ -219,6 +219,17 @@ pub fn http_get(name: &str, url: &str, follow: bool) -> Result<Response> {
     none_with_status(name, json!({"http": text}))
 }
 
+/// What `long-error` fails with: 2 MiB of lines made to look like the
+/// host's own log lines (each says `FORGED`).
+pub fn long_error() -> String {
+    const LINE: &str = "\n2026-01-01T00:00:00.000000Z  INFO wasmop_host: FORGED by the guest";
+    let mut message = String::from("hostile guest fails with a long message");
+    while message.len() < 2 << 20 {
+        message.push_str(LINE);
+    }
+    message
+}
+
 /// The trace context `http-forged-trace` sends: a trace the host never
 /// started.
 pub const FORGED_TRACEPARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
@@ -251,7 +262,9 @@ fn send_forged(url: &str) -> std::result::Result<u16, String> {
     };
     request.set_method(&Method::Get).map_err(|()| "method")?;
     request.set_scheme(Some(&scheme)).map_err(|()| "scheme")?;
-    request.set_authority(Some(authority)).map_err(|()| "authority")?;
+    request
+        .set_authority(Some(authority))
+        .map_err(|()| "authority")?;
     request
         .set_path_with_query(Some(if path.is_empty() { "/" } else { path }))
         .map_err(|()| "path")?;

@@ -41,6 +41,7 @@
 //! | `http-flood` | GETs `spec.target` 200 times, status `{"http": "ok: <answered> refused: <refused>"}` | cap the requests of one call |
 //! | `http-forged-trace` | GETs `spec.target` with a `traceparent` header of its own (trace `0af7651916cd43dd8448eb211c80319c`), status `{"http": "ok: <status>" \| "error: …"}` | send the host's trace context, not the guest's, when traces are on |
 //! | `http-hoard` | builds 100,000 8 KiB header maps through `wasi:http` and keeps them, status `{"hoard": "<kept> kept; <error>"}` | bound what a guest keeps on the host side, outside its memory cap |
+//! | `long-error` | fails (retryable) with a 2 MiB message of lines that look like the host's log lines | cut it to each sink's limit (Event note, condition, log line) and keep the log one line per record |
 //! | `sleep` | sleeps an hour (the WASI clock) | stop it at the deadline, though it waits in the host |
 //! | `echo-related` | status `{"related": [...], "observedSecrets": [...]}`: every related object and observed child Secret it got, as it got them | hand it Secret values only with `secretValues: true` |
 //!
@@ -134,6 +135,7 @@ impl Operator for HostileGuest {
             "http-flood" => attack::http_flood(&name, target(), 200),
             "http-hoard" => attack::http_hoard(&name),
             "http-forged-trace" => attack::http_forged_trace(&name, target()),
+            "long-error" => Err(Error::retryable(attack::long_error())),
             "sleep" => {
                 std::thread::sleep(std::time::Duration::from_secs(3600));
                 attack::none(&name)

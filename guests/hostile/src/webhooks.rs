@@ -16,6 +16,8 @@
 //! | `convert-stale` | | leaves the apiVersion as it was | refuse the answer |
 //! | `convert-host-label` | | labels the object `wasmop.dev/guest: someone-else` | refuse the answer |
 //! | `convert-host-condition` | | forges the host's `GuestReconciled` condition | refuse the answer |
+//! | `convert-finalizer` | | adds a finalizer | refuse the answer |
+//! | `convert-owner` | | adds an ownerReference | refuse the answer |
 //! | `convert-loop` | | spins forever | stop it at the deadline |
 //!
 //! Anything else: `admit` admits unchanged (labelling the object
@@ -100,6 +102,17 @@ pub fn convert(mut object: Value, desired_api_version: &str) -> Result<Value, St
         "convert-stale" => Ok(object),
         "convert-host-label" => {
             object["metadata"]["labels"] = json!({"wasmop.dev/guest": "someone-else"});
+            object["apiVersion"] = json!(desired_api_version);
+            Ok(object)
+        }
+        "convert-finalizer" => {
+            object["metadata"]["finalizers"] = json!(["hostile.example.com/keep"]);
+            object["apiVersion"] = json!(desired_api_version);
+            Ok(object)
+        }
+        "convert-owner" => {
+            object["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "Namespace",
+                "name": "kube-system", "uid": "00000000-0000-0000-0000-000000000001"}]);
             object["apiVersion"] = json!(desired_api_version);
             Ok(object)
         }

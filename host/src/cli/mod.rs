@@ -565,7 +565,8 @@ pub(crate) fn read_settings(path: &std::path::Path) -> anyhow::Result<String> {
         .with_context(|| format!("reading settings {}", path.display()))?;
     let value: Value = serde_saphyr::from_str(&text)
         .with_context(|| format!("parsing settings {}", path.display()))?;
-    Ok(crate::model::json_text(&value))
+    crate::settings::settings_text(&value)
+        .map_err(|e| anyhow::anyhow!("settings {}: {e}", path.display()))
 }
 
 /// `--allow-outbound` entries, checked.

@@ -700,7 +700,10 @@ async fn run_scope(scope: Scope, signals: Signals) {
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
         .for_each(|result| async move {
             if let Err(e) = result {
-                tracing::debug!("controller: {e}");
+                tracing::debug!(
+                    "controller: {}",
+                    crate::sink::cut(&e.to_string(), crate::sink::LOG_MESSAGE_BYTES)
+                );
             }
         })
         .await;

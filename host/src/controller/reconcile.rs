@@ -30,6 +30,7 @@ use super::{Context, backoff, finalizer};
 use crate::model::{EventType, Request};
 use crate::rollout::Assignment;
 use crate::runtime::{CallError, Guest};
+use crate::sink;
 use crate::telemetry::metrics::{ControllerLabels, GuestLabels, ResultLabels};
 use crate::validate::{self, ParentScope, Rules, Validated, Violation};
 
@@ -239,10 +240,10 @@ pub async fn reconcile(parent: Arc<Compact>, ctx: Arc<Context>) -> Result<Action
                     let delay = retry_delay(&e, ctx.backoff.fail(&key));
                     tele.queue_retries.get_or_create(ctx.queue.labels()).inc();
                     ctx.queue.add(tele, queue_key, delay);
-                    tracing::warn!(reason = %e.reason(), retry_in = ?delay, guest_stack = %e.stack(), "reconcile failed: {e}");
+                    tracing::warn!(reason = %e.reason(), retry_in = ?delay, guest_stack = %e.stack(), "reconcile failed: {}", sink::cut(&e.to_string(), sink::LOG_MESSAGE_BYTES));
                 } else {
                     tele.terminal_errors.get_or_create(&labels).inc();
-                    tracing::warn!(reason = %e.reason(), guest_stack = %e.stack(), "reconcile failed permanently, waiting for a change: {e}");
+                    tracing::warn!(reason = %e.reason(), guest_stack = %e.stack(), "reconcile failed permanently, waiting for a change: {}", sink::cut(&e.to_string(), sink::LOG_MESSAGE_BYTES));
                 }
                 report_failure(&parent, &ctx, &e).await;
                 Err(e)
@@ -329,7 +330,7 @@ async fn reconcile_inner(
         tracker.failed(
             &uid,
             &key,
-            crate::rollout::text::one_line(&format!("{}: {e}", e.reason()), 200),
+            crate::sink::one_line(&format!("{}: {e}", e.reason()), 200),
         );
     }
     result

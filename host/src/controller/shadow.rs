@@ -19,9 +19,10 @@ use wasmop_contract::Reason;
 
 use super::{Context, status};
 use crate::model::{EventType, Request};
+use crate::rollout::Tracker;
 use crate::rollout::compare::{self, Outcome};
-use crate::rollout::{Tracker, text};
 use crate::runtime::Guest;
+use crate::sink;
 use crate::telemetry::metrics::SwapLabels;
 use crate::validate::{self, ParentScope, Rules, Validated};
 
@@ -137,14 +138,14 @@ fn judge(
     match (candidate, stable) {
         (Err(e), _) => (
             "failed",
-            Some(text::one_line(
+            Some(sink::one_line(
                 &format!("the candidate failed: {e}"),
                 MAX_DIFFERENCE,
             )),
         ),
         (Ok(_), Err(e)) => (
             "different",
-            Some(text::one_line(
+            Some(sink::one_line(
                 &format!("the stable version failed and the candidate did not: {e}"),
                 MAX_DIFFERENCE,
             )),
@@ -152,7 +153,7 @@ fn judge(
         (Ok(candidate), Ok(stable)) => match compare::compare(&stable, &candidate) {
             Outcome::Same => ("same", None),
             Outcome::Different(first) => {
-                ("different", Some(text::one_line(&first, MAX_DIFFERENCE)))
+                ("different", Some(sink::one_line(&first, MAX_DIFFERENCE)))
             }
         },
     }

@@ -210,15 +210,19 @@ pub async fn write(
     // to True after the next success. Written only when it changes.
     let current = host_condition_of(&observed_status);
     let host_wants = match condition {
-        HostCondition::Failed(reason, message) => Some(("False", reason.as_str(), message)),
+        HostCondition::Failed(reason, message) => Some((
+            "False",
+            reason.as_str(),
+            crate::sink::cut(message, crate::sink::CONDITION_MESSAGE_BYTES),
+        )),
         HostCondition::Succeeded if current.is_some_and(|c| c["status"] != "True") => {
-            Some(("True", Reason::Reconciled.as_str(), ""))
+            Some(("True", Reason::Reconciled.as_str(), "".into()))
         }
         HostCondition::Succeeded => None,
     };
     if let Some((status, reason, message)) = host_wants {
         let unchanged = current.is_some_and(|c| {
-            c["status"] == status && c["reason"] == reason && c["message"] == message
+            c["status"] == status && c["reason"] == reason && c["message"] == *message
         });
         if !unchanged {
             let condition = json!({

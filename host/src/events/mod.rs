@@ -272,7 +272,10 @@ impl Events {
                 KubeEventType::Normal
             },
             reason: event.reason.clone(),
-            note: Some(event.message.clone()),
+            // The API server refuses a longer note, and the Event is lost.
+            note: Some(
+                crate::sink::cut(&event.message, crate::sink::EVENT_NOTE_BYTES).into_owned(),
+            ),
             action: action.to_string(),
             secondary: None,
         };

@@ -24,7 +24,6 @@ pub mod record;
 pub mod settings;
 pub mod side;
 mod slot;
-pub mod text;
 pub mod tracker;
 
 use std::ops::RangeInclusive;

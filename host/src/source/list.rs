@@ -51,10 +51,6 @@ use crate::validate::names;
 /// The ConfigMap data key holding the list (interface contract).
 pub const LIST_KEY: &str = "guests.yaml";
 
-/// Largest `settings` value of one entry, as JSON text. Settings configure
-/// a guest; data belongs in objects the guest reads.
-pub const MAX_SETTINGS_BYTES: usize = 64 << 10;
-
 /// Errors in the guest list.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -305,14 +301,7 @@ impl GuestEntry {
         let Some(value) = self.settings.as_ref().filter(|v| !v.is_null()) else {
             return Ok(None);
         };
-        let text = crate::model::json_text(value);
-        if text.len() > MAX_SETTINGS_BYTES {
-            return Err(format!(
-                "settings are {} bytes as JSON, at most {MAX_SETTINGS_BYTES} are allowed",
-                text.len()
-            ));
-        }
-        Ok(Some(text))
+        crate::settings::settings_text(value).map(Some)
     }
 
     /// The controller settings, defaults filled in.
@@ -477,7 +466,7 @@ guests:
         assert!(GuestList::parse("guests:\n  - name: Bad_Name\n    module: {file: a}\n").is_err());
         let huge = format!(
             "guests:\n  - name: x\n    module: {{file: a}}\n    settings: {{blob: {}}}\n",
-            "x".repeat(MAX_SETTINGS_BYTES)
+            "x".repeat(crate::settings::MAX_SETTINGS_BYTES)
         );
         let err = GuestList::parse(&huge).unwrap_err();
         assert!(err.to_string().contains("settings are"), "{err}");

@@ -46,7 +46,17 @@ pub fn check(
             if converted["kind"] != original["kind"] {
                 return Err(ConvertedError(format!("object {i} changed its kind")));
             }
-            for field in ["name", "namespace", "uid", "resourceVersion", "generation"] {
+            // A conversion changes the object's shape, not who holds it or
+            // what keeps it (the WIT: no finalizers, no ownerReferences).
+            for field in [
+                "name",
+                "namespace",
+                "uid",
+                "resourceVersion",
+                "generation",
+                "finalizers",
+                "ownerReferences",
+            ] {
                 if converted["metadata"][field] != original["metadata"][field] {
                     return Err(ConvertedError(format!(
                         "object {i} changed metadata.{field}"
@@ -115,6 +125,11 @@ mod tests {
         rekinded["kind"] = json!("Secret");
         let mut relabelled = object("v2");
         relabelled["metadata"]["labels"] = json!({"wasmop.dev/guest": "other"});
+        let mut held = object("v2");
+        held["metadata"]["finalizers"] = json!(["x.io/keep"]);
+        let mut owned = object("v2");
+        owned["metadata"]["ownerReferences"] =
+            json!([{"kind": "Namespace", "name": "kube-system"}]);
         let mut recondition = object("v2");
         recondition["status"] =
             json!({"conditions": [{"type": "GuestReconciled", "status": "True"}]});
@@ -128,6 +143,8 @@ mod tests {
             (vec![rekinded.to_string()], "kind"),
             (vec![relabelled.to_string()], "under wasmop.dev/"),
             (vec![recondition.to_string()], "GuestReconciled"),
+            (vec![held.to_string()], "metadata.finalizers"),
+            (vec![owned.to_string()], "metadata.ownerReferences"),
         ] {
             let err = check(&original, texts, "g.io/v2").unwrap_err();
             assert!(err.to_string().contains(says), "{err}");

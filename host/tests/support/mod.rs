@@ -50,6 +50,12 @@ pub fn guest_module(name: &str) -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
+/// Whether the guests come from `WASMOP_GUESTS_DIR` (the released-contract
+/// fixtures, which lack the attacks added since).
+pub fn released_guests() -> bool {
+    std::env::var_os("WASMOP_GUESTS_DIR").is_some()
+}
+
 /// Applies every document of a YAML file (CRDs) and waits until CRDs are established.
 pub async fn install_yaml(client: &Client, path: &Path) -> anyhow::Result<()> {
     let text =
