@@ -197,30 +197,49 @@ impl ChildIndex {
     /// kind whose watch is failing and has never listed fails at once with
     /// its error; one that listed before keeps serving its last state.
     pub async fn wait_ready(&self, timeout: Duration, names: &[String]) -> Result<(), NotReady> {
-        let mut changed = self.changed.subscribe();
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            {
-                let state = self.state.read().expect("index lock");
-                if let Some((i, k)) = state
-                    .kinds
-                    .iter()
-                    .enumerate()
-                    .find(|(_, k)| !k.ready && k.error.is_some())
-                {
-                    return Err(NotReady::WatchFailed {
-                        kind: names.get(i).cloned().unwrap_or_default(),
-                        error: k.error.clone().unwrap_or_default(),
-                    });
-                }
-                if state.kinds.iter().all(|k| k.ready) {
-                    return Ok(());
-                }
-            }
-            match tokio::time::timeout_at(deadline, changed.changed()).await {
-                Ok(Ok(())) => {}
-                Ok(Err(_)) | Err(_) => return Err(NotReady::Timeout(timeout)),
-            }
+        wait_listed(&self.changed, timeout, names, || {
+            let state = self.state.read().expect("index lock");
+            state
+                .kinds
+                .iter()
+                .map(|k| (k.ready, k.error.clone()))
+                .collect()
+        })
+        .await
+    }
+}
+
+/// Waits until every watched kind has listed once, for at most `timeout`,
+/// woken by `changed`; `kinds` reads each kind's (listed, last error). A
+/// kind whose watch is failing and has never listed fails at once with its
+/// error, named by `names`. Shared by the child index and the related
+/// objects.
+pub(super) async fn wait_listed(
+    changed: &tokio::sync::watch::Sender<u64>,
+    timeout: Duration,
+    names: &[String],
+    kinds: impl Fn() -> Vec<(bool, Option<String>)>,
+) -> Result<(), NotReady> {
+    let mut changed = changed.subscribe();
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let kinds = kinds();
+        if let Some((i, (_, error))) = kinds
+            .iter()
+            .enumerate()
+            .find(|(_, (ready, error))| !ready && error.is_some())
+        {
+            return Err(NotReady::WatchFailed {
+                kind: names.get(i).cloned().unwrap_or_default(),
+                error: error.clone().unwrap_or_default(),
+            });
+        }
+        if kinds.iter().all(|(ready, _)| *ready) {
+            return Ok(());
+        }
+        match tokio::time::timeout_at(deadline, changed.changed()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) | Err(_) => return Err(NotReady::Timeout(timeout)),
         }
     }
 }

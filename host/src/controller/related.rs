@@ -261,30 +261,11 @@ impl RelatedIndex {
     /// `timeout`; a kind whose watch fails before its first list fails at
     /// once. `names` name the kinds in errors.
     pub async fn wait_ready(&self, timeout: Duration, names: &[String]) -> Result<(), NotReady> {
-        let mut changed = self.changed.subscribe();
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            {
-                let state = self.state.read().expect("related lock");
-                if let Some((i, k)) = state
-                    .iter()
-                    .enumerate()
-                    .find(|(_, k)| !k.ready && k.error.is_some())
-                {
-                    return Err(NotReady::WatchFailed {
-                        kind: names.get(i).cloned().unwrap_or_default(),
-                        error: k.error.clone().unwrap_or_default(),
-                    });
-                }
-                if state.iter().all(|k| k.ready) {
-                    return Ok(());
-                }
-            }
-            match tokio::time::timeout_at(deadline, changed.changed()).await {
-                Ok(Ok(())) => {}
-                Ok(Err(_)) | Err(_) => return Err(NotReady::Timeout(timeout)),
-            }
-        }
+        super::index::wait_listed(&self.changed, timeout, names, || {
+            let state = self.state.read().expect("related lock");
+            state.iter().map(|k| (k.ready, k.error.clone())).collect()
+        })
+        .await
     }
 }
 
