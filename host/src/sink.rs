@@ -28,10 +28,7 @@ pub fn cut(text: &str, max: usize) -> Cow<'_, str> {
         return Cow::Borrowed(text);
     }
     const MARK: &str = "…";
-    let mut end = max.saturating_sub(MARK.len());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = text.floor_char_boundary(max.saturating_sub(MARK.len()));
     Cow::Owned(format!("{}{MARK}", &text[..end]))
 }
 

@@ -181,11 +181,7 @@ impl log::Host for GuestState {
         }
         let mut message = message;
         if message.len() > MAX_LOG_LINE {
-            let mut cut = MAX_LOG_LINE;
-            while !message.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            message.truncate(cut);
+            message.truncate(message.floor_char_boundary(MAX_LOG_LINE));
             message.push('…');
         }
         if matches!(level, Level::Error) {

@@ -440,11 +440,7 @@ pub(crate) fn type_name(v: &Value) -> &'static str {
 
 fn truncate(s: &mut String, max: usize) {
     if s.len() > max {
-        let mut cut = max;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        s.truncate(cut);
+        s.truncate(s.floor_char_boundary(max));
     }
 }
 

@@ -193,14 +193,7 @@ pub fn check_changes(before: &Value, after: &Value) -> Result<(), VerdictError> 
 
 /// `text` cut to at most `max` bytes at a character boundary.
 pub fn truncate(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[..end].to_owned()
+    text[..text.floor_char_boundary(max)].to_owned()
 }
 
 #[cfg(test)]

@@ -10,9 +10,9 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 
-use crate::gobuild::GoBuild;
+use crate::gobuild::{GoBuild, prebuilt};
 
 /// Kubernetes version the binaries report on `/version`; must match the
 /// `k8s.io/kubernetes` version pinned in `tests/controlplane/go.mod`.
@@ -141,19 +141,12 @@ pub fn ensure_binaries() -> Result<Binaries> {
     let mut paths: [Option<PathBuf>; 5] = Default::default();
     let mut missing = Vec::new();
     for (slot, (name, var)) in paths.iter_mut().zip(COMPONENTS) {
-        *slot = match std::env::var_os(var).filter(|path| !path.is_empty()) {
-            Some(path) => {
-                let path = PathBuf::from(path);
-                if !path.is_file() {
-                    bail!("{var}={} does not name a file", path.display());
-                }
-                Some(path)
-            }
-            None => assets
+        *slot = prebuilt(var)?.or_else(|| {
+            assets
                 .as_ref()
                 .map(|dir| dir.join(name))
-                .filter(|path| path.is_file()),
-        };
+                .filter(|path| path.is_file())
+        });
         if slot.is_none() {
             missing.push(name);
         }

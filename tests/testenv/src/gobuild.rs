@@ -181,6 +181,19 @@ impl GoBuild {
     }
 }
 
+/// The file a `TEST_ASSET_*` variable names instead of a build, if it is
+/// set; an error when it names no file.
+pub(crate) fn prebuilt(variable: &str) -> Result<Option<PathBuf>> {
+    let Some(path) = std::env::var_os(variable).filter(|p| !p.is_empty()) else {
+        return Ok(None);
+    };
+    let path = PathBuf::from(path);
+    if !path.is_file() {
+        bail!("{variable}={} does not name a file", path.display());
+    }
+    Ok(Some(path))
+}
+
 fn go_version(name: &str) -> Result<String> {
     let output = Command::new("go").arg("version").output().with_context(|| {
         format!("running `go version`: the Go toolchain (go 1.26 or newer) must be on PATH to build {name}")

@@ -9,7 +9,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use crate::gobuild::GoBuild;
+use crate::gobuild::{GoBuild, prebuilt};
 
 /// Measured on this project's 2-core machines: 1 min 52 s with Go's build
 /// cache warm from the control plane's build (they share the Kubernetes
@@ -62,18 +62,6 @@ pub fn ensure_otelcol() -> Result<PathBuf> {
         cold_build_minutes: "2",
     };
     Ok(build.ensure()?.join("otelcol"))
-}
-
-/// The file a `TEST_ASSET_*` variable names, if it is set.
-fn prebuilt(variable: &str) -> Result<Option<PathBuf>> {
-    let Some(path) = std::env::var_os(variable).filter(|p| !p.is_empty()) else {
-        return Ok(None);
-    };
-    let path = PathBuf::from(path);
-    if !path.is_file() {
-        bail!("{variable}={} does not name a file", path.display());
-    }
-    Ok(Some(path))
 }
 
 /// The Prometheus Operator's CRD manifests, from its Go module at

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use crate::gobuild::GoBuild;
+use crate::gobuild::{GoBuild, prebuilt};
 use crate::process::{Component, Spawner};
 
 /// The distribution release `tests/registry/go.mod` pins.
@@ -45,14 +45,7 @@ fn registry_build() -> GoBuild {
 /// The registry binary, built first if it is missing (`TEST_ASSET_REGISTRY`
 /// names a prebuilt one instead).
 pub fn ensure_registry_binary() -> Result<PathBuf> {
-    if let Some(path) = std::env::var_os("TEST_ASSET_REGISTRY").filter(|p| !p.is_empty()) {
-        let path = PathBuf::from(path);
-        if !path.is_file() {
-            bail!(
-                "TEST_ASSET_REGISTRY={} does not name a file",
-                path.display()
-            );
-        }
+    if let Some(path) = prebuilt("TEST_ASSET_REGISTRY")? {
         return Ok(path);
     }
     Ok(registry_build().ensure()?.join("registry"))
