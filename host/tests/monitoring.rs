@@ -22,14 +22,15 @@ use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use support::{
-    HostProcess, admin_identity, cache_crd, dyn_api, guest_module, install_crd, install_yaml,
-    parse_prometheus, put_guest_list, put_module, wait_for, workspace,
+    HostProcess, admin_identity, cache_crd, dyn_api, guest_module, http_attack, install_crd,
+    install_yaml, kubectl, parse_prometheus, put_guest_list, put_module, wait_for,
+    webhook_host_with, workspace,
 };
 use wasmop_testenv::TestEnv;
 use wasmop_testenv::harness::{Test, run_in_sequence};
 
 const LONG: Duration = Duration::from_secs(120);
-const LIST: &str = "wasmop-guests";
+const LIST: &str = support::WEBHOOK_LIST;
 
 /// The alerts the kit promises (interface contract).
 const ALERTS: &[&str] = &[
@@ -320,27 +321,13 @@ async fn a_real_scrape_is_lint_clean_and_feeds_every_dashboard_query_and_alert(
         ),
     )
     .await?;
-    let (_, kubeconfig) = admin_identity(&env, &format!("wasmop-{ns}")).await?;
-    let cache_dir = env.temp_dir().join("cache-monitoring");
-    let list = format!("{ns}/{LIST}");
-    let mut host = HostProcess::start(
+    let cert = format!("{ns}/wasmop-webhook-tls");
+    let mut host = webhook_host_with(
         &env,
-        &kubeconfig,
         &ns,
-        &[
-            "--guests-configmap",
-            &list,
-            "--cache-dir",
-            cache_dir.to_str().context("utf-8")?,
-            "--webhook-host",
-            "127.0.0.1",
-            "--webhook-bind-address",
-            "127.0.0.1:0",
-            "--leader-elect",
-            "--webhook-cert-secret",
-            &format!("{ns}/wasmop-webhook-tls"),
-        ],
-    )?;
+        &["--leader-elect", "--webhook-cert-secret", &cert],
+    )
+    .await?;
     let metrics = host.endpoint("metrics").await?;
     host.wait_for_log("became the leader", LONG).await?;
     let webhooks: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
@@ -376,19 +363,8 @@ async fn a_real_scrape_is_lint_clean_and_feeds_every_dashboard_query_and_alert(
     .await
     .context("the Cache never became Ready")?;
     // An outbound request the host refuses.
-    let hostile = serde_json::from_value(json!({
-        "apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
-        "metadata": {"name": "caller"},
-        "spec": {"attack": "http-get", "target": "http://127.0.0.1:9/"},
-    }))?;
+    http_attack(&client, &ns, "caller", "http-get", "http://127.0.0.1:9/").await?;
     let hostiles = support::hostiles(&client, &ns);
-    hostiles.create(&PostParams::default(), &hostile).await?;
-    wait_for(LONG, || async {
-        let h = hostiles.get("caller").await?;
-        Ok(h.data.pointer("/status/http").map(drop))
-    })
-    .await
-    .context("the Hostile's request was never answered")?;
     // A guest that traps.
     let trap = serde_json::from_value(json!({
         "apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
@@ -468,16 +444,8 @@ async fn a_real_scrape_is_lint_clean_and_feeds_every_dashboard_query_and_alert(
         dir.path().join("dashboard.test.yaml"),
         serde_json::to_string_pretty(&test)?,
     )?;
-    let tested = Command::new(promtool()?)
-        .args(["test", "rules", "dashboard.test.yaml"])
-        .current_dir(dir.path())
-        .output()?;
-    if !tested.status.success() {
-        let report = format!(
-            "{}{}",
-            String::from_utf8_lossy(&tested.stdout),
-            String::from_utf8_lossy(&tested.stderr)
-        );
+    if let Err(failed) = run_promtool(dir.path(), &["test", "rules", "dashboard.test.yaml"], None) {
+        let report = failed.to_string();
         let empty: Vec<&String> = queries
             .iter()
             .filter(|(_, expr)| report.contains(&expr.replace('"', "\\\"")))
@@ -498,23 +466,14 @@ async fn the_kit_applies_where_the_prometheus_operators_crds_are(
     }
     // The kit's namespace comes from `kubectl apply -k deploy/`.
     let kubectl = |args: &[&str]| -> anyhow::Result<String> {
-        let out = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(env.kubeconfig_path())
-            .args(args)
-            .current_dir(workspace())
-            .output()
-            .context("running kubectl")?;
-        ensure!(
-            out.status.success(),
-            "kubectl {} failed:\n{}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        let (ok, stdout, stderr) = kubectl(&env, args, None)?;
+        ensure!(ok, "kubectl {} failed:\n{stderr}", args.join(" "));
+        Ok(stdout)
     };
-    kubectl(&["apply", "-f", "deploy/host/namespace.yaml"])?;
-    let applied = kubectl(&["apply", "--dry-run=server", "-k", "deploy/monitoring/"])?;
+    let path = |p: &str| workspace().join(p).display().to_string();
+    kubectl(&["apply", "-f", &path("deploy/host/namespace.yaml")])?;
+    let kit = path("deploy/monitoring/");
+    let applied = kubectl(&["apply", "--dry-run=server", "-k", &kit])?;
     for object in [
         "servicemonitor.monitoring.coreos.com/wasmop",
         "prometheusrule.monitoring.coreos.com/wasmop",
@@ -526,7 +485,7 @@ async fn the_kit_applies_where_the_prometheus_operators_crds_are(
         );
     }
     // The dashboard ConfigMap is what Grafana's sidecar looks for.
-    let rendered = kubectl(&["kustomize", "deploy/monitoring/"])?;
+    let rendered = kubectl(&["kustomize", &kit])?;
     let docs: Vec<Value> = serde_saphyr::from_multiple(&rendered)?;
     let dashboard = docs
         .iter()
@@ -548,7 +507,7 @@ struct Collector {
     child: std::process::Child,
     endpoint: String,
     file: PathBuf,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Collector {
@@ -583,7 +542,7 @@ impl Collector {
             child,
             endpoint: format!("http://127.0.0.1:{port}"),
             file,
-            _dir: dir,
+            dir,
         };
         let deadline = tokio::time::Instant::now() + LONG;
         while tokio::net::TcpStream::connect(("127.0.0.1", port))
@@ -604,7 +563,7 @@ impl Collector {
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(self._dir.path().join("otelcol.log")).unwrap_or_default()
+        std::fs::read_to_string(self.dir.path().join("otelcol.log")).unwrap_or_default()
     }
 
     /// Every span received so far, flattened: (trace, span, parent, name,
@@ -722,20 +681,13 @@ async fn a_reconcile_is_one_trace_down_to_the_guests_outbound_request(
             "127.0.0.1:0",
         ],
     )?;
-    let hostile = serde_json::from_value(json!({
-        "apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
-        "metadata": {"name": "traced"},
-        "spec": {"attack": "http-get", "target": format!("http://127.0.0.1:{port}/hello")},
-    }))?;
-    let hostiles = support::hostiles(&client, &ns);
-    hostiles.create(&PostParams::default(), &hostile).await?;
-    let answered = wait_for(LONG, || async {
-        let h = hostiles.get("traced").await?;
-        Ok(h.data
-            .pointer("/status/http")
-            .and_then(Value::as_str)
-            .map(str::to_owned))
-    })
+    let answered = http_attack(
+        &client,
+        &ns,
+        "traced",
+        "http-get",
+        &format!("http://127.0.0.1:{port}/hello"),
+    )
     .await
     .with_context(|| {
         format!(
@@ -743,6 +695,7 @@ async fn a_reconcile_is_one_trace_down_to_the_guests_outbound_request(
             host.log()
         )
     })?;
+    let hostiles = support::hostiles(&client, &ns);
     ensure!(
         answered == "ok: 200 recorded",
         "the guest's request: {answered}"

@@ -19,11 +19,11 @@ use axum::http::{Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::Client;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams};
 use serde_json::json;
 use support::lang::{Lang, per_language};
 use support::{
-    HostProcess, at, caches, guest_module, install_cache_crd, install_yaml, wait_for,
+    HostProcess, at, caches, guest_module, http_attack, install_cache_crd, install_yaml, wait_for,
     wait_for_event, workspace,
 };
 use wasmop_testenv::TestEnv;
@@ -345,30 +345,6 @@ async fn a_registry_that_is_down_blocks_registration_and_deletion_until_it_retur
     .await
     .context("the Deployment was not garbage-collected")?;
     Ok(())
-}
-
-/// One Hostile attacking `target` with `attack`; returns its `status.http`.
-async fn http_attack(
-    client: &Client,
-    ns: &str,
-    name: &str,
-    attack: &str,
-    target: &str,
-) -> anyhow::Result<String> {
-    let obj = serde_json::from_value(json!({
-        "apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
-        "metadata": {"name": name}, "spec": {"attack": attack, "target": target},
-    }))?;
-    let api = support::hostiles(client, ns);
-    api.create(&PostParams::default(), &obj).await?;
-    wait_for(LONG, || async {
-        let h = api.get(name).await?;
-        Ok(at(&h, "/status/http")
-            .and_then(|v| v.as_str())
-            .map(str::to_owned))
-    })
-    .await
-    .with_context(|| format!("Hostile {name} reported no status.http"))
 }
 
 async fn refused_hosts_redirects_metadata_and_rebinding_reach_nothing(

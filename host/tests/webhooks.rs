@@ -32,43 +32,13 @@ use serde_json::{Value, json};
 use support::lang::{Lang, compiled_modules, per_language};
 use support::{
     HostProcess, admin_identity, cache_crd, dyn_api, guest_module, install_crd, install_yaml,
-    put_guest_list, put_module, wait_for, workspace,
+    kubectl, put_guest_list, put_module, wait_for, webhook_host, webhook_host_with, workspace,
 };
 use wasmop_testenv::TestEnv;
 use wasmop_testenv::harness::{Test, run};
 
 const LONG: Duration = Duration::from_secs(120);
-const LIST: &str = "wasmop-guests";
-
-/// A host following the guest list in `ns`, serving webhooks on a free
-/// local port that the API server (on this machine) reaches.
-async fn webhook_host(env: &TestEnv, ns: &str) -> anyhow::Result<HostProcess> {
-    webhook_host_with(env, ns, &[]).await
-}
-
-/// [`webhook_host`] with more flags.
-async fn webhook_host_with(env: &TestEnv, ns: &str, extra: &[&str]) -> anyhow::Result<HostProcess> {
-    let (_, kubeconfig) = admin_identity(env, &format!("wasmop-{ns}")).await?;
-    let cache_dir = env.temp_dir().join("cache-webhooks");
-    HostProcess::start(
-        env,
-        &kubeconfig,
-        ns,
-        &[
-            "--guests-configmap",
-            &format!("{ns}/{LIST}"),
-            "--cache-dir",
-            cache_dir.to_str().context("utf-8")?,
-            "--webhook-host",
-            "127.0.0.1",
-            "--webhook-bind-address",
-            "127.0.0.1:0",
-        ]
-        .into_iter()
-        .chain(extra.iter().copied())
-        .collect::<Vec<_>>(),
-    )
-}
+const LIST: &str = support::WEBHOOK_LIST;
 
 /// The guest list entry of the cache-operator in module ConfigMap `module`,
 /// for Caches of `group` in `version`, in `ns` only.
@@ -84,38 +54,6 @@ fn cache_entry(ns: &str, group: &str, version: &str, extra: &str) -> String {
 /// each their own.
 fn guest_of(group: &str) -> String {
     format!("cache-{}", group.split('.').next().unwrap_or(group))
-}
-
-/// Runs kubectl as the cluster admin; returns (success, stdout, stderr).
-fn kubectl(
-    env: &TestEnv,
-    args: &[&str],
-    stdin: Option<&str>,
-) -> anyhow::Result<(bool, String, String)> {
-    use std::io::Write as _;
-    let mut child = std::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(env.kubeconfig_path())
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .context("running kubectl")?;
-    if let Some(input) = stdin {
-        child
-            .stdin
-            .take()
-            .context("stdin")?
-            .write_all(input.as_bytes())?;
-    }
-    drop(child.stdin.take());
-    let out = child.wait_with_output()?;
-    Ok((
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    ))
 }
 
 /// Installs the two-version Cache CRD of `deploy/` under `group`.

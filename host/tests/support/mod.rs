@@ -745,3 +745,97 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest as _;
     hex::encode(sha2::Sha256::digest(bytes))
 }
+
+/// The guest list ConfigMap the webhook hosts follow, in their namespace.
+pub const WEBHOOK_LIST: &str = "wasmop-guests";
+
+/// A host following the guest list [`WEBHOOK_LIST`] in `ns`, serving
+/// webhooks on a free local port that the API server (on this machine)
+/// reaches.
+pub async fn webhook_host(env: &TestEnv, ns: &str) -> anyhow::Result<HostProcess> {
+    webhook_host_with(env, ns, &[]).await
+}
+
+/// [`webhook_host`] with more flags.
+pub async fn webhook_host_with(
+    env: &TestEnv,
+    ns: &str,
+    extra: &[&str],
+) -> anyhow::Result<HostProcess> {
+    let (_, kubeconfig) = admin_identity(env, &format!("wasmop-{ns}")).await?;
+    let cache_dir = env.temp_dir().join("cache-webhooks");
+    HostProcess::start(
+        env,
+        &kubeconfig,
+        ns,
+        &[
+            "--guests-configmap",
+            &format!("{ns}/{WEBHOOK_LIST}"),
+            "--cache-dir",
+            cache_dir.to_str().context("utf-8")?,
+            "--webhook-host",
+            "127.0.0.1",
+            "--webhook-bind-address",
+            "127.0.0.1:0",
+        ]
+        .into_iter()
+        .chain(extra.iter().copied())
+        .collect::<Vec<_>>(),
+    )
+}
+
+/// Runs kubectl as the cluster admin; returns (success, stdout, stderr).
+pub fn kubectl(
+    env: &TestEnv,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> anyhow::Result<(bool, String, String)> {
+    use std::io::Write as _;
+    let mut child = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(env.kubeconfig_path())
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("running kubectl")?;
+    if let Some(input) = stdin {
+        child
+            .stdin
+            .take()
+            .context("stdin")?
+            .write_all(input.as_bytes())?;
+    }
+    drop(child.stdin.take());
+    let out = child.wait_with_output()?;
+    Ok((
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+/// One Hostile attacking `target` with `attack`; returns its `status.http`.
+pub async fn http_attack(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    attack: &str,
+    target: &str,
+) -> anyhow::Result<String> {
+    let obj = serde_json::from_value(serde_json::json!({
+        "apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
+        "metadata": {"name": name}, "spec": {"attack": attack, "target": target},
+    }))?;
+    let api = hostiles(client, ns);
+    api.create(&kube::api::PostParams::default(), &obj).await?;
+    wait_for(Duration::from_secs(120), || async {
+        let h = api.get(name).await?;
+        Ok(at(&h, "/status/http")
+            .and_then(|v| v.as_str())
+            .map(str::to_owned))
+    })
+    .await
+    .with_context(|| format!("Hostile {name} reported no status.http"))
+}
