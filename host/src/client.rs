@@ -7,8 +7,15 @@
 //! guest's from the others'. Each guest's client has its own connection
 //! pool, so one guest's slow requests do not queue another's.
 //!
-//! A tower layer under every client counts requests by status code, method
-//! and host (`rest_client_requests_total`) and fences writes: while leader
+//! Under [`GuestIdentity::Impersonate`] a guest's client also impersonates
+//! the guest's ServiceAccount `wasmop-guest-<name>` in the host's
+//! namespace: the API server authorizes each of the guest's requests
+//! against that ServiceAccount's roles (a second wall behind the host's own
+//! checks), and its audit log names the guest as the user and the host as
+//! the impersonator.
+//!
+//! A tower layer under every client counts requests by status code, method,
+//! host and guest (`rest_client_requests_total`, label `controller`) and fences writes: while leader
 //! election is on and this host is not the leader (or could not renew its
 //! lease before the renew deadline), a request that is not a read fails
 //! before it leaves the process. The fence is in the transport, so no code
@@ -42,6 +49,33 @@ pub fn user_agent() -> String {
     format!("wasmop/{}", env!("CARGO_PKG_VERSION"))
 }
 
+/// Whose identity a guest's requests carry (`--guest-identity`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum GuestIdentity {
+    /// The host's own: the API server sees one identity for every guest.
+    #[default]
+    Host,
+    /// The guest's ServiceAccount in this namespace, by impersonation.
+    Impersonate {
+        /// The host's namespace, where the guests' ServiceAccounts live.
+        namespace: String,
+    },
+}
+
+/// The ServiceAccount a guest acts as under [`GuestIdentity::Impersonate`].
+pub fn guest_service_account(guest: &str) -> String {
+    format!("wasmop-guest-{guest}")
+}
+
+/// The user name of [`guest_service_account`] in `namespace`, as the API
+/// server authenticates it.
+pub fn guest_user(namespace: &str, guest: &str) -> String {
+    format!(
+        "system:serviceaccount:{namespace}:{}",
+        guest_service_account(guest)
+    )
+}
+
 /// Builds the host's clients from one configuration.
 #[derive(Clone)]
 pub struct Clients {
@@ -50,14 +84,20 @@ pub struct Clients {
     leadership: Leadership,
     health: ApiHealth,
     host: kube::Client,
+    identity: GuestIdentity,
 }
 
 /// Whether the API server answers, as every request through the host's
-/// clients sees it: a transport error or a 500/502/503/504 marks it
-/// unreachable, a success (2xx) reachable again. Other answers change
-/// nothing: a restarting API server answers 403 to everything until its
-/// authorizer has synced, and only `/readyz` says when it has. Each return
-/// to reachable is counted on a watch channel the controllers follow.
+/// clients sees it: a transport error or a 502/503/504 marks it
+/// unreachable, a success (2xx) reachable again. A 500 answers one request
+/// (an object etcd refuses as too large, a failing admission webhook): it
+/// only makes [`ApiHealth::probe`] ask `/readyz` at once, and the API
+/// server counts as unreachable when `/readyz` fails too, so one parent's
+/// failure stays that parent's instead of a recovery that retries every
+/// parent. Other answers change nothing: a restarting API server answers
+/// 403 to everything until its authorizer has synced, and only `/readyz`
+/// says when it has. Each return to reachable is counted on a watch
+/// channel the controllers follow.
 #[derive(Clone, Debug)]
 pub struct ApiHealth {
     inner: Arc<HealthState>,
@@ -72,7 +112,12 @@ struct HealthState {
     down_since: std::sync::Mutex<Option<std::time::Instant>>,
     recoveries: tokio::sync::watch::Sender<u64>,
     down: tokio::sync::watch::Sender<bool>,
+    /// A request got a 500: is it the API server's, or that request's?
+    suspect: tokio::sync::Notify,
 }
+
+/// The path [`ApiHealth::probe`] asks.
+const READYZ: &str = "/readyz";
 
 impl Default for ApiHealth {
     fn default() -> Self {
@@ -81,6 +126,7 @@ impl Default for ApiHealth {
                 down_since: std::sync::Mutex::new(None),
                 recoveries: tokio::sync::watch::channel(0).0,
                 down: tokio::sync::watch::channel(false).0,
+                suspect: tokio::sync::Notify::new(),
             }),
         }
     }
@@ -95,31 +141,42 @@ impl ApiHealth {
 
     /// Asks the API server's `/readyz` through `client` (which must be
     /// one of the host's, so its answer reaches this health) every
-    /// [`PROBE_PERIOD`] while the API server is unreachable, and does
-    /// nothing while it answers. Ends when the task is aborted.
+    /// [`PROBE_PERIOD`] while the API server is unreachable, and once
+    /// whenever a request got a 500; does nothing while it answers. Ends
+    /// when the task is aborted.
     pub fn probe(&self, client: kube::Client) -> tokio::task::JoinHandle<()> {
         let mut down = self.inner.down.subscribe();
+        let inner = self.inner.clone();
         tokio::spawn(async move {
-            while down.wait_for(|down| *down).await.is_ok() {
-                while *down.borrow_and_update() {
-                    let request = http::Request::get("/readyz")
-                        .body(Vec::new())
-                        .expect("a GET without a body is a valid request");
-                    // The layer under `client` records the answer.
-                    let _ =
-                        tokio::time::timeout(PROBE_PERIOD * 4, client.request_text(request)).await;
+            let ask = || async {
+                let request = http::Request::get(READYZ)
+                    .body(Vec::new())
+                    .expect("a GET without a body is a valid request");
+                // The layer under `client` records the answer.
+                let _ = tokio::time::timeout(PROBE_PERIOD * 4, client.request_text(request)).await;
+            };
+            loop {
+                if *down.borrow_and_update() {
+                    ask().await;
                     let _ = tokio::time::timeout(PROBE_PERIOD, down.changed()).await;
+                    continue;
+                }
+                tokio::select! {
+                    changed = down.changed() => if changed.is_err() { return },
+                    () = inner.suspect.notified() => ask().await,
                 }
             }
         })
     }
 
-    /// Records an answer with `status`.
-    fn saw(&self, status: http::StatusCode) {
-        if matches!(status.as_u16(), 500 | 502 | 503 | 504) {
-            self.failed(&status);
-        } else if status.is_success() {
-            self.answered();
+    /// Records an answer with `status` to a request for `path`.
+    fn saw(&self, status: http::StatusCode, path: &str) {
+        match status.as_u16() {
+            502..=504 => self.failed(&status),
+            500 if path == READYZ => self.failed(&status),
+            500 => self.inner.suspect.notify_one(),
+            _ if status.is_success() => self.answered(),
+            _ => {}
         }
     }
 
@@ -164,14 +221,29 @@ impl Clients {
         leadership: Leadership,
         health: ApiHealth,
     ) -> kube::Result<Self> {
-        let host = build(&config, user_agent(), &metrics, &health, Some(&leadership))?;
+        let host = build(
+            &config,
+            user_agent(),
+            "",
+            &metrics,
+            &health,
+            Some(&leadership),
+        )?;
         Ok(Self {
             config,
             metrics,
             leadership,
             health,
             host,
+            identity: GuestIdentity::Host,
         })
+    }
+
+    /// These clients, with guests' requests made under `identity`.
+    #[must_use]
+    pub fn with_guest_identity(mut self, identity: GuestIdentity) -> Self {
+        self.identity = identity;
+        self
     }
 
     /// The client of the host's own requests (the guest list, discovery).
@@ -179,11 +251,20 @@ impl Clients {
         self.host.clone()
     }
 
-    /// A client for the requests made for guest `name`.
+    /// A client for the requests made for guest `name`, under the guests'
+    /// identity.
     pub fn for_guest(&self, name: &str) -> kube::Result<kube::Client> {
+        let mut config = self.config.clone();
+        if let GuestIdentity::Impersonate { namespace } = &self.identity {
+            config.auth_info.impersonate = Some(guest_user(namespace, name));
+            config.auth_info.impersonate_groups = None;
+            config.auth_info.impersonate_uid = None;
+            config.auth_info.impersonate_user_extra = None;
+        }
         build(
-            &self.config,
+            &config,
             format!("{} guest/{name}", user_agent()),
+            name,
             &self.metrics,
             &self.health,
             Some(&self.leadership),
@@ -211,6 +292,7 @@ pub fn for_leader_election(
     build(
         config,
         format!("{} leader-election", user_agent()),
+        "",
         metrics,
         health,
         None,
@@ -228,6 +310,7 @@ impl std::fmt::Debug for Clients {
 fn build(
     config: &kube::Config,
     agent: String,
+    controller: &str,
     metrics: &Arc<Metrics>,
     health: &ApiHealth,
     fence: Option<&Leadership>,
@@ -249,6 +332,7 @@ fn build(
     let layer = Counted {
         metrics: metrics.clone(),
         host: Arc::from(host.as_str()),
+        controller: Arc::from(controller),
         health: health.clone(),
         fence: fence.cloned(),
     };
@@ -260,6 +344,7 @@ fn build(
 struct Counted {
     metrics: Arc<Metrics>,
     host: Arc<str>,
+    controller: Arc<str>,
     health: ApiHealth,
     fence: Option<Leadership>,
 }
@@ -312,6 +397,7 @@ where
             layer.count("<fenced>", &method);
             return Box::pin(async { Err(Box::new(NotLeader) as BoxError) });
         }
+        let path = request.uri().path().to_owned();
         let span = crate::telemetry::traces::api_request(&method, request.uri());
         let response = span.in_scope(|| self.inner.call(request));
         let traced = span.clone();
@@ -322,7 +408,7 @@ where
                         let status = response.status();
                         crate::telemetry::traces::answered(&traced, Some(status));
                         layer.count(status.as_str(), &method);
-                        layer.health.saw(status);
+                        layer.health.saw(status, &path);
                         Ok(response)
                     }
                     Err(e) => {
@@ -347,6 +433,7 @@ impl Counted {
                 code: code.to_owned(),
                 method: method.as_str().to_owned(),
                 host: self.host.to_string(),
+                controller: self.controller.to_string(),
             })
             .inc();
     }
@@ -371,18 +458,54 @@ mod tests {
         // A restarting API server's 403s (its authorizer not synced yet)
         // and 404s do not count as its return; a 503 keeps it down.
         for code in [403, 404, 503] {
-            health.saw(http::StatusCode::from_u16(code).unwrap());
+            health.saw(http::StatusCode::from_u16(code).unwrap(), "/api/v1/pods");
             assert!(*health.inner.down.borrow(), "{code} ended the outage");
         }
         assert!(!recoveries.has_changed().unwrap());
-        health.saw(http::StatusCode::OK);
+        health.saw(http::StatusCode::OK, "/api/v1/pods");
         assert!(!*health.inner.down.borrow());
         assert!(recoveries.has_changed().unwrap());
         recoveries.borrow_and_update();
-        health.saw(http::StatusCode::CREATED);
+        health.saw(http::StatusCode::CREATED, "/api/v1/pods");
         assert!(
             !recoveries.has_changed().unwrap(),
             "one return, one recovery"
         );
+    }
+
+    #[test]
+    fn a_500_is_one_requests_until_readyz_fails_too() {
+        let health = ApiHealth::default();
+        let recoveries = health.recoveries();
+        let too_large = http::StatusCode::INTERNAL_SERVER_ERROR;
+        health.saw(
+            too_large,
+            "/apis/test.wasmop.dev/v1alpha1/namespaces/a/hostiles/big/status",
+        );
+        assert!(
+            !*health.inner.down.borrow(),
+            "one request's 500 is an outage"
+        );
+        health.saw(http::StatusCode::OK, "/api/v1/namespaces/a/configmaps/x");
+        assert!(
+            !recoveries.has_changed().unwrap(),
+            "a recovery without an outage"
+        );
+        // /readyz failing too: the API server's own.
+        health.saw(too_large, READYZ);
+        assert!(*health.inner.down.borrow());
+    }
+
+    #[tokio::test]
+    async fn a_500_makes_the_probe_ask_readyz_at_once() {
+        let health = ApiHealth::default();
+        health.saw(http::StatusCode::INTERNAL_SERVER_ERROR, "/api/v1/x");
+        // The permit is stored: a probe that starts later still asks.
+        tokio::time::timeout(
+            std::time::Duration::from_secs(1),
+            health.inner.suspect.notified(),
+        )
+        .await
+        .expect("no /readyz asked after a 500");
     }
 }

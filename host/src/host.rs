@@ -253,6 +253,7 @@ pub struct Host {
     guests: HashMap<String, Running>,
     webhooks: Option<Webhooks>,
     board: Option<Board>,
+    host_namespace: Option<String>,
 }
 
 impl Host {
@@ -271,7 +272,16 @@ impl Host {
             guests: HashMap::new(),
             webhooks: None,
             board: None,
+            host_namespace: None,
         }
+    }
+
+    /// The namespace of the host's own objects (the guest list's): no
+    /// guest's related objects are read there.
+    #[must_use]
+    pub fn with_host_namespace(mut self, namespace: Option<String>) -> Self {
+        self.host_namespace = namespace.filter(|ns| !ns.is_empty());
+        self
     }
 
     /// Records every listed guest's rollout on `board` (the status
@@ -586,6 +596,7 @@ impl Host {
             leadership: self.clients.leadership().clone(),
             api_health: self.clients.health().clone(),
             telemetry: self.runtime.metrics().clone(),
+            host_namespace: self.host_namespace.clone(),
         }
     }
 

@@ -23,6 +23,14 @@
 //! module loads, so no wildcard and no built-in primary kind ever reaches a
 //! rule; a rule that grants Secrets, RBAC objects or a cluster-scoped kind
 //! carries a comment naming the guests that ask for it.
+//!
+//! With `--guest-identity impersonate` the same rules are split by guest:
+//! each guest's rules go to its own ClusterRole, bound to its
+//! ServiceAccount `wasmop-guest-<guest>` in the guest list's namespace,
+//! which the guest's requests impersonate ([`impersonating_roles`]). The
+//! host's ClusterRole keeps only the webhook configurations and the
+//! converted CRDs it writes itself, and its Role adds its own Events (about
+//! the guest list) and `impersonate` on those ServiceAccounts by name.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -92,34 +100,107 @@ pub struct HostObjects<'a> {
     pub webhook_cert_secret: Option<&'a str>,
 }
 
-/// The roles for `guests`: a ClusterRole `name` and a Role `name` in the
-/// guest list's namespace, as YAML documents.
+/// The roles for `guests` when every guest acts under the host's identity
+/// (`--guest-identity host`): a ClusterRole `name` with every guest's
+/// rules and a Role `name` in the guest list's namespace, as YAML
+/// documents.
 pub fn roles(name: &str, host: HostObjects<'_>, guests: &[GuestRbac]) -> Result<String, Error> {
-    let HostObjects {
-        namespace,
-        lease,
-        list,
-        pull_secrets,
-        webhook_cert_secret,
-    } = host;
-    let mut rules: BTreeMap<(String, String), Rule> = BTreeMap::new();
-    fn grant<'a>(
-        rules: &'a mut BTreeMap<(String, String), Rule>,
-        group: &str,
-        resource: String,
-        verbs: &[&'static str],
-    ) -> &'a mut Rule {
-        let rule = rules.entry((group.to_string(), resource)).or_default();
-        rule.verbs.extend(verbs);
-        rule
+    let mut out = cluster_role(name, &guest_rules(guests), &webhook_rules(guests))?;
+    out.push_str("---\n");
+    out.push_str(&host_role(name, host, ""));
+    Ok(out)
+}
+
+/// The roles for `guests` when each guest impersonates its own
+/// ServiceAccount (`--guest-identity impersonate`): per guest, the
+/// ServiceAccount `wasmop-guest-<guest>` in the guest list's namespace, a
+/// ClusterRole `<name>-guest-<guest>` with that guest's rules alone and a
+/// ClusterRoleBinding of the two; for the host, a ClusterRole `name` with
+/// what the host does itself cluster-wide (webhook configurations, the
+/// converted CRDs) and a Role `name` with the guest list's objects, its own
+/// Events and `impersonate` on exactly those ServiceAccounts.
+pub fn impersonating_roles(
+    name: &str,
+    host: HostObjects<'_>,
+    guests: &[GuestRbac],
+) -> Result<String, Error> {
+    let mut own: BTreeMap<(String, String), Rule> = BTreeMap::new();
+    let converted: BTreeSet<String> = guests
+        .iter()
+        .filter(|g| g.converts)
+        .map(|g| crd_name(&g.description.primary))
+        .collect();
+    if !converted.is_empty() {
+        let rule = own
+            .entry((
+                "apiextensions.k8s.io".into(),
+                "customresourcedefinitions".into(),
+            ))
+            .or_default();
+        rule.verbs.insert("get");
+        rule.resource_names = converted;
     }
+    let mut out = cluster_role(name, &own, &webhook_rules(guests))?;
+    // Modules under one name are one guest's versions: one identity.
+    let mut by_name: BTreeMap<&str, Vec<GuestRbac>> = BTreeMap::new();
+    for guest in guests {
+        by_name.entry(&guest.name).or_default().push(guest.clone());
+    }
+    let accounts: Vec<String> = by_name
+        .keys()
+        .map(|name| crate::client::guest_service_account(name))
+        .collect();
+    let _ = write!(
+        out,
+        "---\n{}",
+        host_role(
+            name,
+            host,
+            &format!(
+                "  # The host's own Events (about the guest list)\n\
+                 \x20 - apiGroups: [events.k8s.io]\n    resources: [events]\n    verbs: [create, patch]\n\
+                 \x20 # Each guest's requests impersonate its ServiceAccount, and only those\n\
+                 \x20 - apiGroups: [\"\"]\n    resources: [serviceaccounts]\n    resourceNames: [{}]\n    verbs: [impersonate]\n",
+                accounts.join(", ")
+            )
+        )
+    );
+    for ((guest, versions), account) in by_name.iter().zip(&accounts) {
+        let role = format!("{name}-guest-{guest}");
+        let namespace = host.namespace;
+        let _ = write!(
+            out,
+            "---\n# Guest {guest:?}: the identity its requests carry, and what it may do\n\
+             apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: {account}\n  namespace: {namespace}\n  labels:\n    app.kubernetes.io/name: wasmop\n    wasmop.dev/guest: {guest:?}\n---\n"
+        );
+        out.push_str(&cluster_role(&role, &guest_rules(versions), "")?);
+        let _ = write!(
+            out,
+            "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: {role}\n  labels:\n    app.kubernetes.io/name: wasmop\n    wasmop.dev/guest: {guest:?}\n\
+             roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: {role}\n\
+             subjects:\n  - kind: ServiceAccount\n    name: {account}\n    namespace: {namespace}\n"
+        );
+    }
+    Ok(out)
+}
+
+fn crd_name(kind: &KindRef) -> String {
+    format!("{}.{}", plural(kind), kind.group)
+}
+
+/// What the host does on `guests`' behalf: their parents, children,
+/// related objects, CRDs (by name) and Events.
+fn guest_rules(guests: &[GuestRbac]) -> BTreeMap<(String, String), Rule> {
+    let mut rules: BTreeMap<(String, String), Rule> = BTreeMap::new();
     let mut grant = |group: &str, resource: String, verbs: &[&'static str]| {
-        grant(&mut rules, group, resource, verbs);
+        rules
+            .entry((group.to_string(), resource))
+            .or_default()
+            .verbs
+            .extend(verbs);
     };
     let mut notes: Vec<((String, String), String)> = Vec::new();
     let mut crds: BTreeSet<String> = BTreeSet::new();
-    let mut converted_crds: BTreeSet<String> = BTreeSet::new();
-    let mut webhook_configs: BTreeSet<String> = BTreeSet::new();
     for guest in guests {
         let d = &guest.description;
         let p = plural(&d.primary);
@@ -134,13 +215,7 @@ pub fn roles(name: &str, host: HostObjects<'_>, guests: &[GuestRbac]) -> Result<
             "customresourcedefinitions".into(),
             &["get"],
         );
-        crds.insert(format!("{p}.{}", d.primary.group));
-        if guest.converts {
-            converted_crds.insert(format!("{p}.{}", d.primary.group));
-        }
-        if guest.admits {
-            webhook_configs.insert(crate::webhook::config_name(&guest.name));
-        }
+        crds.insert(crd_name(&d.primary));
         for c in &d.children {
             let resource = plural(&c.kind);
             if let Some(what) = sensitive(&c.kind, c.cluster_scoped) {
@@ -178,10 +253,24 @@ pub fn roles(name: &str, host: HostObjects<'_>, guests: &[GuestRbac]) -> Result<
     )) {
         rule.resource_names = crds;
     }
+    rules
+}
 
-    // Webhooks: the configurations of the guests that admit, by name (create
-    // cannot be limited to names), and the conversion of the CRDs of the
-    // guests that convert, by name.
+/// The webhooks the host keeps written for `guests`: the configurations of
+/// the guests that admit, by name (create cannot be limited to names), and
+/// the conversion of the CRDs of the guests that convert, by name; as
+/// rules of a ClusterRole.
+fn webhook_rules(guests: &[GuestRbac]) -> String {
+    let webhook_configs: BTreeSet<String> = guests
+        .iter()
+        .filter(|g| g.admits)
+        .map(|g| crate::webhook::config_name(&g.name))
+        .collect();
+    let converted_crds: BTreeSet<String> = guests
+        .iter()
+        .filter(|g| g.converts)
+        .map(|g| crd_name(&g.description.primary))
+        .collect();
     let mut extra = String::new();
     if !webhook_configs.is_empty() {
         let names: Vec<_> = webhook_configs.iter().map(String::as_str).collect();
@@ -202,13 +291,26 @@ pub fn roles(name: &str, host: HostObjects<'_>, guests: &[GuestRbac]) -> Result<
             names.join(", ")
         );
     }
+    extra
+}
 
+/// A ClusterRole `name` with `rules` and then the rules written in `extra`.
+fn cluster_role(
+    name: &str,
+    rules: &BTreeMap<(String, String), Rule>,
+    extra: &str,
+) -> Result<String, Error> {
     let mut out = String::new();
-    let _ = writeln!(
+    let _ = write!(
         out,
-        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: {name}\n  labels:\n    app.kubernetes.io/name: wasmop\nrules:"
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: {name}\n  labels:\n    app.kubernetes.io/name: wasmop\n"
     );
-    for ((group, resource), rule) in &rules {
+    if rules.is_empty() && extra.is_empty() {
+        out.push_str("rules: []\n");
+        return Ok(out);
+    }
+    out.push_str("rules:\n");
+    for ((group, resource), rule) in rules {
         if group.contains('*') || resource.contains('*') {
             return Err(Error::Wildcard(format!("{group}/{resource}")));
         }
@@ -224,11 +326,26 @@ pub fn roles(name: &str, host: HostObjects<'_>, guests: &[GuestRbac]) -> Result<
         let verbs: Vec<_> = rule.verbs.iter().copied().collect();
         let _ = writeln!(out, "    verbs: [{}]", verbs.join(", "));
     }
-    out.push_str(&extra);
+    out.push_str(extra);
+    Ok(out)
+}
+
+/// The Role `name` in the guest list's namespace: the guest list and its
+/// module ConfigMaps, the rollout status beside it, the leader-election
+/// Lease, the pull and certificate Secrets, then the rules in `extra`.
+fn host_role(name: &str, host: HostObjects<'_>, extra: &str) -> String {
+    let HostObjects {
+        namespace,
+        lease,
+        list,
+        pull_secrets,
+        webhook_cert_secret,
+    } = host;
+    let mut out = String::new();
     let status = crate::rollout::record::status_name(list);
     let _ = write!(
         out,
-        "---\n# The guest list and the module ConfigMaps it names, the rollout status beside\n\
+        "# The guest list and the module ConfigMaps it names, the rollout status beside\n\
          # the list, and the leader-election Lease, in the guest list's namespace only.\n\
          apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: {name}\n  namespace: {namespace}\n  labels:\n    app.kubernetes.io/name: wasmop\nrules:\n\
          \x20 - apiGroups: [\"\"]\n    resources: [configmaps]\n    verbs: [get, list, watch]\n\
@@ -258,7 +375,8 @@ pub fn roles(name: &str, host: HostObjects<'_>, guests: &[GuestRbac]) -> Result<
              \x20 - apiGroups: [\"\"]\n    resources: [secrets]\n    resourceNames: [{secret}]\n    verbs: [get]\n"
         );
     }
-    Ok(out)
+    out.push_str(extra);
+    out
 }
 
 /// What makes a child kind worth a comment: Secrets (their data), RBAC
@@ -515,6 +633,119 @@ mod tests {
         assert!(
             !plain.contains("admissionregistration")
                 && !plain.contains("verbs: [patch]\n  - apiGroups: [apiextensions")
+        );
+    }
+
+    #[test]
+    fn impersonation_gives_each_guest_its_own_account_and_the_host_only_its_own_work() {
+        use k8s_openapi::api::core::v1::ServiceAccount;
+        use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+        let vault = GuestRbac {
+            name: "vault".into(),
+            description: Description::new(KindRef::new("example.com", "v1", "Vault"))
+                .child(ChildKind::namespaced(KindRef::new("", "v1", "Secret"))),
+            admits: false,
+            converts: true,
+        };
+        let mut v2 = cache();
+        v2.description = v2
+            .description
+            .child(ChildKind::namespaced(KindRef::new("", "v1", "Service")));
+        let text = impersonating_roles("wasmop", HOST, &[cache(), v2, vault]).unwrap();
+        assert!(!text.contains('*'));
+        let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).unwrap();
+        let docs: Vec<_> = docs.into_iter().filter(|d| !d.is_null()).collect();
+        let names: Vec<(&str, &str)> = docs
+            .iter()
+            .map(|d| {
+                (
+                    d["kind"].as_str().unwrap(),
+                    d["metadata"]["name"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        // Two modules under one name are one guest: one identity.
+        assert_eq!(
+            names,
+            [
+                ("ClusterRole", "wasmop"),
+                ("Role", "wasmop"),
+                ("ServiceAccount", "wasmop-guest-cache-operator"),
+                ("ClusterRole", "wasmop-guest-cache-operator"),
+                ("ClusterRoleBinding", "wasmop-guest-cache-operator"),
+                ("ServiceAccount", "wasmop-guest-vault"),
+                ("ClusterRole", "wasmop-guest-vault"),
+                ("ClusterRoleBinding", "wasmop-guest-vault"),
+            ]
+        );
+        // The host: the converted CRD by name, nothing of the guests' kinds.
+        let host: ClusterRole = serde_json::from_value(docs[0].clone()).unwrap();
+        let host_rules = host.rules.unwrap();
+        assert!(host_rules.iter().all(|r| r.api_groups.as_deref()
+            == Some(&["apiextensions.k8s.io".to_owned()][..])
+            && r.resource_names.as_deref() == Some(&["vaults.example.com".to_owned()][..])));
+        let role: Role = serde_json::from_value(docs[1].clone()).unwrap();
+        let rules = role.rules.unwrap();
+        let impersonate = rules
+            .iter()
+            .find(|r| r.verbs == ["impersonate"])
+            .expect("the impersonate rule");
+        assert_eq!(
+            impersonate.resources.as_deref(),
+            Some(&["serviceaccounts".to_owned()][..])
+        );
+        assert_eq!(
+            impersonate.resource_names.as_deref(),
+            Some(
+                &[
+                    "wasmop-guest-cache-operator".to_owned(),
+                    "wasmop-guest-vault".to_owned()
+                ][..]
+            )
+        );
+        assert!(
+            rules
+                .iter()
+                .any(|r| r.api_groups.as_deref() == Some(&["events.k8s.io".to_owned()][..]))
+        );
+        // Each guest: its own rules (both versions' for the cache-operator),
+        // none of the other's.
+        let resources = |doc: &serde_json::Value| -> Vec<String> {
+            let role: ClusterRole = serde_json::from_value(doc.clone()).unwrap();
+            role.rules
+                .unwrap()
+                .into_iter()
+                .flat_map(|r| r.resources.unwrap_or_default())
+                .collect()
+        };
+        let cache_rules = resources(&docs[3]);
+        assert!(cache_rules.contains(&"deployments".to_owned()));
+        assert!(cache_rules.contains(&"services".to_owned()));
+        assert!(!cache_rules.contains(&"secrets".to_owned()));
+        assert!(!cache_rules.iter().any(|r| r.starts_with("vaults")));
+        let vault_rules = resources(&docs[6]);
+        assert!(vault_rules.contains(&"secrets".to_owned()));
+        assert!(
+            !vault_rules
+                .iter()
+                .any(|r| r == "deployments" || r.starts_with("caches"))
+        );
+        let account: ServiceAccount = serde_json::from_value(docs[2].clone()).unwrap();
+        assert_eq!(account.metadata.namespace.as_deref(), Some("wasmop-system"));
+        let binding: ClusterRoleBinding = serde_json::from_value(docs[4].clone()).unwrap();
+        assert_eq!(binding.role_ref.name, "wasmop-guest-cache-operator");
+        let subject = &binding.subjects.unwrap()[0];
+        assert_eq!(
+            (
+                subject.kind.as_str(),
+                subject.name.as_str(),
+                subject.namespace.as_deref()
+            ),
+            (
+                "ServiceAccount",
+                "wasmop-guest-cache-operator",
+                Some("wasmop-system")
+            )
         );
     }
 }

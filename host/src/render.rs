@@ -34,6 +34,10 @@ pub enum Error {
     /// The parent is not an object with metadata.
     #[error("the parent must be a Kubernetes object with metadata.name")]
     BadParent,
+    /// The related objects pass the guest's bounds, as they would in
+    /// `run`.
+    #[error(transparent)]
+    RelatedTooLarge(#[from] crate::controller::related::RelatedTooLarge),
     /// The parent's kind is not the guest's primary kind.
     #[error("the parent is a {found}, but the guest manages {expected}")]
     WrongKind {
@@ -136,7 +140,7 @@ pub fn render(guest: &Guest, parent: Value, inputs: Inputs) -> Result<Rendered, 
         .and_then(Value::as_str)
         .unwrap_or("default")
         .to_string();
-    let mut related = related_of(guest, &parent, &namespace, related);
+    let mut related = related_of(guest, &parent, &namespace, related)?;
     if !secret_values {
         observed
             .iter_mut()
@@ -201,9 +205,9 @@ fn related_of(
     parent: &Value,
     namespace: &str,
     candidates: Vec<Value>,
-) -> Vec<Value> {
+) -> Result<Vec<Value>, crate::controller::related::RelatedTooLarge> {
     let Ok(mut parent) = serde_json::from_value::<kube::api::DynamicObject>(parent.clone()) else {
-        return Vec::new();
+        return Ok(Vec::new());
     };
     parent.metadata.namespace = Some(namespace.to_owned());
     let candidates: Vec<kube::api::DynamicObject> = candidates
@@ -216,22 +220,29 @@ fn related_of(
             c
         })
         .collect();
-    guest
-        .description()
-        .related
-        .iter()
-        .flat_map(|declared| {
-            crate::controller::related::select(declared, &parent, candidates.iter())
-                .into_iter()
-                .map(|o| {
-                    let mut o = o.clone();
-                    // As the host's metadata-only watch hands it over.
-                    if declared.metadata_only {
-                        o.data = Value::Object(Map::new());
-                    }
-                    o
-                })
-        })
-        .filter_map(|o| serde_json::to_value(o).ok())
-        .collect()
+    let limits = guest.limits();
+    let mut out = Vec::new();
+    let mut bytes = 0;
+    for declared in &guest.description().related {
+        for o in crate::controller::related::select(declared, &parent, candidates.iter()) {
+            let mut o = o.clone();
+            // As the host's metadata-only watch hands it over.
+            if declared.metadata_only {
+                o.data = Value::Object(Map::new());
+            }
+            // Bounded as `run` bounds it.
+            bytes += crate::controller::compact::Compact::from(o.clone()).approx_bytes();
+            if out.len() >= limits.max_related_objects || bytes > limits.max_related_bytes {
+                return Err(crate::controller::related::RelatedTooLarge {
+                    kind: declared.kind.to_string(),
+                    objects: limits.max_related_objects,
+                    bytes: limits.max_related_bytes,
+                });
+            }
+            if let Ok(value) = serde_json::to_value(o) {
+                out.push(value);
+            }
+        }
+    }
+    Ok(out)
 }

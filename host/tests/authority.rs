@@ -399,6 +399,20 @@ async fn a_description_the_host_refuses_is_never_loaded(env: Arc<TestEnv>) -> an
             "KindsNotServed",
             "related (which must be namespaced)",
         ),
+        // Kinds that grant power, which the entry does not name in
+        // privilegedKinds (`wasmop rbac` prints them, under a comment).
+        (
+            "power",
+            "privileged-child",
+            "InvalidDescription",
+            "\"RoleBinding.rbac.authorization.k8s.io\" in this guest's privilegedKinds",
+        ),
+        (
+            "rpower",
+            "privileged-related",
+            "InvalidDescription",
+            "\"ServiceAccount\" in this guest's privilegedKinds",
+        ),
     ];
     let mut list = String::from("guests:\n");
     for (name, describe, _, _) in &cases {
@@ -433,7 +447,10 @@ async fn a_description_the_host_refuses_is_never_loaded(env: Arc<TestEnv>) -> an
     );
     // `wasmop rbac` refuses the same descriptions, so it never prints a
     // rule for them.
-    for (_, describe, _, needle) in cases.iter().filter(|c| c.2 == "InvalidDescription") {
+    for (_, describe, _, needle) in cases
+        .iter()
+        .filter(|c| c.2 == "InvalidDescription" && !c.1.starts_with("privileged"))
+    {
         let file = env.temp_dir().join(format!("settings-{describe}.yaml"));
         std::fs::write(&file, format!("describe: {describe}\n"))?;
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmop"))
@@ -694,6 +711,320 @@ async fn an_orphan_is_adopted_only_where_the_guest_list_allows_and_never_a_secre
     Ok(())
 }
 
+/// With `--guest-identity impersonate`, each guest's requests carry its own
+/// ServiceAccount: the audit log names the guest, with the host as the
+/// impersonator; the API server refuses a guest what only another guest's
+/// roles allow, even when the host's own fence is not in the way (the
+/// requests below go out through the very client the host builds for the
+/// guest); and a guest whose role lacks a permission fails with
+/// `Forbidden` on its parent while the host serves the other guest.
+async fn each_guest_acts_under_its_own_identity_and_rbac_holds_without_the_fence(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    use k8s_openapi::api::rbac::v1::ClusterRole;
+    use kube::api::{DynamicObject, Patch, PatchParams};
+    use kube::core::{ApiResource, GroupVersionKind};
+
+    let client = env.client();
+    install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
+    support::install_cache_crd(&client).await?;
+    let ns = env.create_namespace("identity").await?;
+    let (user, kubeconfig) = support::least_privilege_with(
+        &env,
+        &ns,
+        &ns,
+        &["cache-operator", "hostile"],
+        &["--guest-identity", "impersonate"],
+    )
+    .await?;
+    let mut host = HostProcess::start(
+        &env,
+        &kubeconfig,
+        &ns,
+        &[
+            "--guest",
+            &format!(
+                "cache-operator={}",
+                guest_module("cache-operator")?.display()
+            ),
+            "--guest",
+            &format!("hostile={}", guest_module("hostile")?.display()),
+            "--namespace",
+            &ns,
+            "--guest-identity",
+            "impersonate",
+            "--leader-elect-namespace",
+            &ns,
+        ],
+    )?;
+    support::create_small_cache(&client, &ns, "a").await?;
+    support::wait_ready(&client, &ns, "a").await?;
+    still_serving(&client, &ns, &mut host).await?;
+
+    // The audit log: each guest's writes under its own ServiceAccount, with
+    // the host's user as the impersonator; none under the host's own name.
+    let cache_sa = format!("system:serviceaccount:{ns}:wasmop-guest-cache-operator");
+    let hostile_sa = format!("system:serviceaccount:{ns}:wasmop-guest-hostile");
+    let writes_as = |sa: &str| -> anyhow::Result<Vec<(String, String)>> {
+        Ok(env
+            .audit_events_of(sa)?
+            .into_iter()
+            .filter(|e| {
+                e["impersonatedUser"]["username"] == sa
+                    && e["user"]["username"] == user.as_str()
+                    && e["verb"]
+                        .as_str()
+                        .is_some_and(|v| wasmop_testenv::WRITE_VERBS.contains(&v))
+                    && e["responseStatus"]["code"]
+                        .as_u64()
+                        .is_some_and(|c| c < 300)
+            })
+            .map(|e| {
+                (
+                    e["objectRef"]["resource"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                    e["objectRef"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                )
+            })
+            .collect())
+    };
+    let by_cache = writes_as(&cache_sa)?;
+    ensure!(
+        by_cache.iter().any(|(r, n)| r == "deployments" && n == "a"),
+        "the Cache's Deployment was not written as {cache_sa}: {by_cache:?}"
+    );
+    let by_hostile = writes_as(&hostile_sa)?;
+    ensure!(
+        by_hostile
+            .iter()
+            .any(|(r, n)| r == "configmaps" && n == "fine-ok"),
+        "the Hostile's ConfigMap was not written as {hostile_sa}: {by_hostile:?}"
+    );
+    ensure!(
+        by_hostile
+            .iter()
+            .all(|(r, _)| r != "deployments" && r != "caches"),
+        "the hostile guest wrote the other guest's kinds: {by_hostile:?}"
+    );
+    let own = writes_beyond_status_and_events(&env, &user)?;
+    ensure!(
+        own.iter()
+            .all(|(_, r, _, _)| r == "configmaps" || r == "leases"),
+        "the host wrote for a guest under its own identity: {own:?}"
+    );
+
+    // The second wall alone: the hostile guest's client, as the host builds
+    // it, aimed at what only the cache-operator may touch.
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(&kubeconfig)?,
+        &Default::default(),
+    )
+    .await?;
+    let clients = wasmop_host::client::Clients::new(
+        config,
+        wasmop_host::telemetry::Metrics::new(),
+        wasmop_host::leader::Leadership::always(),
+        wasmop_host::client::ApiHealth::default(),
+    )?
+    .with_guest_identity(wasmop_host::client::GuestIdentity::Impersonate {
+        namespace: ns.clone(),
+    });
+    let hostile = clients.for_guest("hostile")?;
+    let cache_operator = clients.for_guest("cache-operator")?;
+    let resource = |group: &str, kind: &str| {
+        let version = if group == "apps.example.com" {
+            "v1alpha1"
+        } else {
+            "v1"
+        };
+        ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind))
+    };
+    let deployments = resource("apps", "Deployment");
+    let caches = resource("apps.example.com", "Cache");
+    let as_hostile =
+        |r: &ApiResource| Api::<DynamicObject>::namespaced_with(hostile.clone(), &ns, r);
+    let ssa = PatchParams::apply("wasmop").force();
+    let deployment = serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "stolen"},
+        "spec": {"selector": {"matchLabels": {"app": "x"}},
+                 "template": {"metadata": {"labels": {"app": "x"}},
+                              "spec": {"containers": [{"name": "x", "image": "x"}]}}},
+    });
+    let status = serde_json::json!({
+        "apiVersion": "apps.example.com/v1alpha1", "kind": "Cache",
+        "metadata": {"name": "a"}, "status": {"phase": "Stolen"},
+    });
+    let finalizers = serde_json::json!({"metadata": {"finalizers": ["hostile/keep"]}});
+    let label = serde_json::json!({"metadata": {"labels": {"stolen": "yes"}}});
+    let attempts: Vec<(&str, kube::Result<()>)> = vec![
+        (
+            "create a child of a kind it does not own",
+            as_hostile(&deployments)
+                .patch("stolen", &ssa, &Patch::Apply(&deployment))
+                .await
+                .map(drop),
+        ),
+        (
+            "change the other guest's child",
+            as_hostile(&deployments)
+                .patch("a", &PatchParams::default(), &Patch::Merge(&label))
+                .await
+                .map(drop),
+        ),
+        (
+            "delete the other guest's child",
+            as_hostile(&deployments)
+                .delete("a", &Default::default())
+                .await
+                .map(drop),
+        ),
+        (
+            "read the other guest's children",
+            as_hostile(&deployments)
+                .list(&Default::default())
+                .await
+                .map(drop),
+        ),
+        (
+            "read the other guest's parents",
+            as_hostile(&caches).get("a").await.map(drop),
+        ),
+        (
+            "write the other guest's parent's status",
+            as_hostile(&caches)
+                .patch_status("a", &ssa, &Patch::Apply(&status))
+                .await
+                .map(drop),
+        ),
+        (
+            "add a finalizer to the other guest's parent",
+            as_hostile(&caches)
+                .patch("a", &PatchParams::default(), &Patch::Merge(&finalizers))
+                .await
+                .map(drop),
+        ),
+    ];
+    for (what, result) in attempts {
+        match result {
+            Err(kube::Error::Api(status)) if status.code == 403 => ensure!(
+                status.message.contains(&hostile_sa),
+                "{what}: refused, but not as {hostile_sa}: {}",
+                status.message
+            ),
+            other => {
+                anyhow::bail!("{what}: the API server did not refuse the hostile guest: {other:?}")
+            }
+        }
+    }
+    // The same client builder, for the guest that owns them, is allowed.
+    Api::<DynamicObject>::namespaced_with(cache_operator, &ns, &deployments)
+        .get("a")
+        .await
+        .context("the cache-operator's own identity could not read its child")?;
+    ensure!(
+        Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &deployments)
+            .get_opt("stolen")
+            .await?
+            .is_none(),
+        "the hostile guest created a Deployment"
+    );
+
+    // A permission the guest's role lacks: the parent says Forbidden, naming
+    // the verb and the resource; the other guest is still served.
+    let role_name = format!("wasmop-{ns}-guest-cache-operator");
+    let roles: Api<ClusterRole> = Api::all(client.clone());
+    let mut role = roles.get(&role_name).await?;
+    for rule in role.rules.iter_mut().flatten() {
+        if rule.resources.iter().flatten().any(|r| r == "services") {
+            rule.verbs.retain(|v| v != "create" && v != "patch");
+        }
+    }
+    role.metadata.managed_fields = None;
+    roles
+        .patch(
+            &role_name,
+            &PatchParams::apply("wasmop-tests").force(),
+            &Patch::Apply(&role),
+        )
+        .await?;
+    support::create_small_cache(&client, &ns, "b").await?;
+    let note = wait_for_event(&client, &ns, "b", "Forbidden", LONG)
+        .await
+        .context("a write the guest's role does not allow")?;
+    ensure!(
+        note.contains("cannot create") && note.contains("services") && note.contains(&cache_sa),
+        "the Forbidden Event does not name the verb, the resource and the identity: {note}"
+    );
+    wait_for(LONG, || async {
+        let c = support::caches(&client, &ns).get("b").await?;
+        Ok(at(&c, "/status/conditions")
+            .and_then(|c| c.as_array())
+            .is_some_and(|c| {
+                c.iter().any(|c| {
+                    c["type"] == "GuestReconciled"
+                        && c["status"] == "False"
+                        && c["reason"] == "Forbidden"
+                })
+            })
+            .then_some(()))
+    })
+    .await
+    .context("no GuestReconciled=False/Forbidden condition on the Cache")?;
+    ensure!(host.is_running(), "the host died");
+    attack(&client, &ns, "after", "none", "").await?;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    wait_for(LONG, || async {
+        Ok(cms.get_opt("after-ok").await?.map(|_| ()))
+    })
+    .await
+    .context("the hostile guest was not served while the other guest was forbidden")
+}
+
+/// A write the API server refuses for one parent (a status etcd refuses as
+/// too large: a 500) fails that parent's reconcile, with its backoff; it is
+/// not taken for an outage that retries every parent.
+async fn one_parents_failed_write_is_that_parents_alone(env: Arc<TestEnv>) -> anyhow::Result<()> {
+    let (client, ns, _, mut host) = setup(&env, "oversized").await?;
+    host.wait_for_log("controller started", LONG).await?;
+    attack(&client, &ns, "big", "oversized-status", "").await?;
+    let note = wait_for_event(&client, &ns, "big", "ApplyFailed", LONG)
+        .await
+        .context("the oversized status was not refused")?;
+    ensure!(
+        note.contains("status"),
+        "the failure does not say it was the status: {note}"
+    );
+    still_serving(&client, &ns, &mut host).await?;
+    // Long enough for several retries of the failing parent.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let log = host.log();
+    for outage in [
+        "the API server does not answer",
+        "the API server answers again",
+    ] {
+        ensure!(
+            !log.contains(outage),
+            "one parent's failed write was taken for an outage ({outage}):\n{}",
+            support::tail(&log, 20)
+        );
+    }
+    let attempts = support::reconcile_spans(&log, "hostile")
+        .into_iter()
+        .filter(|(_, started)| *started)
+        .count();
+    ensure!(
+        attempts < 60,
+        "{attempts} reconciles in about 10 s: no backoff"
+    );
+    Ok(())
+}
+
 fn main() -> std::process::ExitCode {
     let long = Duration::from_secs(240);
     run(vec![
@@ -735,6 +1066,16 @@ fn main() -> std::process::ExitCode {
         Test::new(
             "an_orphan_is_adopted_only_where_the_guest_list_allows_and_never_a_secret",
             an_orphan_is_adopted_only_where_the_guest_list_allows_and_never_a_secret,
+        )
+        .with_timeout(long),
+        Test::new(
+            "one_parents_failed_write_is_that_parents_alone",
+            one_parents_failed_write_is_that_parents_alone,
+        )
+        .with_timeout(long),
+        Test::new(
+            "each_guest_acts_under_its_own_identity_and_rbac_holds_without_the_fence",
+            each_guest_acts_under_its_own_identity_and_rbac_holds_without_the_fence,
         )
         .with_timeout(long),
     ])

@@ -159,10 +159,12 @@ fn render_applies_the_same_validation_as_the_host() {
 fn rbac_output_matches_the_committed_roles() {
     let out = wasmop(&[
         "rbac",
+        "--guest-identity",
+        "impersonate",
         "--guest",
-        guest("cache-operator").to_str().unwrap(),
+        &format!("cache-operator={}", guest("cache-operator").display()),
         "--guest",
-        guest("cache-operator-v2").to_str().unwrap(),
+        &format!("cache-operator={}", guest("cache-operator-v2").display()),
         "--webhook-cert-secret",
         "wasmop-webhook-tls",
     ]);

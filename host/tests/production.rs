@@ -385,7 +385,11 @@ async fn metrics_follow_reconciles_failures_and_swaps_under_controller_runtimes_
         (
             "rest_client_requests",
             "rest_client_requests_total",
-            &[("method", "PATCH"), ("code", "200")][..],
+            &[
+                ("method", "PATCH"),
+                ("code", "200"),
+                ("controller", "cache-operator"),
+            ][..],
         ),
         (
             "process_resident_memory_bytes",
@@ -786,6 +790,10 @@ async fn deploy_installs_everything_and_grants_what_wasmop_rbac_prints(
         "role.rbac.authorization.k8s.io/wasmop",
         "clusterrolebinding.rbac.authorization.k8s.io/wasmop",
         "rolebinding.rbac.authorization.k8s.io/wasmop",
+        // The guest's identity (--guest-identity impersonate).
+        "serviceaccount/wasmop-guest-cache-operator",
+        "clusterrole.rbac.authorization.k8s.io/wasmop-guest-cache-operator",
+        "clusterrolebinding.rbac.authorization.k8s.io/wasmop-guest-cache-operator",
         "configmap/wasmop-guests",
         "deployment.apps/wasmop",
         "poddisruptionbudget.policy/wasmop",
@@ -817,6 +825,10 @@ async fn deploy_installs_everything_and_grants_what_wasmop_rbac_prints(
         "leader election is off in deploy/: {args:?}"
     );
     ensure!(
+        args.contains(&"--guest-identity=impersonate"),
+        "guests act under the host's identity in deploy/: {args:?}"
+    );
+    ensure!(
         args.contains(&"--webhook-host=wasmop-webhook.wasmop-system.svc:443")
             && args.contains(&"--webhook-cert-secret=wasmop-system/wasmop-webhook-tls"),
         "webhooks are off in deploy/: {args:?}"
@@ -845,10 +857,16 @@ async fn deploy_installs_everything_and_grants_what_wasmop_rbac_prints(
     );
     // What deploy/ grants is what `wasmop rbac` prints for its guests.
     let generated = std::process::Command::new(env!("CARGO_BIN_EXE_wasmop"))
-        .args(["rbac", "--guest"])
-        .arg(guest_module("cache-operator")?)
+        .args(["rbac", "--guest-identity", "impersonate", "--guest"])
+        .arg(format!(
+            "cache-operator={}",
+            guest_module("cache-operator")?.display()
+        ))
         .arg("--guest")
-        .arg(guest_module("cache-operator-v2")?)
+        .arg(format!(
+            "cache-operator={}",
+            guest_module("cache-operator-v2")?.display()
+        ))
         .args(["--webhook-cert-secret", "wasmop-webhook-tls"])
         .output()?;
     let generated: Vec<Value> = serde_saphyr::from_multiple(&String::from_utf8(generated.stdout)?)?;
@@ -864,11 +882,14 @@ async fn deploy_installs_everything_and_grants_what_wasmop_rbac_prints(
                     role["kind"], role["metadata"]["name"]
                 )
             })?;
-        ensure!(
-            installed["rules"] == role["rules"],
-            "deploy/ grants other rules than wasmop rbac for {}",
-            role["kind"]
-        );
+        for field in ["rules", "roleRef", "subjects"] {
+            ensure!(
+                installed[field] == role[field],
+                "deploy/ has other {field} than wasmop rbac for the {} {}",
+                role["kind"],
+                role["metadata"]["name"]
+            );
+        }
     }
     Ok(())
 }

@@ -432,9 +432,12 @@ async fn secret_values_reach_only_a_guest_whose_entry_asks_for_them(
     let client = env.client();
     install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
     let ns = env.create_namespace("values").await?;
+    // The host's own namespace (the list's) is never related: the parents
+    // and their Secret live in another.
+    let lns = env.create_namespace("values-host").await?;
     put_module(
         &client,
-        &ns,
+        &lns,
         "hostile-module",
         "module.wasm",
         &std::fs::read(guest_module("hostile")?)?,
@@ -454,7 +457,7 @@ async fn secret_values_reach_only_a_guest_whose_entry_asks_for_them(
     };
     put_guest_list(
         &client,
-        &ns,
+        &lns,
         "wasmop-guests",
         &list("{related: true, primary: HostileTwin}"),
     )
@@ -465,7 +468,7 @@ async fn secret_values_reach_only_a_guest_whose_entry_asks_for_them(
         &env,
         &kubeconfig,
         &ns,
-        &["--guests-configmap", &format!("{ns}/wasmop-guests")],
+        &["--guests-configmap", &format!("{lns}/wasmop-guests")],
     )?;
     let hostiles = support::hostiles(&client, &ns);
     let twins = dyn_api(
@@ -530,13 +533,13 @@ async fn secret_values_reach_only_a_guest_whose_entry_asks_for_them(
     // HostileTwins.
     put_guest_list(
         &client,
-        &ns,
+        &lns,
         "wasmop-guests",
         &list("{related: true, primary: HostileTwin, describe: refuse-settings}"),
     )
     .await?;
     let note =
-        support::wait_for_event(&client, &ns, "wasmop-guests", "InvalidSettings", LONG).await?;
+        support::wait_for_event(&client, &lns, "wasmop-guests", "InvalidSettings", LONG).await?;
     ensure!(
         note.contains("\"shown\"") && note.contains("refused on purpose"),
         "{note}"
@@ -553,7 +556,7 @@ async fn secret_values_reach_only_a_guest_whose_entry_asks_for_them(
         "the running version stopped serving: {still:?}"
     );
 
-    let events = events_about(&client, &ns, "wasmop-guests").await?;
+    let events = events_about(&client, &lns, "wasmop-guests").await?;
     holds_no_value("an event", &format!("{events:?}"))?;
     holds_no_value("the host log", &host.log())?;
     ensure!(host.is_running(), "the host died");
@@ -606,6 +609,149 @@ async fn rbac_reads_related_secrets_only_under_a_comment(_env: Arc<TestEnv>) -> 
     Ok(())
 }
 
+/// A parent that relates more objects than its guest's bounds
+/// (`maxRelatedObjects`, here `--max-related-objects 5`) fails with
+/// `RelatedTooLarge` naming the kind, without the guest being called; a
+/// parent within the bounds is served.
+async fn related_objects_past_the_bounds_fail_the_parent_naming_the_kind(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    let client = env.client();
+    install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
+    let ns = env.create_namespace("bounded").await?;
+    let settings = env.temp_dir().join("bounded-settings.yaml");
+    std::fs::write(&settings, "related: true\n")?;
+    let (_, kubeconfig) = support::admin_identity(&env, &format!("wasmop-{ns}")).await?;
+    let module = format!("hostile={}", guest_module("hostile")?.display());
+    let settings_arg = format!("hostile={}", settings.display());
+    let _host = HostProcess::start(
+        &env,
+        &kubeconfig,
+        &ns,
+        &[
+            "--guest",
+            &module,
+            "--settings",
+            &settings_arg,
+            "--namespace",
+            &ns,
+            "--max-related-objects",
+            "5",
+        ],
+    )?;
+    let configs = Api::<ConfigMap>::namespaced(client.clone(), &ns);
+    for (team, n) in [("flood", 6), ("few", 2)] {
+        for i in 0..n {
+            let cm = ConfigMap {
+                metadata: ObjectMeta {
+                    name: Some(format!("{team}-{i}")),
+                    labels: Some([("team".to_owned(), team.to_owned())].into()),
+                    ..ObjectMeta::default()
+                },
+                ..ConfigMap::default()
+            };
+            configs.create(&PostParams::default(), &cm).await?;
+        }
+    }
+    let hostiles = support::hostiles(&client, &ns);
+    for team in ["flood", "few"] {
+        let obj = serde_json::from_value(json!({
+            "apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
+            "metadata": {"name": team},
+            "spec": {"attack": "echo-related", "selector": {"team": team}},
+        }))?;
+        hostiles.create(&PostParams::default(), &obj).await?;
+    }
+    let note = support::wait_for_event(&client, &ns, "flood", "RelatedTooLarge", LONG).await?;
+    ensure!(
+        note.contains("v1/ConfigMap") && note.contains("maxRelatedObjects 5"),
+        "the failure does not name the kind and the bound: {note}"
+    );
+    ensure!(
+        at(&hostiles.get("flood").await?, "/status/related").is_none(),
+        "the guest was called for a parent past the bounds"
+    );
+    wait_for(LONG, || async {
+        let few = hostiles.get("few").await?;
+        Ok(at(&few, "/status/related")
+            .and_then(Value::as_array)
+            .filter(|r| r.iter().filter(|o| o["kind"] == "ConfigMap").count() == 2)
+            .map(|_| ()))
+    })
+    .await
+    .context("a parent within the bounds was not served")
+}
+
+/// Nothing in the host's own namespace (the guest list's, where its pull
+/// and certificate Secrets live) reaches a guest as a related object, even
+/// for a parent there that names it; the same name elsewhere does.
+async fn nothing_in_the_hosts_namespace_is_related(env: Arc<TestEnv>) -> anyhow::Result<()> {
+    let client = env.client();
+    install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
+    let lns = env.create_namespace("own-host").await?;
+    let ns = env.create_namespace("own-tenant").await?;
+    put_module(
+        &client,
+        &lns,
+        "hostile-module",
+        "module.wasm",
+        &std::fs::read(guest_module("hostile")?)?,
+    )
+    .await?;
+    put_guest_list(
+        &client,
+        &lns,
+        "wasmop-guests",
+        &format!(
+            "guests:\n  - name: hostile\n    module:\n      configMap: {{name: hostile-module, key: module.wasm}}\n    namespaces: [{lns}, {ns}]\n    settings: {{related: true}}\n"
+        ),
+    )
+    .await?;
+    for namespace in [&lns, &ns] {
+        put_secret(&client, namespace, &secret("creds", "password", PASSWORD)).await?;
+    }
+    let (_, kubeconfig) = support::admin_identity(&env, &format!("wasmop-{lns}")).await?;
+    let _host = HostProcess::start(
+        &env,
+        &kubeconfig,
+        &lns,
+        &["--guests-configmap", &format!("{lns}/wasmop-guests")],
+    )?;
+    let probe = serde_json::from_value(json!({
+        "apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
+        "metadata": {"name": "probe"},
+        "spec": {"attack": "echo-related", "target": "creds"},
+    }))?;
+    for namespace in [&lns, &ns] {
+        support::hostiles(&client, namespace)
+            .create(&PostParams::default(), &probe)
+            .await?;
+    }
+    let related = |namespace: String| {
+        let client = client.clone();
+        async move {
+            wait_for(LONG, || async {
+                let obj = support::hostiles(&client, &namespace).get("probe").await?;
+                Ok(at(&obj, "/status/related")
+                    .and_then(Value::as_array)
+                    .map(|r| r.len()))
+            })
+            .await
+            .with_context(|| format!("the probe in {namespace} was not reconciled"))
+        }
+    };
+    ensure!(
+        related(ns.clone()).await? == 1,
+        "the tenant's Secret did not reach the guest"
+    );
+    let own = related(lns.clone()).await?;
+    ensure!(
+        own == 0,
+        "{own} objects of the host's own namespace reached the guest"
+    );
+    Ok(())
+}
+
 fn main() -> std::process::ExitCode {
     let long = Duration::from_secs(240);
     run(vec![
@@ -622,6 +768,16 @@ fn main() -> std::process::ExitCode {
         Test::new(
             "secret_values_reach_only_a_guest_whose_entry_asks_for_them",
             secret_values_reach_only_a_guest_whose_entry_asks_for_them,
+        )
+        .with_timeout(long),
+        Test::new(
+            "related_objects_past_the_bounds_fail_the_parent_naming_the_kind",
+            related_objects_past_the_bounds_fail_the_parent_naming_the_kind,
+        )
+        .with_timeout(long),
+        Test::new(
+            "nothing_in_the_hosts_namespace_is_related",
+            nothing_in_the_hosts_namespace_is_related,
         )
         .with_timeout(long),
         Test::new(

@@ -58,11 +58,18 @@ reasons! {
     ChildContested,
     /// The API server refused a write.
     ApplyFailed,
+    /// The API server refused a request as not permitted (403): the
+    /// identity the guest's requests carry (its ServiceAccount under
+    /// `--guest-identity impersonate`) lacks that verb on that resource.
+    Forbidden,
     /// A watch of a child kind failed (RBAC, a kind gone), so the host
     /// cannot see the parent's children.
     WatchFailed,
     /// The guest call task failed.
     GuestTaskFailed,
+    /// The related objects of a parent pass the guest's bounds
+    /// (`maxRelatedObjects`, `maxRelatedBytes`); the guest was not called.
+    RelatedTooLarge,
     /// The host refused an outbound HTTP request of the guest (a host not
     /// in its `allowedOutboundHosts`, or a non-public address).
     OutboundRefused,

@@ -219,6 +219,17 @@ pub fn http_get(name: &str, url: &str, follow: bool) -> Result<Response> {
     none_with_status(name, json!({"http": text}))
 }
 
+/// How large `oversized-status`'s status is: within the guest's
+/// response limit (4 MiB) and the API server's request limit (3 MiB), past
+/// etcd's (1.5 MiB), so the API server refuses the status write with a 500.
+pub const OVERSIZED_STATUS_BYTES: usize = 2 << 20;
+
+/// The ok ConfigMap and a status of [`OVERSIZED_STATUS_BYTES`]: a write
+/// that fails for this parent alone.
+pub fn oversized_status(name: &str) -> Result<Response> {
+    none_with_status(name, json!({"blob": "x".repeat(OVERSIZED_STATUS_BYTES)}))
+}
+
 /// What `long-error` fails with: 2 MiB of lines made to look like the
 /// host's own log lines (each says `FORGED`).
 pub fn long_error() -> String {

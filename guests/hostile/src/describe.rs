@@ -4,7 +4,7 @@
 //! adds related kinds; with the setting `describe`, one of the descriptions
 //! the host must refuse when it loads the module.
 
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use wasmop_guest::{ChildKind, Description, KindRef, RelatedKind, Settings};
 
 use crate::{GROUP, KIND, VERSION};
@@ -82,7 +82,9 @@ fn primary() -> KindRef {
 /// | `related-bad-pointer` | a related name at `spec/target` (no leading `/`) |
 /// | `related-duplicate` | relates Secrets twice |
 /// | `related-too-many` | 40 related kinds |
-/// | `related-cluster-scoped` | relates Namespaces (cluster-scoped) |
+/// | `related-cluster-scoped` | relates PriorityClasses (cluster-scoped) |
+/// | `privileged-child` | a RoleBinding child (a kind that grants power) |
+/// | `privileged-related` | relates ServiceAccounts (a kind that grants power) |
 pub fn describe(settings: &Settings) -> Result<Description, String> {
     let settings: HostileSettings = settings.get()?;
     let Some(attack) = settings.describe else {
@@ -141,9 +143,23 @@ pub fn describe(settings: &Settings) -> Result<Description, String> {
                 format!("Kind{i}"),
             )))
         }),
-        "related-cluster-scoped" => {
-            honest().related(RelatedKind::namespace(KindRef::of::<Namespace>()))
-        }
+        // A cluster-scoped kind that grants no power (a Namespace would be
+        // refused as one that does, before its scope is looked up).
+        "related-cluster-scoped" => honest().related(RelatedKind::namespace(KindRef::new(
+            "scheduling.k8s.io",
+            "v1",
+            "PriorityClass",
+        ))),
+        "privileged-child" => honest().child(ChildKind::namespaced(KindRef::new(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "RoleBinding",
+        ))),
+        "privileged-related" => honest().related(RelatedKind::namespace(KindRef::new(
+            "",
+            "v1",
+            "ServiceAccount",
+        ))),
         other => return Err(format!("unknown describe attack {other:?}")),
     })
 }

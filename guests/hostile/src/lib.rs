@@ -136,6 +136,7 @@ impl Operator for HostileGuest {
             "http-hoard" => attack::http_hoard(&name),
             "http-forged-trace" => attack::http_forged_trace(&name, target()),
             "long-error" => Err(Error::retryable(attack::long_error())),
+            "oversized-status" => attack::oversized_status(&name),
             "sleep" => {
                 std::thread::sleep(std::time::Duration::from_secs(3600));
                 attack::none(&name)

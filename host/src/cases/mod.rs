@@ -384,6 +384,7 @@ fn reconcile(guest: &Guest, case: &Case) -> anyhow::Result<Answer> {
         Err(e @ (render::Error::BadParent | render::Error::WrongKind { .. })) => {
             bail!("parent: {e}")
         }
+        Err(render::Error::RelatedTooLarge(e)) => bail!("related: {e}"),
         Err(render::Error::Call { source, refused }) => {
             let mut f = call_failure(&source);
             if !refused.is_empty() {

@@ -2,7 +2,7 @@
 //!
 //! - `wasmop run [--guest <name>=<path.wasm>]… [--settings <name>=<file.yaml>]… [--allow-outbound <name>=<url>]… [--guests-configmap <ns>/<name>] [--kubeconfig <path>]`
 //! - `wasmop render --guest <path.wasm> --parent <object.yaml> [--observed <objects.yaml>]… [--related <objects.yaml>]… [--secret-values] [--settings <file.yaml>] [--allow-outbound <url>]… [-o yaml|json]`
-//! - `wasmop rbac --guest <path.wasm> [--guest …] [--name wasmop] [--namespace wasmop-system] [--pull-secret <name>]…`
+//! - `wasmop rbac --guest [<name>=]<path.wasm> [--guest …] [--name wasmop] [--namespace wasmop-system] [--pull-secret <name>]… [--guest-identity host|impersonate]`
 //! - `wasmop test --guest <path.wasm> [--settings <file.yaml>] [--update] <cases…>`
 //! - `wasmop push <file.wasm> <registry>/<repository>:<tag> [--insecure] [--username <user> --password-stdin]`
 //!
@@ -223,6 +223,17 @@ pub struct LimitArgs {
     /// Most Events one response may hold.
     #[arg(long, default_value_t = 16)]
     pub max_events: usize,
+    /// Most related objects one request may hold.
+    #[arg(long, default_value_t = 256)]
+    pub max_related_objects: usize,
+    /// Most bytes of related objects one request may hold (e.g. 4Mi).
+    #[arg(long, default_value = "4Mi", value_parser = parse_bytes)]
+    pub max_related_bytes: usize,
+    /// A kind that grants power the guest may declare, as `<Kind>.<group>`
+    /// (`<Kind>` for the core group); repeatable (the guest list's
+    /// `privilegedKinds`).
+    #[arg(long = "privileged-kind", value_name = "KIND.GROUP")]
+    pub privileged_kinds: Vec<String>,
 }
 
 impl LimitArgs {
@@ -233,7 +244,12 @@ impl LimitArgs {
             max_response_bytes: self.max_response_bytes,
             max_children: self.max_children,
             max_events: self.max_events,
+            max_related_objects: self.max_related_objects,
+            max_related_bytes: self.max_related_bytes,
             outbound: std::sync::Arc::default(),
+            privileged: std::sync::Arc::new(crate::validate::description::PrivilegedKinds::Named(
+                self.privileged_kinds.iter().cloned().collect(),
+            )),
         }
     }
 }
@@ -355,6 +371,23 @@ pub struct ProductionArgs {
     /// follows `OTEL_TRACES_SAMPLER`. Off by default.
     #[arg(long, value_name = "URL")]
     pub otlp_endpoint: Option<String>,
+    /// Whose identity a guest's requests carry: `host` (this process's
+    /// own) or `impersonate` (the guest's ServiceAccount
+    /// `wasmop-guest-<guest>` in the guest list's namespace, or
+    /// `--leader-elect-namespace` without a list; `wasmop rbac
+    /// --guest-identity impersonate` prints its roles).
+    #[arg(long, value_enum, default_value = "host")]
+    pub guest_identity: IdentityMode,
+}
+
+/// `--guest-identity` (interface contract).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum IdentityMode {
+    /// Every guest's requests go out under the host's own identity.
+    #[default]
+    Host,
+    /// Each guest's requests impersonate its own ServiceAccount.
+    Impersonate,
 }
 
 /// Output format of `render`.
@@ -424,8 +457,11 @@ pub struct RenderArgs {
 /// `wasmop rbac`.
 #[derive(Debug, clap::Args)]
 pub struct RbacArgs {
-    /// A guest component; repeatable.
-    #[arg(long = "guest", required = true)]
+    /// A guest component, as `<name>=<path.wasm>` (the guest list's
+    /// name) or a path (named by its file stem); repeatable. Modules given
+    /// the same name are one guest's versions: its roles allow what any of
+    /// them describes.
+    #[arg(long = "guest", required = true, value_name = "[NAME=]PATH")]
     pub guests: Vec<PathBuf>,
     /// Name of the ClusterRole and the Role.
     #[arg(long, default_value = "wasmop")]
@@ -451,6 +487,12 @@ pub struct RbacArgs {
     /// A `pullSecret` of the guest list, which the host reads; repeatable.
     #[arg(long = "pull-secret", value_name = "NAME")]
     pub pull_secrets: Vec<String>,
+    /// The host's `--guest-identity`: with `impersonate`, each guest gets a
+    /// ServiceAccount with its own ClusterRole and binding, and the host's
+    /// roles keep what it does itself and `impersonate` on exactly those
+    /// ServiceAccounts.
+    #[arg(long, value_enum, default_value = "host")]
+    pub guest_identity: IdentityMode,
 }
 
 /// Entry point of the binary.
@@ -685,6 +727,18 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
         (None, None) => String::new(),
     };
+    let guest_identity = match prod.guest_identity {
+        IdentityMode::Host => crate::client::GuestIdentity::Host,
+        IdentityMode::Impersonate if lease_namespace.is_empty() => bail!(
+            "--guest-identity impersonate without a guest list needs --leader-elect-namespace (where the guests' ServiceAccounts are)"
+        ),
+        IdentityMode::Impersonate => crate::client::GuestIdentity::Impersonate {
+            namespace: match &list {
+                Some((ns, _)) => ns.clone(),
+                None => lease_namespace.clone(),
+            },
+        },
+    };
     if prod.leader_elect && prod.leader_elect_renew_deadline >= prod.leader_elect_lease_duration {
         bail!("--leader-elect-renew-deadline must be shorter than --leader-elect-lease-duration");
     }
@@ -721,7 +775,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     } else {
         (Leadership::always(), None)
     };
-    let clients = Clients::new(config, metrics.clone(), leadership.clone(), api_health)?;
+    let clients = Clients::new(config, metrics.clone(), leadership.clone(), api_health)?
+        .with_guest_identity(guest_identity);
     let prober = clients.health().probe(clients.host());
     let runtime = Runtime::new(RuntimeConfig {
         cache_dir: args.cache_dir.clone(),
@@ -760,7 +815,12 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         let bound = crate::server::serve(addr, crate::server::probes::router(probes)).await?;
         tracing::info!(%bound, "serving probes on /healthz and /readyz");
     }
-    let mut host = Host::new(clients.clone(), runtime, protected, health);
+    let host_namespace = match &list {
+        Some((ns, _)) => Some(ns.clone()),
+        None => Some(lease_namespace.clone()),
+    };
+    let mut host =
+        Host::new(clients.clone(), runtime, protected, health).with_host_namespace(host_namespace);
     if let Some((ns, name)) = &list {
         host = host.with_board(crate::rollout::Board::new(
             clients.host(),
@@ -1065,9 +1125,25 @@ fn rbac(args: &RbacArgs) -> anyhow::Result<()> {
         settings.insert(name.to_owned(), read_settings(std::path::Path::new(path))?);
     }
     let mut guests = Vec::new();
-    for path in &args.guests {
-        let name = stem(path);
-        let guest = load_one(path, Limits::default(), settings.remove(&name), None)?;
+    let mut used = std::collections::HashSet::new();
+    for arg in &args.guests {
+        // `<name>=<path>` names the guest as the guest list does; a bare
+        // path is named by its file stem.
+        let (name, path) = match arg.to_str().and_then(|a| a.split_once('=')) {
+            Some((name, path)) => {
+                check_guest_name(name).map_err(|why| anyhow::anyhow!("--guest {arg:?}: {why}"))?;
+                (name.to_owned(), PathBuf::from(path))
+            }
+            None => (stem(arg), arg.clone()),
+        };
+        // The roles show what a module asks for, powerful kinds under a
+        // comment; whether a guest may have them is the guest list's word.
+        let limits = Limits {
+            privileged: std::sync::Arc::new(crate::validate::description::PrivilegedKinds::Any),
+            ..Limits::default()
+        };
+        let guest = load_one(&path, limits, settings.get(&name).cloned(), None)?;
+        used.insert(name.clone());
         guests.push(crate::rbac::GuestRbac {
             name,
             description: guest.description().clone(),
@@ -1075,8 +1151,8 @@ fn rbac(args: &RbacArgs) -> anyhow::Result<()> {
             converts: guest.converts(),
         });
     }
-    if let Some(name) = settings.keys().next() {
-        bail!("--settings {name}=…: no --guest file is named {name}.wasm");
+    if let Some(name) = settings.keys().find(|name| !used.contains(*name)) {
+        bail!("--settings {name}=…: no --guest is named {name}");
     }
     for secret in &args.pull_secrets {
         crate::validate::names::dns_subdomain(secret).map_err(|why| {
@@ -1097,7 +1173,11 @@ fn rbac(args: &RbacArgs) -> anyhow::Result<()> {
         pull_secrets: &args.pull_secrets,
         webhook_cert_secret: args.webhook_cert_secret.as_deref(),
     };
-    print!("{}", crate::rbac::roles(&args.name, host, &guests)?);
+    let text = match args.guest_identity {
+        IdentityMode::Host => crate::rbac::roles(&args.name, host, &guests)?,
+        IdentityMode::Impersonate => crate::rbac::impersonating_roles(&args.name, host, &guests)?,
+    };
+    print!("{text}");
     Ok(())
 }
 

@@ -48,6 +48,24 @@ impl Compact {
         }
     }
 
+    /// About the size of the object as JSON: its fields but the metadata
+    /// exactly, and the metadata's names, labels and annotations.
+    pub fn approx_bytes(&self) -> usize {
+        let m = &self.metadata;
+        let pairs = |map: &Option<std::collections::BTreeMap<String, String>>| {
+            map.iter()
+                .flatten()
+                .map(|(k, v)| k.len() + v.len() + 6)
+                .sum::<usize>()
+        };
+        self.data.len()
+            + m.name.as_ref().map_or(0, String::len)
+            + m.namespace.as_ref().map_or(0, String::len)
+            + pairs(&m.labels)
+            + pairs(&m.annotations)
+            + 256
+    }
+
     /// What a change of a parent must touch to trigger a reconcile:
     /// everything but the status.
     pub fn spec_hash(&self) -> u64 {

@@ -227,6 +227,9 @@ pub struct Environment {
     pub api_health: crate::client::ApiHealth,
     /// The host's metrics.
     pub telemetry: Arc<Telemetry>,
+    /// The namespace of the host's own objects: related kinds are never
+    /// watched there.
+    pub host_namespace: Option<String>,
 }
 
 impl RunningController {
@@ -547,32 +550,42 @@ async fn run_scope(scope: Scope, signals: Signals) {
         let (tele, related_queue) = (env.telemetry.clone(), queue.clone());
         let primary = kinds.primary.resource.clone();
         let conceal = !settings.secret_values;
-        let stream = related_events(&client, kind, ns, declared.metadata_only)
-            .map_ok(typed_events(kind.resource.clone()))
-            .map_ok(move |event| {
-                if conceal {
-                    event.modify(crate::secrets::conceal_object)
-                } else {
-                    event
+        let stream = related_events(
+            &client,
+            kind,
+            ns,
+            declared.metadata_only,
+            env.host_namespace.as_deref(),
+        )
+        .map_ok(typed_events(kind.resource.clone()))
+        .map_ok(move |event| {
+            if conceal {
+                event.modify(crate::secrets::conceal_object)
+            } else {
+                event
+            }
+        })
+        .backoff(crate::retry::watch_backoff())
+        .filter_map(move |event| {
+            let parents = match event {
+                Ok(event) => index.apply(i, event),
+                Err(e) => {
+                    tracing::warn!(kind = %name, "watch of a related kind failed, retrying: {e}");
+                    index.fail(i, e.to_string());
+                    Vec::new()
                 }
-            })
-            .backoff(crate::retry::watch_backoff())
-            .filter_map(move |event| {
-                let parents = match event {
-                    Ok(event) => index.apply(i, event),
-                    Err(e) => {
-                        tracing::warn!(kind = %name, "watch of a related kind failed, retrying: {e}");
-                        index.fail(i, e.to_string());
-                        Vec::new()
-                    }
-                };
-                std::future::ready(Some(futures::stream::iter(parents)))
-            })
-            .flatten()
-            .map(move |(namespace, name)| {
-                related_queue.add(&tele, queue_key(namespace.as_deref(), &name), Duration::ZERO);
-                parent_ref(&primary, namespace.as_deref(), &name)
-            });
+            };
+            std::future::ready(Some(futures::stream::iter(parents)))
+        })
+        .flatten()
+        .map(move |(namespace, name)| {
+            related_queue.add(
+                &tele,
+                queue_key(namespace.as_deref(), &name),
+                Duration::ZERO,
+            );
+            parent_ref(&primary, namespace.as_deref(), &name)
+        });
         related_streams.push(stream.boxed());
     }
 
@@ -756,10 +769,18 @@ fn related_events(
     kind: &ResolvedKind,
     namespace: Option<&str>,
     metadata_only: bool,
+    host_namespace: Option<&str>,
 ) -> futures::stream::BoxStream<'static, Result<watcher::Event<DynamicObject>, watcher::Error>> {
+    // Nothing in the host's own namespace (its pull and certificate
+    // Secrets, its guest list) is ever related: the API server leaves it
+    // out of the list and the watch.
+    let config = match host_namespace {
+        Some(host) => watcher::Config::default().fields(&format!("metadata.namespace!={host}")),
+        None => watcher::Config::default(),
+    };
     if !metadata_only {
         let api: Api<DynamicObject> = scoped_api(client, kind, namespace);
-        return watcher(api, watcher::Config::default()).boxed();
+        return watcher(api, config).boxed();
     }
     let api: Api<kube::core::PartialObjectMeta<DynamicObject>> =
         scoped_api(client, kind, namespace);
@@ -772,7 +793,7 @@ fn related_events(
         metadata: meta.metadata,
         data: serde_json::json!({}),
     };
-    watcher(api, watcher::Config::default())
+    watcher(api, config)
         .map_ok(move |event| map_object(event, &whole))
         .boxed()
 }

@@ -24,6 +24,7 @@ use super::apply::{self, Owner, Target, Written};
 use super::compact::Compact;
 use super::index::{ChildKey, NotReady};
 use super::progress::{self, Refusal};
+use super::related::RelatedTooLarge;
 use super::shadow::Shadow;
 use super::status::{self, HostCondition};
 use super::{Context, backoff, finalizer};
@@ -75,6 +76,10 @@ pub enum ReconcileError {
     /// The children cannot be known: a child watch is failing.
     #[error("{0}")]
     Watch(#[from] NotReady),
+    /// The related objects would pass the guest's bounds; the guest was
+    /// not called.
+    #[error("{0}")]
+    RelatedTooLarge(#[from] RelatedTooLarge),
     /// The API server refused a write.
     #[error("{action}: {source}")]
     Api {
@@ -107,6 +112,11 @@ impl ReconcileError {
             Self::NoProgress(Refusal::Recreated { .. }) => Reason::ChildRecreated,
             Self::NoProgress(Refusal::Flapping(_)) => Reason::ChildFlapping,
             Self::Watch(_) => Reason::WatchFailed,
+            Self::RelatedTooLarge(_) => Reason::RelatedTooLarge,
+            Self::Api {
+                source: kube::Error::Api(status),
+                ..
+            } if status.code == 403 => Reason::Forbidden,
             Self::Api { .. } | Self::ChildVanished { .. } => Reason::ApplyFailed,
             Self::Join(_) => Reason::GuestTaskFailed,
         }
@@ -126,7 +136,12 @@ impl ReconcileError {
                 source: kube::Error::Api(status),
                 ..
             } => (400..500).contains(&status.code) && !matches!(status.code, 404 | 409 | 429),
-            Self::Watch(_) | Self::Api { .. } | Self::ChildVanished { .. } | Self::Join(_) => false,
+            // What users create in the cluster, not the guest's answer.
+            Self::Watch(_)
+            | Self::RelatedTooLarge(_)
+            | Self::Api { .. }
+            | Self::ChildVanished { .. }
+            | Self::Join(_) => false,
         }
     }
 
@@ -345,7 +360,7 @@ fn request_for(
     ctx: &Context,
     observed: &[(usize, Arc<DynamicObject>)],
     deleting: bool,
-) -> (Request, Vec<Arc<DynamicObject>>) {
+) -> Result<(Request, Vec<Arc<DynamicObject>>), RelatedTooLarge> {
     let description = guest.description();
     let declared = |kind: usize| {
         description
@@ -353,9 +368,11 @@ fn request_for(
             .iter()
             .any(|c| c.kind.same_resource(&ctx.kinds.children[kind].kind))
     };
-    let related = ctx
-        .related
-        .objects_of_declared(parent, |d| description.related.contains(d));
+    let related = ctx.related.objects_of_declared(
+        parent,
+        |d| description.related.contains(d),
+        &guest.limits().into(),
+    )?;
     let request = Request {
         parent: object_value(parent),
         observed: observed
@@ -375,7 +392,7 @@ fn request_for(
         // Concealed as they entered the cache, where they must be.
         related: related.iter().map(|o| object_value(o)).collect(),
     };
-    (request, related)
+    Ok((request, related))
 }
 
 /// An object as a guest gets it: without the managedFields entries the
@@ -428,7 +445,7 @@ async fn reconcile_with(
         .await?;
     let uid = parent.uid().unwrap_or_default();
     let observed = ctx.children.children_of(&uid);
-    let (request, related) = request_for(&guest, parent, ctx, &observed, deleting);
+    let (request, related) = request_for(&guest, parent, ctx, &observed, deleting)?;
     let request = Arc::new(request);
     let versions = observed_versions(&observed);
     // A change of a related object is a change outside the host, like one
@@ -447,12 +464,19 @@ async fn reconcile_with(
             // Both versions declare the same kinds (the common case): one
             // request serves both.
             let (ours, theirs) = (guest.description(), candidate.description());
-            let request = if ours.children == theirs.children && ours.related == theirs.related {
-                request.clone()
+            let request = if ours.children == theirs.children
+                && ours.related == theirs.related
+                && candidate.limits() == guest.limits()
+            {
+                Some(request.clone())
             } else {
-                Arc::new(request_for(candidate, parent, ctx, &observed, deleting).0)
+                // A request past the candidate's bounds is not run in the
+                // shadow: the candidate would refuse it as the stable did not.
+                request_for(candidate, parent, ctx, &observed, deleting)
+                    .ok()
+                    .map(|(request, _)| Arc::new(request))
             };
-            Shadow::start(ctx, parent, candidate, tracker, request, now)
+            request.and_then(|request| Shadow::start(ctx, parent, candidate, tracker, request, now))
         }
         _ => None,
     };

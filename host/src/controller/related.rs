@@ -27,6 +27,47 @@ use super::compact::Compact;
 use super::index::NotReady;
 use crate::model::{RelatedBy, RelatedKind};
 
+/// How much of the related objects one request may hold (a guest's
+/// `maxRelatedObjects` and `maxRelatedBytes`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RelatedBounds {
+    /// Most objects.
+    pub objects: usize,
+    /// Most bytes, about the objects' JSON size.
+    pub bytes: usize,
+}
+
+impl RelatedBounds {
+    /// No bound.
+    pub const NONE: Self = Self {
+        objects: usize::MAX,
+        bytes: usize::MAX,
+    };
+}
+
+impl From<&crate::runtime::Limits> for RelatedBounds {
+    fn from(limits: &crate::runtime::Limits) -> Self {
+        Self {
+            objects: limits.max_related_objects,
+            bytes: limits.max_related_bytes,
+        }
+    }
+}
+
+/// A request would hold more related objects than the guest may get.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the related objects of kind {kind} pass the guest's bounds (maxRelatedObjects {objects}, maxRelatedBytes {bytes}): narrow what the guest relates, or raise the bounds in the guest list"
+)]
+pub struct RelatedTooLarge {
+    /// The kind whose objects crossed a bound.
+    pub kind: String,
+    /// The object bound.
+    pub objects: usize,
+    /// The byte bound.
+    pub bytes: usize,
+}
+
 /// A parent, as `(namespace, name)`.
 pub type ParentKey = (Option<String>, String);
 
@@ -220,20 +261,24 @@ impl RelatedIndex {
     /// The related objects of `parent`, by kind (in declaration order),
     /// then name, parsed whole again.
     pub fn objects_of(&self, parent: &DynamicObject) -> Vec<Arc<DynamicObject>> {
-        self.objects_of_declared(parent, |_| true)
+        self.objects_of_declared(parent, |_| true, &RelatedBounds::NONE)
+            .unwrap_or_default()
     }
 
     /// [`Self::objects_of`] under the declarations `declared` keeps only
     /// (during a rollout the index holds both versions' declarations, and
-    /// each version gets what it declared).
+    /// each version gets what it declared), within `bounds`: past them,
+    /// nothing is parsed and the kind that crossed them is named.
     pub fn objects_of_declared(
         &self,
         parent: &DynamicObject,
         mut declared_by: impl FnMut(&RelatedKind) -> bool,
-    ) -> Vec<Arc<DynamicObject>> {
+        bounds: &RelatedBounds,
+    ) -> Result<Vec<Arc<DynamicObject>>, RelatedTooLarge> {
         let namespace = parent.namespace().unwrap_or_default();
         let state = self.state.read().expect("related lock");
-        let mut out = Vec::new();
+        let mut found: Vec<&Arc<Compact>> = Vec::new();
+        let mut bytes = 0usize;
         for (kind, declared) in state.iter().zip(&self.kinds) {
             if !declared_by(declared) {
                 continue;
@@ -244,17 +289,26 @@ impl RelatedIndex {
             let Some(names) = kind.objects.get(&namespace) else {
                 continue;
             };
-            let found: Vec<&Arc<Compact>> = match want {
-                Want::Name(name) => names.get(&name).into_iter().collect(),
-                Want::Selector(selector) => names
-                    .values()
-                    .filter(|o| selector.matches(o.labels()))
-                    .collect(),
-                Want::Namespace => names.values().collect(),
+            let matching: Box<dyn Iterator<Item = &Arc<Compact>>> = match want {
+                Want::Name(name) => Box::new(names.get(&name).into_iter()),
+                Want::Selector(selector) => {
+                    Box::new(names.values().filter(move |o| selector.matches(o.labels())))
+                }
+                Want::Namespace => Box::new(names.values()),
             };
-            out.extend(found.into_iter().map(|o| Arc::new(o.object())));
+            for object in matching {
+                bytes += object.approx_bytes();
+                found.push(object);
+                if found.len() > bounds.objects || bytes > bounds.bytes {
+                    return Err(RelatedTooLarge {
+                        kind: declared.kind.to_string(),
+                        objects: bounds.objects,
+                        bytes: bounds.bytes,
+                    });
+                }
+            }
         }
-        out
+        Ok(found.into_iter().map(|o| Arc::new(o.object())).collect())
     }
 
     /// Waits until every related kind has listed once, for at most
@@ -495,6 +549,49 @@ mod tests {
         assert_eq!(moved, [key("blue"), key("red")]);
         assert_eq!(idx.objects_of(&parent("blue", json!({"selector": {"matchExpressions": [{"key": "color", "operator": "In", "values": ["blue"]}]}}))).len(), 1);
         assert!(idx.objects_of(&parent("none", json!({}))).is_empty());
+    }
+
+    #[test]
+    fn a_request_past_the_bounds_names_the_kind_instead_of_growing() {
+        let idx = index();
+        let red = parent("red", json!({"selector": {"color": "red"}}));
+        idx.parent_applied(&red);
+        for i in 0..5 {
+            idx.apply(
+                1,
+                watcher::Event::Apply(object(
+                    "ConfigMap",
+                    "ns",
+                    &format!("cm-{i}"),
+                    json!({"color": "red"}),
+                    "1",
+                )),
+            );
+        }
+        let all = |_: &RelatedKind| true;
+        let bounds = |objects, bytes| RelatedBounds { objects, bytes };
+        assert_eq!(
+            idx.objects_of_declared(&red, all, &bounds(5, usize::MAX))
+                .unwrap()
+                .len(),
+            5
+        );
+        let too_many = idx
+            .objects_of_declared(&red, all, &bounds(4, usize::MAX))
+            .unwrap_err();
+        assert_eq!(too_many.kind, "v1/ConfigMap");
+        assert!(
+            too_many.to_string().contains("maxRelatedObjects 4"),
+            "{too_many}"
+        );
+        // Five small objects are about 1.5 kB: a 1 kB bound refuses them.
+        let too_big = idx
+            .objects_of_declared(&red, all, &bounds(256, 1024))
+            .unwrap_err();
+        assert!(
+            too_big.to_string().contains("maxRelatedBytes 1024"),
+            "{too_big}"
+        );
     }
 
     #[test]

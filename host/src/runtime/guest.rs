@@ -227,7 +227,7 @@ impl Guest {
         let imports = Imports::of(&component, runtime.engine());
         let description =
             Self::call_describe(&runtime, &pre, describe, &identity, &limits, imports)?;
-        crate::validate::description::check(&description)?;
+        crate::validate::description::check(&description, &limits.privileged)?;
         Ok(Self {
             inner: Arc::new(GuestInner {
                 identity,

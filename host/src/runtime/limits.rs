@@ -30,10 +30,19 @@ pub struct Limits {
     /// Maximum number of Events in one response. Default 16: an answer
     /// reports a few transitions; hundreds are a flood.
     pub max_events: usize,
+    /// Most related objects the host puts in one request. Default 256.
+    pub max_related_objects: usize,
+    /// Most bytes of related objects (about their JSON size) in one
+    /// request. Default 4 MiB.
+    pub max_related_bytes: usize,
     /// What a guest that imports `wasi:http` may call
     /// (`allowedOutboundHosts`). Default: nothing.
     #[serde(skip)]
     pub outbound: Arc<OutboundHosts>,
+    /// The kinds that grant power the guest may declare
+    /// (`privilegedKinds`). Default: none.
+    #[serde(skip)]
+    pub privileged: Arc<crate::validate::description::PrivilegedKinds>,
 }
 
 impl Limits {
@@ -54,7 +63,10 @@ impl Default for Limits {
             max_response_bytes: 4 << 20,
             max_children: 100,
             max_events: 16,
+            max_related_objects: 256,
+            max_related_bytes: 4 << 20,
             outbound: Arc::default(),
+            privileged: Arc::default(),
         }
     }
 }

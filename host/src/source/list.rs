@@ -125,6 +125,17 @@ pub struct GuestEntry {
     /// Most Events per response (default 16).
     #[serde(default)]
     pub max_events: Option<usize>,
+    /// Kinds that grant power (RBAC, admission, CRDs, Namespaces, ...) the
+    /// guest may declare as children or related kinds, as `<Kind>.<group>`
+    /// (`<Kind>` for the core group). Default none.
+    #[serde(default)]
+    pub privileged_kinds: Vec<String>,
+    /// Most related objects per request (default 256).
+    #[serde(default)]
+    pub max_related_objects: Option<usize>,
+    /// Most bytes of related objects per request, e.g. `4Mi` (default 4Mi).
+    #[serde(default)]
+    pub max_related_bytes: Option<String>,
     /// Whether a desired child may adopt an existing object no controller
     /// owns (never a Secret). Default false.
     #[serde(default)]
@@ -289,9 +300,19 @@ impl GuestEntry {
                 .unwrap_or(d.max_response_bytes),
             max_children: self.max_children.unwrap_or(d.max_children),
             max_events: self.max_events.unwrap_or(d.max_events),
+            max_related_objects: self.max_related_objects.unwrap_or(d.max_related_objects),
+            max_related_bytes: self
+                .max_related_bytes
+                .as_deref()
+                .map(parse_bytes)
+                .transpose()?
+                .unwrap_or(d.max_related_bytes),
             outbound: std::sync::Arc::new(
                 OutboundHosts::parse(&self.allowed_outbound_hosts).map_err(|e| e.to_string())?,
             ),
+            privileged: std::sync::Arc::new(crate::validate::description::PrivilegedKinds::Named(
+                self.privileged_kinds.iter().cloned().collect(),
+            )),
         })
     }
 
@@ -417,6 +438,9 @@ guests:
     adoptOrphans: true
     secretValues: true
     maxEvents: 4
+    maxRelatedObjects: 32
+    maxRelatedBytes: 1Mi
+    privilegedKinds: [Namespace, Role.rbac.authorization.k8s.io]
     settings:
       defaultImage: redis:7
       list: [1, two]
@@ -446,6 +470,18 @@ guests:
         assert!(e.controller().unwrap().adopt_orphans);
         assert!(e.controller().unwrap().secret_values);
         assert_eq!(e.limits().unwrap().max_events, 4);
+        assert_eq!(e.limits().unwrap().max_related_objects, 32);
+        assert_eq!(e.limits().unwrap().max_related_bytes, 1 << 20);
+        assert!(
+            e.limits()
+                .unwrap()
+                .privileged
+                .allows(&crate::model::KindRef::new(
+                    "rbac.authorization.k8s.io",
+                    "v1",
+                    "Role"
+                ))
+        );
         assert_eq!(
             e.settings_json().unwrap().as_deref(),
             Some(r#"{"defaultImage":"redis:7","list":[1,"two"]}"#)

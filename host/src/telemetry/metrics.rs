@@ -54,7 +54,7 @@ pub struct LeaseLabels {
     pub name: String,
 }
 
-/// `code`, `method`, `host` of an API request.
+/// `code`, `method`, `host`, `controller` of an API request.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RestLabels {
     /// The HTTP status, or `<error>` when no response came.
@@ -63,6 +63,9 @@ pub struct RestLabels {
     pub method: String,
     /// The API server's host:port.
     pub host: String,
+    /// The guest the request was made for; empty for the host's own
+    /// (the guest list, leader election, webhook configurations).
+    pub controller: String,
 }
 
 /// `guest`.
@@ -215,7 +218,7 @@ pub struct Metrics {
     pub queue_retries: Family<QueueLabels, Counter>,
     /// `leader_election_master_status{name}`.
     pub leader: Family<LeaseLabels, Gauge>,
-    /// `rest_client_requests_total{code,method,host}`.
+    /// `rest_client_requests_total{code,method,host,controller}`.
     pub rest_requests: Family<RestLabels, Counter>,
     /// `wasmop_guest_info{guest,sha256,contract}`: 1 for each version a
     /// guest runs (two during a rollout).

@@ -67,6 +67,21 @@ pub enum Error {
         /// Why.
         why: &'static str,
     },
+    /// A child or related kind grants power in the cluster, and the guest
+    /// list does not name it in this guest's `privilegedKinds`.
+    #[error(
+        "{role} kind {kind} grants power ({power}): the guest list must name {name:?} in this guest's privilegedKinds"
+    )]
+    Privileged {
+        /// `child` or `related`.
+        role: &'static str,
+        /// The kind, as `apiVersion/kind`.
+        kind: String,
+        /// What power.
+        power: &'static str,
+        /// The kind as `privilegedKinds` names it.
+        name: String,
+    },
     /// The finalizer is not a qualified name with a domain prefix; the API
     /// server would refuse it on every parent.
     #[error("finalizer {name:?} {why}")]
@@ -78,8 +93,82 @@ pub enum Error {
     },
 }
 
-/// Checks `description` (see the module docs).
-pub fn check(description: &Description) -> Result<(), Error> {
+/// The kinds that grant power in a cluster a guest may name as children
+/// or related kinds only where the guest list allows them for it
+/// (`privilegedKinds`): `Any` for `wasmop rbac`, which only prints what a
+/// module asks for (with a comment on each such rule).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PrivilegedKinds {
+    /// These, named `<Kind>.<group>` (`<Kind>` for the core group).
+    Named(std::collections::BTreeSet<String>),
+    /// Every kind.
+    Any,
+}
+
+impl Default for PrivilegedKinds {
+    fn default() -> Self {
+        Self::Named(std::collections::BTreeSet::new())
+    }
+}
+
+impl PrivilegedKinds {
+    /// Whether `kind` is allowed.
+    pub fn allows(&self, kind: &KindRef) -> bool {
+        match self {
+            Self::Any => true,
+            Self::Named(names) => names.contains(&privileged_name(kind)),
+        }
+    }
+}
+
+/// `kind` as `privilegedKinds` names it: `<Kind>.<group>`, or `<Kind>` for
+/// the core group.
+pub fn privileged_name(kind: &KindRef) -> String {
+    if kind.group.is_empty() {
+        kind.kind.clone()
+    } else {
+        format!("{}.{}", kind.kind, kind.group)
+    }
+}
+
+/// What power objects of `kind` grant, if any: RBAC roles and bindings,
+/// admission configurations and policies, CRDs, APIServices, Namespaces,
+/// Nodes, ServiceAccounts (whose tokens act as them) and certificate
+/// signing requests.
+pub fn power_of(kind: &KindRef) -> Option<&'static str> {
+    match (kind.group.as_str(), kind.kind.as_str()) {
+        ("rbac.authorization.k8s.io", _) => Some("RBAC"),
+        ("admissionregistration.k8s.io", _) => Some("admission control"),
+        ("apiextensions.k8s.io", _) => Some("API definitions"),
+        ("apiregistration.k8s.io", _) => Some("API serving"),
+        ("certificates.k8s.io", _) => Some("certificates"),
+        ("", "Namespace") => Some("namespaces"),
+        ("", "Node") => Some("nodes"),
+        ("", "ServiceAccount") => Some("identities and their tokens"),
+        _ => None,
+    }
+}
+
+/// Checks `description` (see the module docs), with the powerful kinds
+/// `privileged` allows.
+pub fn check(description: &Description, privileged: &PrivilegedKinds) -> Result<(), Error> {
+    let powers = description
+        .children
+        .iter()
+        .map(|c| ("child", &c.kind))
+        .chain(description.related.iter().map(|r| ("related", &r.kind)));
+    for (role, kind) in powers {
+        if let Some(power) = power_of(kind)
+            && !privileged.allows(kind)
+        {
+            return Err(Error::Privileged {
+                role,
+                kind: kind.to_string(),
+                power,
+                name: privileged_name(kind),
+            });
+        }
+    }
     check_kind(&description.primary)?;
     if is_builtin_group(&description.primary.group) {
         return Err(Error::BuiltinPrimary(description.primary.clone()));
@@ -201,9 +290,47 @@ mod tests {
             .finalizer("apps.example.com/cache-cleanup")
     }
 
+    /// [`super::check`] with no powerful kind allowed.
+    fn check(description: &Description) -> Result<(), Error> {
+        super::check(description, &PrivilegedKinds::default())
+    }
+
     #[test]
     fn the_cache_operator_description_passes() {
         assert_eq!(check(&cache()), Ok(()));
+    }
+
+    #[test]
+    fn kinds_that_grant_power_need_the_guest_lists_word() {
+        use crate::model::RelatedKind;
+        let binding = KindRef::new("rbac.authorization.k8s.io", "v1", "RoleBinding");
+        let namespace = KindRef::new("", "v1", "Namespace");
+        let child = cache().child(ChildKind::namespaced(binding.clone()));
+        let err = check(&child).unwrap_err();
+        assert!(
+            err.to_string().contains(
+                "\"RoleBinding.rbac.authorization.k8s.io\" in this guest's privilegedKinds"
+            ),
+            "{err}"
+        );
+        let related = cache().related(RelatedKind::namespace(namespace.clone()));
+        assert!(matches!(
+            check(&related),
+            Err(Error::Privileged { role: "related", ref name, .. }) if name == "Namespace"
+        ));
+        let named = |names: &[&str]| {
+            PrivilegedKinds::Named(names.iter().map(|n| (*n).to_owned()).collect())
+        };
+        assert_eq!(
+            super::check(&child, &named(&["RoleBinding.rbac.authorization.k8s.io"])),
+            Ok(())
+        );
+        // Named for another kind, or by another spelling: still refused.
+        assert!(super::check(&child, &named(&["Role.rbac.authorization.k8s.io"])).is_err());
+        assert!(super::check(&child, &named(&["rolebindings"])).is_err());
+        assert_eq!(super::check(&related, &PrivilegedKinds::Any), Ok(()));
+        // ConfigMaps, Deployments, Secrets: no power of their own.
+        assert_eq!(power_of(&KindRef::new("", "v1", "Secret")), None);
     }
 
     #[test]

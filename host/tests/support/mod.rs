@@ -517,8 +517,10 @@ pub async fn least_privilege_with(
     let user = format!("wasmop-least-{tag}");
     let subject = serde_json::json!([{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}]);
     for doc in docs.into_iter().filter(|d| !d.is_null()) {
+        let own = doc["metadata"]["name"] == name.as_str();
         match doc["kind"].as_str() {
-            Some("ClusterRole") => {
+            // The host's roles, bound to the test's user.
+            Some("ClusterRole") if own => {
                 let role: ClusterRole = serde_json::from_value(doc)?;
                 Api::<ClusterRole>::all(client.clone())
                     .patch(&name, &pp, &Patch::Apply(&role))
@@ -533,7 +535,7 @@ pub async fn least_privilege_with(
                     .patch(&name, &pp, &Patch::Apply(&binding))
                     .await?;
             }
-            Some("Role") => {
+            Some("Role") if own => {
                 let role: Role = serde_json::from_value(doc)?;
                 Api::<Role>::namespaced(client.clone(), list_ns)
                     .patch(&name, &pp, &Patch::Apply(&role))
@@ -548,6 +550,11 @@ pub async fn least_privilege_with(
                     .patch(&name, &pp, &Patch::Apply(&binding))
                     .await?;
             }
+            // With --guest-identity impersonate: each guest's
+            // ServiceAccount, ClusterRole and binding, as printed.
+            Some("ServiceAccount" | "ClusterRole" | "ClusterRoleBinding") => {
+                apply_as_printed(&client, &doc).await?;
+            }
             other => bail!("wasmop rbac printed an unexpected {other:?}"),
         }
     }
@@ -555,10 +562,34 @@ pub async fn least_privilege_with(
     Ok((user, kubeconfig))
 }
 
+/// Applies one object `wasmop rbac` printed, server-side, as it is.
+async fn apply_as_printed(client: &Client, doc: &Value) -> anyhow::Result<()> {
+    let object: DynamicObject = serde_json::from_value(doc.clone())?;
+    let gvk = kube::core::GroupVersionKind::try_from(
+        object
+            .types
+            .as_ref()
+            .context("a printed object without apiVersion and kind")?,
+    )?;
+    let resource = kube::core::ApiResource::from_gvk(&gvk);
+    let api: Api<DynamicObject> = match object.metadata.namespace.as_deref() {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    };
+    api.patch(
+        &object.name_any(),
+        &PatchParams::apply("wasmop-tests").force(),
+        &Patch::Apply(&object),
+    )
+    .await?;
+    Ok(())
+}
+
 /// A write as the audit log names it: `(verb, resource, subresource, name)`.
 pub type Write = (String, String, String, String);
 
-/// The writes `user` made that the API server carried out (2xx), as
+/// The writes made as `user` (itself, or impersonated) that the API server
+/// carried out (2xx), as
 /// `(verb, resource, subresource, name)`: what a refused or failed request
 /// never changed is left out.
 pub fn successful_writes_by(env: &TestEnv, user: &str) -> anyhow::Result<Vec<Write>> {
@@ -575,7 +606,8 @@ pub fn timed_successful_writes_by(
 ) -> anyhow::Result<Vec<(k8s_openapi::jiff::Timestamp, Write)>> {
     env.audit_events_of(user)?
         .into_iter()
-        .filter(|e| e["user"]["username"] == user)
+        // As `user`: a request that impersonated someone is that one's.
+        .filter(|e| wasmop_testenv::effective_user(e) == Some(user))
         .filter(|e| {
             e["verb"]
                 .as_str()

@@ -481,6 +481,10 @@ fn start_host(
             webhooks,
             "--webhook-cert-secret",
             &format!("{NS}/wasmop-webhook-tls"),
+            // As deploy/ runs it: the guest's requests impersonate its
+            // ServiceAccount, bound by deploy/rbac/roles.yaml.
+            "--guest-identity",
+            "impersonate",
             "--kubeconfig",
         ])
         .arg(kubeconfig)
