@@ -162,7 +162,7 @@ async fn demo(keep: bool, ha: bool, oci: bool) -> Result<()> {
     );
     install(&client, &guest_dir, reference.as_deref()).await?;
     println!(
-        "   CRD caches.apps.example.com, ClusterRole wasmop (made by `wasmop rbac`), ConfigMap {NS}/wasmop-guests"
+        "   CRD caches.apps.example.com, the host's roles and the guest's ServiceAccount {NS}/wasmop-guest-cache-operator with its own ClusterRole (made by `wasmop rbac --guest-identity impersonate`), ConfigMap {NS}/wasmop-guests"
     );
 
     step(
@@ -178,7 +178,7 @@ async fn demo(keep: bool, ha: bool, oci: bool) -> Result<()> {
     wait_log(&log_path, "started guest", Duration::from_secs(60)).await?;
     webhooks_registered(&client, &log_path).await?;
     println!(
-        "   host running as PID {pid}, identity `wasmop-host` bound only to the generated roles; log: {}",
+        "   host running as PID {pid}, identity `wasmop-host` bound only to the generated roles; the guest's requests impersonate its ServiceAccount; log: {}",
         log_path.display()
     );
     let standby = if ha {
