@@ -552,6 +552,9 @@ async fn hostile_verdicts_are_refused_before_the_api_server_sees_them(
         ("admit-status", "status"),
         ("admit-kind", "kind"),
         ("admit-bad-patch", "not a JSON Patch"),
+        // The work of applying a patch is the guest's, bounded by its limits.
+        ("admit-copy-bomb", "maxResponseBytes"),
+        ("admit-front-inserts", "at most 4096"),
         ("admit-bad-code", "not an HTTP error status"),
         ("admit-warnings", "1000 warnings"),
         ("admit-memory", "memory limit exceeded"),

@@ -11,6 +11,8 @@
 //! | `admit-warnings` | admits with 1000 warnings | | refuse the verdict |
 //! | `admit-rename`, `admit-owner`, `admit-finalizer`, `admit-host-label`, `admit-status`, `admit-kind` | patches that part of the object | | refuse the patch |
 //! | `admit-bad-patch` | a patch that is not a JSON Patch | | refuse it |
+//! | `admit-copy-bomb` | a 3 kB patch whose 40 copies would double the spec 40 times | | refuse it past `maxResponseBytes` |
+//! | `admit-front-inserts` | 5000 inserts at the front of one list | | refuse it past 4096 operations |
 //! | `convert-rename` | | renames the object | refuse the answer |
 //! | `convert-drop` | | answers no objects | refuse the answer |
 //! | `convert-stale` | | leaves the apiVersion as it was | refuse the answer |
@@ -74,6 +76,25 @@ pub fn admit(review: &Review) -> AdmissionResponse {
         ),
         "admit-status" => patched(json!([{"op": "add", "path": "/status", "value": {"ok": true}}])),
         "admit-kind" => patched(json!([{"op": "replace", "path": "/kind", "value": "Secret"}])),
+        "admit-copy-bomb" => {
+            let mut ops = vec![json!({"op": "add", "path": "/spec/x0", "value": "x".repeat(1000)})];
+            ops.extend(
+                (1..40)
+                    .map(|i| json!({"op": "copy", "from": "/spec", "path": format!("/spec/x{i}")})),
+            );
+            AdmissionResponse {
+                patch: Some(Value::Array(ops).to_string()),
+                ..AdmissionResponse::allow()
+            }
+        }
+        "admit-front-inserts" => {
+            let mut ops = vec![json!({"op": "add", "path": "/spec/list", "value": []})];
+            ops.extend((0..5000).map(|i| json!({"op": "add", "path": "/spec/list/0", "value": i})));
+            AdmissionResponse {
+                patch: Some(Value::Array(ops).to_string()),
+                ..AdmissionResponse::allow()
+            }
+        }
         "admit-bad-patch" => AdmissionResponse {
             patch: Some("{\"op\": \"nonsense\"}".into()),
             ..AdmissionResponse::allow()

@@ -19,6 +19,30 @@ pub const MAX_WARNINGS: usize = 16;
 pub const MAX_WARNING_BYTES: usize = 256;
 /// The longest message kept, in bytes.
 pub const MAX_MESSAGE_BYTES: usize = 1024;
+/// The most operations a patch may hold.
+pub const MAX_PATCH_OPERATIONS: usize = 4096;
+
+/// What applying a guest's patch may cost: the work is the guest's, so it
+/// is bounded by the guest's own limits.
+#[derive(Clone, Copy, Debug)]
+pub struct PatchBounds {
+    /// The most bytes the patched object may reach (about its JSON size):
+    /// the guest's `maxResponseBytes`.
+    pub max_bytes: usize,
+    /// When applying must have finished: the guest's deadline, from when
+    /// the application started.
+    pub deadline: std::time::Duration,
+}
+
+impl PatchBounds {
+    /// The bounds of a guest under `limits`.
+    pub fn of(limits: &crate::runtime::Limits) -> Self {
+        Self {
+            max_bytes: limits.max_response_bytes,
+            deadline: limits.timeout,
+        }
+    }
+}
 
 /// Why a verdict is refused.
 #[derive(Debug, thiserror::Error)]
@@ -71,6 +95,7 @@ pub fn answer(
     request: &AdmissionRequest<DynamicObject>,
     verdict: AdmissionResponse,
     mutating: bool,
+    bounds: PatchBounds,
 ) -> Result<KubeResponse, VerdictError> {
     if verdict.warnings.len() > MAX_WARNINGS {
         return Err(VerdictError::Warnings(format!(
@@ -104,7 +129,7 @@ pub fn answer(
     }
     match (&verdict.patch, mutating, &request.object) {
         (Some(patch), true, Some(object)) => {
-            let patch = checked_patch(object, patch)?;
+            let patch = checked_patch(object, patch, bounds)?;
             response
                 .with_patch(patch)
                 .map_err(|e| VerdictError::Patch(e.to_string()))
@@ -128,16 +153,70 @@ fn reason_for(code: u16) -> &'static str {
     }
 }
 
-/// `patch` parsed, applied to `object` and checked.
-fn checked_patch(object: &DynamicObject, patch: &str) -> Result<json_patch::Patch, VerdictError> {
+/// `patch` parsed, applied to `object` within `bounds` and checked: at
+/// most [`MAX_PATCH_OPERATIONS`] operations, applied one at a time while
+/// the object's size (counting every value a patch adds or copies, never
+/// what it removes) stays within `bounds.max_bytes` and the time within
+/// `bounds.deadline`, so a small patch of copies cannot make the host
+/// build a huge object, nor a long one hold a thread.
+fn checked_patch(
+    object: &DynamicObject,
+    patch: &str,
+    bounds: PatchBounds,
+) -> Result<json_patch::Patch, VerdictError> {
     let parsed: json_patch::Patch = serde_json::from_str(patch)
         .map_err(|e| VerdictError::Patch(format!("is not a JSON Patch: {e}")))?;
+    if parsed.0.len() > MAX_PATCH_OPERATIONS {
+        return Err(VerdictError::Patch(format!(
+            "has {} operations, at most {MAX_PATCH_OPERATIONS}",
+            parsed.0.len()
+        )));
+    }
+    let started = std::time::Instant::now();
     let before = serde_json::to_value(object).expect("an object serialises");
     let mut after = before.clone();
-    json_patch::patch(&mut after, &parsed)
-        .map_err(|e| VerdictError::Patch(format!("does not apply: {e}")))?;
+    let mut bytes = json_size(&after);
+    for op in &parsed.0 {
+        use json_patch::PatchOperation as Op;
+        bytes += match op {
+            Op::Add(add) => json_size(&add.value),
+            Op::Replace(replace) => json_size(&replace.value),
+            Op::Copy(copy) => after.pointer(copy.from.as_str()).map_or(0, json_size),
+            Op::Remove(_) | Op::Move(_) | Op::Test(_) => 0,
+        };
+        if bytes > bounds.max_bytes {
+            return Err(VerdictError::Patch(format!(
+                "makes the object larger than the guest's maxResponseBytes ({} bytes)",
+                bounds.max_bytes
+            )));
+        }
+        json_patch::patch(&mut after, std::slice::from_ref(op))
+            .map_err(|e| VerdictError::Patch(format!("does not apply: {e}")))?;
+        if started.elapsed() > bounds.deadline {
+            return Err(VerdictError::Patch(format!(
+                "takes longer to apply than the guest's deadline ({:?})",
+                bounds.deadline
+            )));
+        }
+    }
     check_changes(&before, &after)?;
     Ok(parsed)
+}
+
+/// About the size of `value` as JSON text, without writing it.
+fn json_size(value: &Value) -> usize {
+    match value {
+        Value::Null | Value::Bool(_) => 5,
+        Value::Number(_) => 20,
+        Value::String(s) => s.len() + 2,
+        Value::Array(items) => 2 + items.iter().map(|v| json_size(v) + 1).sum::<usize>(),
+        Value::Object(map) => {
+            2 + map
+                .iter()
+                .map(|(k, v)| k.len() + 4 + json_size(v))
+                .sum::<usize>()
+        }
+    }
 }
 
 /// What a patch may change: anything but `apiVersion`, `kind`, `status`
@@ -220,6 +299,35 @@ mod tests {
             "spec": {"image": "redis"}})
     }
 
+    const BOUNDS: PatchBounds = PatchBounds {
+        max_bytes: 4 << 20,
+        deadline: std::time::Duration::from_secs(1),
+    };
+
+    #[test]
+    fn a_patch_that_grows_the_object_past_the_guests_limit_is_refused() {
+        let request = request(object());
+        // Each copy doubles the spec: 40 of them would be a terabyte.
+        let mut ops = vec![json!({"op": "add", "path": "/spec/x0", "value": "x".repeat(1000)})];
+        for i in 1..40 {
+            ops.push(json!({"op": "copy", "from": "/spec", "path": format!("/spec/x{i}")}));
+        }
+        let err = answer(&request, verdict(Value::Array(ops)), true, BOUNDS).unwrap_err();
+        assert!(err.to_string().contains("maxResponseBytes"), "{err}");
+        let many: Vec<Value> = (0..=MAX_PATCH_OPERATIONS)
+            .map(|_| json!({"op": "test", "path": "/kind", "value": "K"}))
+            .collect();
+        let err = answer(&request, verdict(Value::Array(many)), true, BOUNDS).unwrap_err();
+        assert!(err.to_string().contains("at most 4096"), "{err}");
+        let slow = PatchBounds {
+            deadline: std::time::Duration::ZERO,
+            ..BOUNDS
+        };
+        let one = json!([{"op": "add", "path": "/spec/a", "value": 1}]);
+        let err = answer(&request, verdict(one), true, slow).unwrap_err();
+        assert!(err.to_string().contains("deadline"), "{err}");
+    }
+
     fn verdict(patch: Value) -> AdmissionResponse {
         AdmissionResponse {
             patch: Some(patch.to_string()),
@@ -242,13 +350,13 @@ mod tests {
     fn a_spec_patch_is_passed_on_only_when_mutating() {
         let request = request(object());
         let v = verdict(json!([{"op": "add", "path": "/spec/port", "value": 1}]));
-        let answer = answer(&request, v.clone(), true).unwrap();
+        let answer = answer(&request, v.clone(), true, BOUNDS).unwrap();
         assert!(answer.allowed && answer.patch.is_some());
         assert_eq!(answer.uid, "u1");
-        let plain = super::answer(&request, v, false).unwrap();
+        let plain = super::answer(&request, v, false, BOUNDS).unwrap();
         assert!(plain.allowed && plain.patch.is_none());
         let labels = verdict(json!([{"op": "add", "path": "/metadata/labels/y", "value": "2"}]));
-        assert!(super::answer(&request, labels, true).is_ok());
+        assert!(super::answer(&request, labels, true, BOUNDS).is_ok());
     }
 
     #[test]
@@ -289,14 +397,14 @@ mod tests {
             ),
             (json!({"op": "add"}), "not a JSON Patch"),
         ] {
-            let err = answer(&request, verdict(patch.clone()), true).unwrap_err();
+            let err = answer(&request, verdict(patch.clone()), true, BOUNDS).unwrap_err();
             assert!(err.to_string().contains(says), "{patch}: {err}");
         }
         let text = AdmissionResponse {
             patch: Some("not json".into()),
             ..AdmissionResponse::allow()
         };
-        assert!(answer(&request, text, true).is_err());
+        assert!(answer(&request, text, true, BOUNDS).is_err());
     }
 
     #[test]
@@ -306,12 +414,12 @@ mod tests {
             code: Some(422),
             ..AdmissionResponse::deny("é".repeat(2000))
         };
-        let answer = answer(&request, deny, true).unwrap();
+        let answer = answer(&request, deny, true, BOUNDS).unwrap();
         assert!(!answer.allowed);
         assert_eq!(answer.result.code, 422);
         assert!(answer.result.message.len() <= MAX_MESSAGE_BYTES);
         assert_eq!(
-            super::answer(&request, AdmissionResponse::deny("no"), true)
+            super::answer(&request, AdmissionResponse::deny("no"), true, BOUNDS)
                 .unwrap()
                 .result
                 .code,
@@ -322,17 +430,20 @@ mod tests {
                 code: Some(code),
                 ..AdmissionResponse::deny("no")
             };
-            assert!(super::answer(&request, bad, true).is_err(), "{code}");
+            assert!(
+                super::answer(&request, bad, true, BOUNDS).is_err(),
+                "{code}"
+            );
         }
         let many = AdmissionResponse {
             warnings: vec!["w".into(); MAX_WARNINGS + 1],
             ..AdmissionResponse::allow()
         };
-        assert!(super::answer(&request, many, true).is_err());
+        assert!(super::answer(&request, many, true, BOUNDS).is_err());
         let long = AdmissionResponse {
             warnings: vec!["w".repeat(MAX_WARNING_BYTES + 1)],
             ..AdmissionResponse::allow()
         };
-        assert!(super::answer(&request, long, true).is_err());
+        assert!(super::answer(&request, long, true, BOUNDS).is_err());
     }
 }

@@ -98,8 +98,13 @@ fn call(
         .admit(&review)
         .context("no admit")?
         .with_context(|| format!("admit failed ({} call)", phase(mutating)))?;
-    let response = admission::answer(request, verdict, mutating)
-        .with_context(|| format!("the host refuses the {} verdict", phase(mutating)))?;
+    let response = admission::answer(
+        request,
+        verdict,
+        mutating,
+        admission::PatchBounds::of(guest.limits()),
+    )
+    .with_context(|| format!("the host refuses the {} verdict", phase(mutating)))?;
     Ok(response)
 }
 

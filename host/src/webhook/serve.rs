@@ -238,9 +238,18 @@ async fn verdict(
     };
     let guest = served.slot.current();
     let review = admission::review(request, mutating, guest.settings());
-    let failure = match guarded(&served, &guest, move |g| g.admit(&review)).await {
+    // The verdict is checked (its patch applied) on the guest's blocking
+    // thread, under its concurrency and limits: that work is the guest's.
+    let owned = request.clone();
+    let bounds = admission::PatchBounds::of(guest.limits());
+    let call = move |g: &Guest| {
+        g.admit(&review).map(|verdict| {
+            verdict.map(|verdict| admission::answer(&owned, verdict, mutating, bounds))
+        })
+    };
+    let failure = match guarded(&served, &guest, call).await {
         Ok(None) => return Ok(KubeResponse::from(request)),
-        Ok(Some(Ok(verdict))) => match admission::answer(request, verdict, mutating) {
+        Ok(Some(Ok(answered))) => match answered {
             Ok(response) => {
                 tracing::debug!(guest = %name, uid = %request.uid, allowed = response.allowed, mutating, "admission verdict");
                 return Ok(response);
