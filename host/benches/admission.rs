@@ -55,7 +55,8 @@ async fn native_admit(
     let mutating = verb == "mutate";
     let wire = admission::review(&request, mutating, None);
     let verdict = cache_operator::CacheOperator::admit(&wasmop_guest::Review::from_wire(wire));
-    let response = admission::answer(&request, verdict, mutating).expect("a valid verdict");
+    let bounds = admission::PatchBounds::of(&wasmop_host::runtime::Limits::default());
+    let response = admission::answer(&request, verdict, mutating, bounds).expect("a valid verdict");
     (
         [(axum::http::header::CONTENT_TYPE, "application/json")],
         serde_json::to_vec(&response.into_review()).expect("json"),

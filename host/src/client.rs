@@ -228,6 +228,7 @@ impl Clients {
             &metrics,
             &health,
             Some(&leadership),
+            None,
         )?;
         Ok(Self {
             config,
@@ -252,8 +253,12 @@ impl Clients {
     }
 
     /// A client for the requests made for guest `name`, under the guests'
-    /// identity.
-    pub fn for_guest(&self, name: &str) -> kube::Result<kube::Client> {
+    /// identity, its requests held to `budget` when it has one.
+    pub fn for_guest(
+        &self,
+        name: &str,
+        budget: Option<crate::settings::ApiBudget>,
+    ) -> kube::Result<kube::Client> {
         let mut config = self.config.clone();
         if let GuestIdentity::Impersonate { namespace } = &self.identity {
             config.auth_info.impersonate = Some(guest_user(namespace, name));
@@ -268,6 +273,7 @@ impl Clients {
             &self.metrics,
             &self.health,
             Some(&self.leadership),
+            budget,
         )
     }
 
@@ -296,6 +302,7 @@ pub fn for_leader_election(
         metrics,
         health,
         None,
+        None,
     )
 }
 
@@ -314,6 +321,7 @@ fn build(
     metrics: &Arc<Metrics>,
     health: &ApiHealth,
     fence: Option<&Leadership>,
+    budget: Option<crate::settings::ApiBudget>,
 ) -> kube::Result<kube::Client> {
     let mut config = config.clone();
     config
@@ -335,6 +343,14 @@ fn build(
         controller: Arc::from(controller),
         health: health.clone(),
         fence: fence.cloned(),
+        budget: budget.map(|budget| {
+            let burst =
+                std::num::NonZeroU32::new(budget.burst).unwrap_or(std::num::NonZeroU32::MIN);
+            let quota = governor::Quota::with_period(budget.period())
+                .expect("a budget's period is positive")
+                .allow_burst(burst);
+            Arc::new(governor::RateLimiter::direct(quota))
+        }),
     };
     Ok(ClientBuilder::try_from(config)?.with_layer(&layer).build())
 }
@@ -347,6 +363,8 @@ struct Counted {
     controller: Arc<str>,
     health: ApiHealth,
     fence: Option<Leadership>,
+    /// The guest's own budget of requests (`apiQPS`, `apiBurst`).
+    budget: Option<Arc<governor::DefaultDirectRateLimiter>>,
 }
 
 impl<S> Layer<S> for Counted {
@@ -356,15 +374,33 @@ impl<S> Layer<S> for Counted {
         CountedService {
             inner,
             layer: self.clone(),
+            waiting: None,
+            admitted: false,
         }
     }
 }
 
-/// See [`Counted`].
-#[derive(Clone)]
+/// See [`Counted`]. With a budget, the service is not ready until the
+/// budget admits the next request: the client's queue (kube's buffer, one
+/// per guest) holds that guest's requests, and only that guest's.
 struct CountedService<S> {
     inner: S,
     layer: Counted,
+    /// Until when the budget holds the next request.
+    waiting: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// Whether the budget admitted the next request.
+    admitted: bool,
+}
+
+impl<S: Clone> Clone for CountedService<S> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            layer: self.layer.clone(),
+            waiting: None,
+            admitted: false,
+        }
+    }
 }
 
 fn is_read(method: &Method) -> bool {
@@ -382,10 +418,28 @@ where
     type Future = Pin<Box<dyn Future<Output = Result<Response<B>, BoxError>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        if let Some(budget) = &self.layer.budget {
+            while !self.admitted {
+                if let Some(waiting) = self.waiting.as_mut() {
+                    std::task::ready!(waiting.as_mut().poll(cx));
+                    self.waiting = None;
+                }
+                match budget.check() {
+                    Ok(()) => self.admitted = true,
+                    Err(not_until) => {
+                        use governor::clock::Clock as _;
+                        let wait = not_until
+                            .wait_time_from(governor::clock::DefaultClock::default().now());
+                        self.waiting = Some(Box::pin(tokio::time::sleep(wait)));
+                    }
+                }
+            }
+        }
         self.inner.poll_ready(cx).map_err(Into::into)
     }
 
     fn call(&mut self, request: Request<Body>) -> Self::Future {
+        self.admitted = false;
         let method = request.method().clone();
         let layer = self.layer.clone();
         if !is_read(&method)
@@ -507,5 +561,42 @@ mod tests {
         )
         .await
         .expect("no /readyz asked after a 500");
+    }
+
+    #[tokio::test]
+    async fn a_budget_paces_its_own_requests() {
+        use tower::ServiceExt as _;
+        let budget = crate::settings::ApiBudget::new(20.0, Some(2)).unwrap();
+        let counted = |budget: Option<crate::settings::ApiBudget>| Counted {
+            metrics: Metrics::new(),
+            host: Arc::from("api"),
+            controller: Arc::from("g"),
+            health: ApiHealth::default(),
+            fence: None,
+            budget: budget.map(|b| {
+                Arc::new(governor::RateLimiter::direct(
+                    governor::Quota::with_period(b.period())
+                        .unwrap()
+                        .allow_burst(std::num::NonZeroU32::new(b.burst).unwrap()),
+                ))
+            }),
+        };
+        let inner = tower::service_fn(|_: Request<Body>| async {
+            Ok::<_, std::convert::Infallible>(Response::new(()))
+        });
+        let send = |layer: Counted| async move {
+            let mut service = layer.layer(inner);
+            let started = std::time::Instant::now();
+            for _ in 0..6 {
+                let request = Request::get("/api").body(Body::empty()).unwrap();
+                service.ready().await.unwrap().call(request).await.unwrap();
+            }
+            started.elapsed()
+        };
+        // Two at once, then one every 50 ms: four waits.
+        let paced = send(counted(Some(budget))).await;
+        assert!(paced >= std::time::Duration::from_millis(190), "{paced:?}");
+        let free = send(counted(None)).await;
+        assert!(free < std::time::Duration::from_millis(150), "{free:?}");
     }
 }

@@ -518,7 +518,10 @@ impl Host {
         if running.controller_settings == spec.controller {
             return Ok(Change::Unchanged);
         }
-        let client = self.clients.for_guest(&spec.name).map_err(Error::Client)?;
+        let client = self
+            .clients
+            .for_guest(&spec.name, spec.controller.api_budget)
+            .map_err(Error::Client)?;
         let kinds = discovery::resolve(&client, &running.watched).await?;
         let env = self.environment(client);
         let running = self.guests.get_mut(&spec.name).expect("a running guest");
@@ -681,7 +684,10 @@ impl Host {
             Some((candidate, _)) => union(stable.description(), candidate.description()),
             None => stable.description().clone(),
         };
-        let client = self.clients.for_guest(&spec.name).map_err(Error::Client)?;
+        let client = self
+            .clients
+            .for_guest(&spec.name, spec.controller.api_budget)
+            .map_err(Error::Client)?;
         let kinds = discovery::resolve(&client, &watched).await?;
         self.check_webhooks(&spec.name, &stable, &kinds)?;
         let slot = GuestSlot::new(stable);
@@ -767,7 +773,11 @@ impl Host {
         if watched != running.watched {
             // The candidate brings kinds of its own: the watches restart
             // with both versions' kinds, resolved before anything stops.
-            let client = self.clients.for_guest(&spec.name).map_err(Error::Client)?;
+            let budget = running.controller_settings.api_budget;
+            let client = self
+                .clients
+                .for_guest(&spec.name, budget)
+                .map_err(Error::Client)?;
             let kinds = discovery::resolve(&client, &watched).await?;
             let env = self.environment(client);
             let running = self.guests.get_mut(&spec.name).expect("a running guest");
@@ -824,7 +834,10 @@ impl Host {
         }
         // New kinds to watch: resolved before anything stops, so that a kind
         // discovery refuses leaves the running version as it is.
-        let client = self.clients.for_guest(&spec.name).map_err(Error::Client)?;
+        let client = self
+            .clients
+            .for_guest(&spec.name, spec.controller.api_budget)
+            .map_err(Error::Client)?;
         let kinds = discovery::resolve(&client, guest.description()).await?;
         self.check_webhooks(&spec.name, &guest, &kinds)?;
         // The kinds or namespaces changed: only this guest's watches restart,

@@ -47,6 +47,43 @@ pub struct ControllerSettings {
     pub secret_values: bool,
     /// What a failed admission call answers (guests that export `admit`).
     pub admission_failure_policy: FailurePolicy,
+    /// The guest's own budget of API requests (`apiQPS`, `apiBurst`);
+    /// none by default, so convergence is not slowed.
+    pub api_budget: Option<ApiBudget>,
+}
+
+/// A guest's own budget of API requests: a token bucket that refills at
+/// `apiQPS` a second and holds `apiBurst`. The guest's requests wait on
+/// it, never on another guest's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ApiBudget {
+    /// Requests a second, in thousandths.
+    pub milli_qps: u64,
+    /// Requests that may go at once.
+    pub burst: u32,
+}
+
+impl ApiBudget {
+    /// The budget of `qps` requests a second and bursts of `burst`
+    /// (default: `qps` rounded up, at least 1).
+    pub fn new(qps: f64, burst: Option<u32>) -> Result<Self, String> {
+        if !(qps.is_finite() && (0.001..=100_000.0).contains(&qps)) {
+            return Err(format!("apiQPS {qps} is not between 0.001 and 100000"));
+        }
+        let burst = burst.unwrap_or_else(|| (qps.ceil() as u32).max(1));
+        if burst == 0 {
+            return Err("apiBurst must be at least 1".into());
+        }
+        Ok(Self {
+            milli_qps: (qps * 1000.0).round() as u64,
+            burst,
+        })
+    }
+
+    /// How long the bucket takes to refill one request.
+    pub fn period(&self) -> Duration {
+        Duration::from_secs_f64(1000.0 / self.milli_qps.max(1) as f64)
+    }
 }
 
 impl Default for ControllerSettings {
@@ -58,6 +95,7 @@ impl Default for ControllerSettings {
             adopt_orphans: false,
             secret_values: false,
             admission_failure_policy: FailurePolicy::Fail,
+            api_budget: None,
         }
     }
 }

@@ -834,8 +834,8 @@ async fn each_guest_acts_under_its_own_identity_and_rbac_holds_without_the_fence
     .with_guest_identity(wasmop_host::client::GuestIdentity::Impersonate {
         namespace: ns.clone(),
     });
-    let hostile = clients.for_guest("hostile")?;
-    let cache_operator = clients.for_guest("cache-operator")?;
+    let hostile = clients.for_guest("hostile", None)?;
+    let cache_operator = clients.for_guest("cache-operator", None)?;
     let resource = |group: &str, kind: &str| {
         let version = if group == "apps.example.com" {
             "v1alpha1"

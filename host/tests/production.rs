@@ -894,6 +894,128 @@ async fn deploy_installs_everything_and_grants_what_wasmop_rbac_prints(
     Ok(())
 }
 
+/// A guest's `apiQPS`/`apiBurst` hold its own requests, and only its own:
+/// the paced guest's requests are spread at its rate (the API server's
+/// audit log, by User-Agent), while the other guest on the same host, with
+/// no budget, is not held back.
+async fn a_guests_api_budget_holds_its_own_requests_and_no_one_elses(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    const QPS: f64 = 2.0;
+    const PARENTS: usize = 4;
+    let client = env.client();
+    install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
+    let ns = env.create_namespace("budget").await?;
+    put_module(
+        &client,
+        &ns,
+        "hostile-module",
+        "module.wasm",
+        &std::fs::read(guest_module("hostile")?)?,
+    )
+    .await?;
+    let entry = |name: &str, extra: &str| {
+        format!(
+            "  - name: {name}\n    module:\n      configMap: {{name: hostile-module, key: module.wasm}}\n    namespaces: [{ns}]\n{extra}"
+        )
+    };
+    put_guest_list(
+        &client,
+        &ns,
+        "wasmop-guests",
+        &format!(
+            "guests:\n{}{}",
+            entry("paced", &format!("    apiQPS: {QPS}\n    apiBurst: 1\n")),
+            entry("free", "    settings: {primary: HostileTwin}\n"),
+        ),
+    )
+    .await?;
+    let user = format!("wasmop-{ns}");
+    let (_, kubeconfig) = support::admin_identity(&env, &user).await?;
+    let mut host = HostProcess::start(
+        &env,
+        &kubeconfig,
+        &ns,
+        &["--guests-configmap", &format!("{ns}/wasmop-guests")],
+    )?;
+    host.wait_for_log("controller started", Duration::from_secs(90))
+        .await?;
+    let twins = support::dyn_api(
+        &client,
+        "test.wasmop.dev",
+        "v1alpha1",
+        "HostileTwin",
+        "hostiletwins",
+        &ns,
+    );
+    let hostiles = support::hostiles(&client, &ns);
+    for i in 0..PARENTS {
+        // Names of their own: each guest's child is `<name>-ok`.
+        for (api, kind, prefix) in [(&hostiles, "Hostile", "h"), (&twins, "HostileTwin", "t")] {
+            let obj = serde_json::from_value(json!({
+                "apiVersion": "test.wasmop.dev/v1alpha1", "kind": kind,
+                "metadata": {"name": format!("{prefix}{i}")}, "spec": {"attack": "none"},
+            }))?;
+            api.create(&PostParams::default(), &obj).await?;
+        }
+    }
+    let done = |api: kube::Api<kube::api::DynamicObject>| async move {
+        wait_for(Duration::from_secs(120), || async {
+            let list = api.list(&Default::default()).await?;
+            let ok = list.items.len() == PARENTS
+                && list
+                    .items
+                    .iter()
+                    .all(|o| o.data.pointer("/status/ok") == Some(&json!(true)));
+            Ok(ok.then_some(()))
+        })
+        .await
+    };
+    done(twins.clone()).await.context("the free guest")?;
+    done(hostiles.clone()).await.context("the paced guest")?;
+    // Each request of a guest, by the time the API server received it.
+    let times = |agent: &str| -> anyhow::Result<Vec<k8s_openapi::jiff::Timestamp>> {
+        let mut times: Vec<_> = env
+            .audit_events_of(&user)?
+            .into_iter()
+            .filter(|e| {
+                e["userAgent"]
+                    .as_str()
+                    .is_some_and(|a| a.ends_with(&format!("guest/{agent}")))
+            })
+            .filter_map(|e| e["requestReceivedTimestamp"].as_str()?.parse().ok())
+            .collect();
+        times.sort();
+        times.dedup();
+        Ok(times)
+    };
+    let paced = times("paced")?;
+    ensure!(
+        paced.len() >= 8,
+        "only {} requests of the paced guest",
+        paced.len()
+    );
+    // One request a burst, then one every 1/QPS s: n requests take at
+    // least (n - 1) / QPS s, whatever the machine's speed.
+    let span = paced
+        .last()
+        .unwrap()
+        .duration_since(*paced.first().unwrap());
+    let least = (paced.len() - 1) as f64 / QPS * 0.9;
+    ensure!(
+        span.as_secs_f64() >= least,
+        "{} requests of the paced guest within {:.1} s, its budget allows no fewer than {least:.1} s",
+        paced.len(),
+        span.as_secs_f64()
+    );
+    let free = times("free")?;
+    ensure!(
+        !free.is_empty(),
+        "no request of the free guest in the audit log"
+    );
+    Ok(())
+}
+
 fn main() -> std::process::ExitCode {
     run(vec![
         Test::new(
@@ -923,6 +1045,11 @@ fn main() -> std::process::ExitCode {
             "repeated_events_join_one_series_on_the_api_server",
             repeated_events_join_one_series_on_the_api_server,
         ),
+        Test::new(
+            "a_guests_api_budget_holds_its_own_requests_and_no_one_elses",
+            a_guests_api_budget_holds_its_own_requests_and_no_one_elses,
+        )
+        .with_timeout(Duration::from_secs(240)),
         Test::new(
             "deploy_installs_everything_and_grants_what_wasmop_rbac_prints",
             deploy_installs_everything_and_grants_what_wasmop_rbac_prints,

@@ -130,6 +130,13 @@ pub struct GuestEntry {
     /// (`<Kind>` for the core group). Default none.
     #[serde(default)]
     pub privileged_kinds: Vec<String>,
+    /// The guest's own budget of API requests a second (default: none).
+    #[serde(default, rename = "apiQPS")]
+    pub api_qps: Option<f64>,
+    /// The requests of the guest that may go at once within its `apiQPS`
+    /// (default: `apiQPS` rounded up).
+    #[serde(default, rename = "apiBurst")]
+    pub api_burst: Option<u32>,
     /// Most related objects per request (default 256).
     #[serde(default)]
     pub max_related_objects: Option<usize>,
@@ -337,7 +344,13 @@ impl GuestEntry {
         if resync.is_zero() {
             return Err("resync must be positive".into());
         }
+        let api_budget = match (self.api_qps, self.api_burst) {
+            (None, None) => None,
+            (None, Some(_)) => return Err("apiBurst needs apiQPS".into()),
+            (Some(qps), burst) => Some(crate::settings::ApiBudget::new(qps, burst)?),
+        };
         Ok(ControllerSettings {
+            api_budget,
             concurrency: self.concurrency.unwrap_or(d.concurrency).max(1),
             resync,
             namespaces: self.namespaces.clone(),
@@ -441,6 +454,8 @@ guests:
     maxRelatedObjects: 32
     maxRelatedBytes: 1Mi
     privilegedKinds: [Namespace, Role.rbac.authorization.k8s.io]
+    apiQPS: 2.5
+    apiBurst: 4
     settings:
       defaultImage: redis:7
       list: [1, two]
@@ -471,6 +486,14 @@ guests:
         assert!(e.controller().unwrap().secret_values);
         assert_eq!(e.limits().unwrap().max_events, 4);
         assert_eq!(e.limits().unwrap().max_related_objects, 32);
+        assert_eq!(
+            e.controller().unwrap().api_budget,
+            Some(crate::settings::ApiBudget {
+                milli_qps: 2500,
+                burst: 4
+            })
+        );
+        assert_eq!(list.guests[1].controller().unwrap().api_budget, None);
         assert_eq!(e.limits().unwrap().max_related_bytes, 1 << 20);
         assert!(
             e.limits()
