@@ -330,7 +330,7 @@ async fn main() {
     println!(
         "admission bench: {N} creates per kind after {WARMUP} warm-up, interleaved; the cache-operator's admit as wasm (host) and native"
     );
-    println!("cpu: {}", cpu_model());
+    println!("cpu: {}", wasmop_testenv::cpu_model());
     println!(
         "\nthe API server's apiserver_admission_webhook_admission_duration_seconds (mean exact; p50/p99 interpolated in 5 ms / 25 ms buckets):"
     );
@@ -409,16 +409,4 @@ async fn main() {
         over(WASM) / over(NATIVE).max(1e-6)
     );
     host.stop();
-}
-
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|c| {
-            c.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|m| m.trim().to_owned())
-        })
-        .unwrap_or_else(|| "unknown".into())
 }

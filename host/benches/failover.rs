@@ -145,15 +145,9 @@ async fn main() {
     let crd: CustomResourceDefinition =
         serde_json::from_value(wasmop_testenv::crd::single_version(crd, "v1alpha1").unwrap())
             .unwrap();
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .patch(
-            "caches.apps.example.com",
-            &PatchParams::apply("bench").force(),
-            &Patch::Apply(&crd),
-        )
+    wasmop_testenv::crd::install(&client, &crd)
         .await
         .expect("crd");
-    tokio::time::sleep(Duration::from_secs(2)).await;
     let ns = env.create_namespace("failover").await.expect("namespace");
     let module = std::fs::read(guests_dir().join("cache-operator.wasm"))
         .expect("cache-operator.wasm; run cargo xtask build-guests");

@@ -88,19 +88,6 @@ fn now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// The CPU the bench runs on, from /proc/cpuinfo.
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|text| {
-            text.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, model)| model.trim().to_owned())
-        })
-        .unwrap_or_else(|| "unknown CPU".to_owned())
-}
-
 /// A converged Cache, as a periodic resync finds it: the Deployment, Service
 /// and ConfigMap the API server holds for it (server fields included, the
 /// Deployment rolled out) and the status an earlier reconcile wrote.
@@ -256,7 +243,7 @@ fn pct(samples: &[Duration], p: f64) -> Duration {
 fn main() {
     println!(
         "CPU: {} ({} threads)",
-        cpu_model(),
+        wasmop_testenv::cpu_model(),
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     let runtime = Runtime::new(RuntimeConfig::default()).expect("runtime");

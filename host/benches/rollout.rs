@@ -137,14 +137,7 @@ async fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1000);
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|c| {
-            c.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or_default().trim().to_owned())
-        })
-        .unwrap_or_default();
+    let cpu = wasmop_testenv::cpu_model();
     println!(
         "\nrollout: N = {n} Caches, one host, one real control plane ({cpu}, {} cores)",
         std::thread::available_parallelism().map_or(0, usize::from)

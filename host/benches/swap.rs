@@ -121,15 +121,9 @@ async fn main() {
     .unwrap();
     // v1alpha1 alone: this host serves no conversion webhook.
     let crd = wasmop_testenv::crd::single_version(crd, "v1alpha1").unwrap();
-    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> = Api::all(client.clone());
-    crds.patch(
-        "caches.apps.example.com",
-        &PatchParams::apply("bench").force(),
-        &Patch::Apply(&crd),
-    )
-    .await
-    .expect("crd");
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    wasmop_testenv::crd::install(&client, &serde_json::from_value(crd).expect("a CRD"))
+        .await
+        .expect("crd");
     let ns = env.create_namespace("swap-bench").await.expect("namespace");
     put_module(&client, &ns, &v1).await;
     let list = format!(

@@ -127,6 +127,7 @@ const BENCHES: &[&str] = &[
     "scale",
     "admission",
     "rollout",
+    "fairness",
 ];
 
 /// `cargo bench -p wasmop-host` (only `--bench <name>` when `args` starts

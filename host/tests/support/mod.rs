@@ -95,26 +95,7 @@ pub async fn install_cache_crd_in(client: &Client, group: &str) -> anyhow::Resul
 
 /// Applies `crd` and waits until it is established.
 pub async fn install_crd(client: &Client, crd: CustomResourceDefinition) -> anyhow::Result<()> {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let name = crd.name_any();
-    api.patch(
-        &name,
-        &PatchParams::apply("wasmop-tests").force(),
-        &Patch::Apply(&crd),
-    )
-    .await?;
-    wait_for(Duration::from_secs(30), || async {
-        let crd = api.get(&name).await?;
-        let ok = crd
-            .status
-            .and_then(|s| s.conditions)
-            .unwrap_or_default()
-            .iter()
-            .any(|c| c.type_ == "Established" && c.status == "True");
-        Ok(ok.then_some(()))
-    })
-    .await
-    .with_context(|| format!("CRD {name} not established"))
+    wasmop_testenv::crd::install(client, &crd).await
 }
 
 /// Polls `f` every 200 ms until it returns `Some`, or fails after `timeout`

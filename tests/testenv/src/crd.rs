@@ -1,6 +1,43 @@
-//! CRDs as the tests install them.
+//! CRDs as the tests and benches install them.
 
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::Value;
+
+/// Applies `crd` (server-side, as `wasmop-tests`) and waits until the API
+/// server establishes it, for at most 30 s.
+pub async fn install(client: &kube::Client, crd: &CustomResourceDefinition) -> anyhow::Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let name = crd.metadata.name.clone().context("a CRD without a name")?;
+    api.patch(
+        &name,
+        &PatchParams::apply("wasmop-tests").force(),
+        &Patch::Apply(crd),
+    )
+    .await?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let established = api
+            .get(&name)
+            .await?
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True");
+        if established {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "CRD {name} not established within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
 
 /// `crd` (a CustomResourceDefinition as JSON) reduced to its `version`
 /// alone, served and stored, with no conversion: what a control plane

@@ -77,3 +77,17 @@ pub use monitoring::{
 };
 pub use peers::ensure_kubebuilder_cache;
 pub use registry::{BasicAuth, REGISTRY_VERSION, Registry, ensure_registry_binary};
+
+/// The machine's CPU model, from /proc/cpuinfo ("unknown" elsewhere), for
+/// the benches' reports.
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, model)| model.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
