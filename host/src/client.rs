@@ -119,6 +119,10 @@ struct HealthState {
 /// The path [`ApiHealth::probe`] asks.
 const READYZ: &str = "/readyz";
 
+/// How long [`ApiHealth::probe`] waits for `/readyz`: longer than the API
+/// server's own readiness checks take to fail (etcd's, 2 s by default).
+const READYZ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 impl Default for ApiHealth {
     fn default() -> Self {
         Self {
@@ -147,13 +151,21 @@ impl ApiHealth {
     pub fn probe(&self, client: kube::Client) -> tokio::task::JoinHandle<()> {
         let mut down = self.inner.down.subscribe();
         let inner = self.inner.clone();
+        let health = self.clone();
         tokio::spawn(async move {
             let ask = || async {
                 let request = http::Request::get(READYZ)
                     .body(Vec::new())
                     .expect("a GET without a body is a valid request");
-                // The layer under `client` records the answer.
-                let _ = tokio::time::timeout(PROBE_PERIOD * 4, client.request_text(request)).await;
+                // The layer under `client` records the answer; no answer
+                // within the timeout (an API server waiting on etcd for
+                // its own readiness check) is a failure too.
+                if tokio::time::timeout(READYZ_TIMEOUT, client.request_text(request))
+                    .await
+                    .is_err()
+                {
+                    health.failed(&"/readyz did not answer");
+                }
             };
             loop {
                 if *down.borrow_and_update() {

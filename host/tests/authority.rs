@@ -487,6 +487,11 @@ async fn metadata_the_host_cannot_stamp_is_refused(env: Arc<TestEnv>) -> anyhow:
         ("host-annotation", "wasmop.dev/desired-hash"),
         ("server-metadata", "metadata.finalizers"),
         ("keep-and-desire", "both kept and desired"),
+        // A Secret the cluster would fill with a ServiceAccount's token.
+        (
+            "token-secret",
+            "\"ServiceAccount\" in this guest's privilegedKinds",
+        ),
     ];
     for (attack_name, _) in &cases {
         attack(&client, &ns, attack_name, attack_name, "").await?;

@@ -53,6 +53,26 @@ pub fn take_secret(target: &str) -> Result<Response> {
     Response::new().child(&secret)
 }
 
+/// A Secret child of type `kubernetes.io/service-account-token` for the
+/// namespace's `default` ServiceAccount: the cluster would fill it with a
+/// token that acts as that ServiceAccount.
+pub fn token_secret(name: &str) -> Result<Response> {
+    let mut metadata = meta::object_meta(format!("{name}-token"), BTreeMap::new());
+    metadata.annotations = Some(
+        [(
+            "kubernetes.io/service-account.name".to_owned(),
+            "default".to_owned(),
+        )]
+        .into(),
+    );
+    let secret = Secret {
+        metadata,
+        type_: Some("kubernetes.io/service-account-token".to_owned()),
+        ..Secret::default()
+    };
+    Response::new().child(&secret)
+}
+
 /// A child whose metadata has a shape the host's stamping does not expect:
 /// `labels: null`, `annotations: []`, a field the API server owns, a key
 /// that is not a label key, or a key under `wasmop.dev/`.

@@ -82,7 +82,7 @@ fn primary() -> KindRef {
 /// | `related-bad-pointer` | a related name at `spec/target` (no leading `/`) |
 /// | `related-duplicate` | relates Secrets twice |
 /// | `related-too-many` | 40 related kinds |
-/// | `related-cluster-scoped` | relates PriorityClasses (cluster-scoped) |
+/// | `related-cluster-scoped` | relates IngressClasses (cluster-scoped) |
 /// | `privileged-child` | a RoleBinding child (a kind that grants power) |
 /// | `privileged-related` | relates ServiceAccounts (a kind that grants power) |
 pub fn describe(settings: &Settings) -> Result<Description, String> {
@@ -146,9 +146,9 @@ pub fn describe(settings: &Settings) -> Result<Description, String> {
         // A cluster-scoped kind that grants no power (a Namespace would be
         // refused as one that does, before its scope is looked up).
         "related-cluster-scoped" => honest().related(RelatedKind::namespace(KindRef::new(
-            "scheduling.k8s.io",
+            "networking.k8s.io",
             "v1",
-            "PriorityClass",
+            "IngressClass",
         ))),
         "privileged-child" => honest().child(ChildKind::namespaced(KindRef::new(
             "rbac.authorization.k8s.io",

@@ -118,6 +118,7 @@ impl Operator for HostileGuest {
             "take-configmap" => authority::take_config_map(target()),
             "take-service" => authority::take_service(target()),
             "take-secret" => authority::take_secret(target()),
+            "token-secret" => authority::token_secret(&name),
             odd @ ("null-labels" | "list-annotations" | "number-label" | "bad-label-key"
             | "host-label" | "host-annotation" | "server-metadata") => {
                 authority::odd_metadata(&name, odd)

@@ -51,6 +51,11 @@ impl Limits {
         crate::validate::Bounds {
             max_children: self.max_children,
             max_events: self.max_events,
+            service_account_tokens: self.privileged.allows(&crate::model::KindRef::new(
+                "",
+                "v1",
+                "ServiceAccount",
+            )),
         }
     }
 }

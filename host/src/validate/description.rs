@@ -131,20 +131,33 @@ pub fn privileged_name(kind: &KindRef) -> String {
     }
 }
 
-/// What power objects of `kind` grant, if any: RBAC roles and bindings,
-/// admission configurations and policies, CRDs, APIServices, Namespaces,
-/// Nodes, ServiceAccounts (whose tokens act as them) and certificate
-/// signing requests.
+/// What power objects of `kind` grant, if any: over permissions (RBAC,
+/// OpenShift's authorization and security constraints), admission, the
+/// API itself (CRDs, APIServices, API Priority and Fairness), identities
+/// (ServiceAccounts, whose tokens act as them; certificate signing
+/// requests), the cluster's machinery (Namespaces, Nodes, RuntimeClasses,
+/// PriorityClasses, storage classes, drivers and PersistentVolumes, which
+/// can mount a node's disk), coordination (Leases, which other
+/// controllers elect their leaders on), traffic (Endpoints and
+/// EndpointSlices, which redirect a Service) and devices (resource.k8s.io).
 pub fn power_of(kind: &KindRef) -> Option<&'static str> {
     match (kind.group.as_str(), kind.kind.as_str()) {
-        ("rbac.authorization.k8s.io", _) => Some("RBAC"),
+        ("rbac.authorization.k8s.io" | "authorization.openshift.io", _) => Some("RBAC"),
+        ("security.openshift.io", _) => Some("security constraints"),
         ("admissionregistration.k8s.io", _) => Some("admission control"),
         ("apiextensions.k8s.io", _) => Some("API definitions"),
         ("apiregistration.k8s.io", _) => Some("API serving"),
+        ("flowcontrol.apiserver.k8s.io", _) => Some("API priority and fairness"),
         ("certificates.k8s.io", _) => Some("certificates"),
+        ("", "ServiceAccount") => Some("identities and their tokens"),
         ("", "Namespace") => Some("namespaces"),
         ("", "Node") => Some("nodes"),
-        ("", "ServiceAccount") => Some("identities and their tokens"),
+        ("node.k8s.io", _) => Some("container runtimes"),
+        ("scheduling.k8s.io", _) => Some("scheduling priority"),
+        ("storage.k8s.io", _) | ("", "PersistentVolume") => Some("storage"),
+        ("resource.k8s.io", _) => Some("devices"),
+        ("coordination.k8s.io", _) => Some("leader election"),
+        ("discovery.k8s.io", "EndpointSlice") | ("", "Endpoints") => Some("service traffic"),
         _ => None,
     }
 }

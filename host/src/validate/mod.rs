@@ -122,6 +122,18 @@ pub enum Violation {
         /// Child name.
         name: String,
     },
+    /// A Secret child that asks the cluster for a ServiceAccount's token,
+    /// from a guest whose entry does not name ServiceAccount in
+    /// `privilegedKinds`.
+    #[error(
+        "child Secret/{name} asks the cluster for a ServiceAccount's token ({how}); the guest list must name \"ServiceAccount\" in this guest's privilegedKinds"
+    )]
+    TokenSecret {
+        /// The Secret's name.
+        name: String,
+        /// What asks for the token.
+        how: String,
+    },
     /// A child that is one of the host's own objects.
     #[error("child {kind}/{name} is the host's own object; no guest may write it")]
     Protected {
@@ -219,6 +231,32 @@ pub struct Bounds {
     pub max_children: usize,
     /// Events at most.
     pub max_events: usize,
+    /// Whether a Secret child may ask for a ServiceAccount's token (the
+    /// entry names `ServiceAccount` in `privilegedKinds`).
+    pub service_account_tokens: bool,
+}
+
+/// The Secret types whose objects the cluster fills with a token.
+pub const TOKEN_SECRET_TYPES: &[&str] = &[
+    "kubernetes.io/service-account-token",
+    "bootstrap.kubernetes.io/token",
+];
+
+/// What makes `object` (a Secret) ask the cluster for a token, if anything.
+fn token_request(object: &Map<String, Value>) -> Option<String> {
+    if let Some(kind) = object
+        .get("type")
+        .and_then(Value::as_str)
+        .filter(|t| TOKEN_SECRET_TYPES.contains(t))
+    {
+        return Some(format!("type {kind}"));
+    }
+    object
+        .get("metadata")
+        .and_then(|m| m.get("annotations"))
+        .and_then(Value::as_object)
+        .filter(|a| a.contains_key("kubernetes.io/service-account.name"))
+        .map(|_| "the annotation kubernetes.io/service-account.name".to_owned())
 }
 
 /// What a guest's answer is checked against.
@@ -418,6 +456,13 @@ fn check_child(rules: Rules<'_>, index: usize, text: &str) -> Result<DesiredChil
     {
         return Err(Violation::Protected { kind, name });
     }
+    if declared.kind.group.is_empty()
+        && kind == "Secret"
+        && !rules.bounds.service_account_tokens
+        && let Some(how) = token_request(&object)
+    {
+        return Err(Violation::TokenSecret { name, how });
+    }
     Ok(DesiredChild {
         api_version,
         kind,
@@ -457,7 +502,41 @@ mod tests {
         Bounds {
             max_children: 100,
             max_events: 16,
+            service_account_tokens: false,
         }
+    }
+
+    #[test]
+    fn a_secret_that_asks_for_a_token_needs_the_guest_lists_word() {
+        let description = Description::new(KindRef::new("apps.example.com", "v1alpha1", "Cache"))
+            .child(ChildKind::namespaced(KindRef::new("", "v1", "Secret")));
+        let protected = ProtectedObjects::new();
+        let rules = |tokens: bool| Rules {
+            description: &description,
+            bounds: Bounds {
+                service_account_tokens: tokens,
+                ..bounds()
+            },
+            parent: ParentScope {
+                namespace: Some("a"),
+            },
+            protected: &protected,
+        };
+        let by_type = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "t"},
+            "type": "kubernetes.io/service-account-token"});
+        let by_annotation = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "t",
+            "annotations": {"kubernetes.io/service-account.name": "default"}}});
+        let bootstrap = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "t"},
+            "type": "bootstrap.kubernetes.io/token"});
+        for secret in [&by_type, &by_annotation, &bootstrap] {
+            let err = validate(rules(false), raw(vec![secret.clone()])).unwrap_err();
+            assert!(matches!(err, Violation::TokenSecret { .. }), "{err}");
+            assert!(err.to_string().contains("privilegedKinds"), "{err}");
+            assert!(validate(rules(true), raw(vec![secret.clone()])).is_ok());
+        }
+        let plain = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "p"},
+            "type": "Opaque"});
+        assert!(validate(rules(false), raw(vec![plain])).is_ok());
     }
 
     fn description() -> Description {

@@ -21,6 +21,9 @@ pub const MAX_WARNING_BYTES: usize = 256;
 pub const MAX_MESSAGE_BYTES: usize = 1024;
 /// The most operations a patch may hold.
 pub const MAX_PATCH_OPERATIONS: usize = 4096;
+/// How deep a value a patch adds, replaces or copies may land: its path's
+/// depth and its own nesting.
+pub const MAX_PATCH_DEPTH: usize = 128;
 
 /// What applying a guest's patch may cost: the work is the guest's, so it
 /// is bounded by the guest's own limits.
@@ -175,15 +178,27 @@ fn checked_patch(
     let started = std::time::Instant::now();
     let before = serde_json::to_value(object).expect("an object serialises");
     let mut after = before.clone();
-    let mut bytes = json_size(&after);
+    let mut bytes = json_measure(&after).bytes;
     for op in &parsed.0 {
         use json_patch::PatchOperation as Op;
-        bytes += match op {
-            Op::Add(add) => json_size(&add.value),
-            Op::Replace(replace) => json_size(&replace.value),
-            Op::Copy(copy) => after.pointer(copy.from.as_str()).map_or(0, json_size),
-            Op::Remove(_) | Op::Move(_) | Op::Test(_) => 0,
+        let added = match op {
+            Op::Add(add) => Some(json_measure(&add.value)),
+            Op::Replace(replace) => Some(json_measure(&replace.value)),
+            Op::Copy(copy) => after.pointer(copy.from.as_str()).map(json_measure),
+            Op::Remove(_) | Op::Move(_) | Op::Test(_) => None,
         };
+        if let Some(added) = added {
+            // A copy into its own subtree doubles the nesting each time:
+            // how deep a value lands is bounded, so nothing the host walks
+            // later (compare, clone, drop) recurses without bound.
+            let depth = op.path().count() + added.depth;
+            if depth > MAX_PATCH_DEPTH {
+                return Err(VerdictError::Patch(format!(
+                    "nests a value {depth} levels deep, at most {MAX_PATCH_DEPTH}"
+                )));
+            }
+            bytes += added.bytes;
+        }
         if bytes > bounds.max_bytes {
             return Err(VerdictError::Patch(format!(
                 "makes the object larger than the guest's maxResponseBytes ({} bytes)",
@@ -203,20 +218,38 @@ fn checked_patch(
     Ok(parsed)
 }
 
-/// About the size of `value` as JSON text, without writing it.
-fn json_size(value: &Value) -> usize {
-    match value {
-        Value::Null | Value::Bool(_) => 5,
-        Value::Number(_) => 20,
-        Value::String(s) => s.len() + 2,
-        Value::Array(items) => 2 + items.iter().map(|v| json_size(v) + 1).sum::<usize>(),
-        Value::Object(map) => {
-            2 + map
-                .iter()
-                .map(|(k, v)| k.len() + 4 + json_size(v))
-                .sum::<usize>()
-        }
+/// What a value costs the host: about its size in memory (its JSON text,
+/// and [`NODE_BYTES`] for each array and object, which cost far more in
+/// memory than their two brackets) and how deeply it nests.
+struct Measure {
+    bytes: usize,
+    depth: usize,
+}
+
+/// What one array or object is charged beyond its contents.
+const NODE_BYTES: usize = 64;
+
+/// [`Measure`] of `value`, walked without recursion.
+fn json_measure(value: &Value) -> Measure {
+    let mut measure = Measure { bytes: 0, depth: 0 };
+    let mut stack = vec![(value, 1usize)];
+    while let Some((value, depth)) = stack.pop() {
+        measure.depth = measure.depth.max(depth);
+        measure.bytes += match value {
+            Value::Null | Value::Bool(_) => 5,
+            Value::Number(_) => 20,
+            Value::String(s) => s.len() + 2,
+            Value::Array(items) => {
+                stack.extend(items.iter().map(|v| (v, depth + 1)));
+                NODE_BYTES + items.len()
+            }
+            Value::Object(map) => {
+                stack.extend(map.values().map(|v| (v, depth + 1)));
+                NODE_BYTES + map.keys().map(|k| k.len() + 4).sum::<usize>()
+            }
+        };
     }
+    measure
 }
 
 /// What a patch may change: anything but `apiVersion`, `kind`, `status`
@@ -307,6 +340,18 @@ mod tests {
     #[test]
     fn a_patch_that_grows_the_object_past_the_guests_limit_is_refused() {
         let request = request(object());
+        // Each copy of /spec/v into its own subtree nests it deeper.
+        let mut deep = vec![json!({"op": "add", "path": "/spec/v", "value": {"v": {"v": {}}}})];
+        for k in 1..=20 {
+            let path = format!("/spec/v{}", "/c".repeat(k));
+            deep.push(json!({"op": "copy", "from": "/spec/v", "path": path}));
+        }
+        let unbounded = PatchBounds {
+            max_bytes: usize::MAX,
+            ..BOUNDS
+        };
+        let err = answer(&request, verdict(Value::Array(deep)), true, unbounded).unwrap_err();
+        assert!(err.to_string().contains("levels deep"), "{err}");
         // Each copy doubles the spec: 40 of them would be a terabyte.
         let mut ops = vec![json!({"op": "add", "path": "/spec/x0", "value": "x".repeat(1000)})];
         for i in 1..40 {
