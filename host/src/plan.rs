@@ -75,6 +75,9 @@ pub struct Inputs<'a> {
     pub secret_values: bool,
     /// Objects no guest may write.
     pub protected: &'a ProtectedObjects,
+    /// The host's own namespace (the guest list's), where no object is
+    /// related.
+    pub host_namespace: Option<&'a str>,
 }
 
 /// How a parent would fare.
@@ -276,6 +279,8 @@ pub async fn plan(client: &Client, inputs: Inputs<'_>) -> Result<Plan, Error> {
     for (kind, declared) in &kinds.related {
         for scope in &scopes_of(kind) {
             let mut objects = list(client, kind, *scope, None).await?;
+            // As the host's related watches leave it out.
+            objects.retain(|o| o.metadata.namespace.as_deref() != inputs.host_namespace);
             for object in &mut objects {
                 if declared.metadata_only {
                     object.data = Value::Object(Default::default());
@@ -413,16 +418,24 @@ async fn plan_parent(
         deleting: parent.metadata.deletion_timestamp.is_some(),
         related: Vec::new(),
     };
-    for declared in &description.related {
+    let mut budget = crate::controller::related::RelatedBudget::new(ctx.guest.limits().into());
+    let mut too_large = None;
+    'kinds: for declared in &description.related {
         let candidates = related
             .iter()
             .filter(|(d, _)| d == declared)
             .map(|(_, o)| o);
-        request.related.extend(
-            crate::controller::related::select(declared, &parent, candidates)
-                .into_iter()
-                .map(|o| serde_json::to_value(o).expect("objects serialise")),
-        );
+        for object in crate::controller::related::select(declared, &parent, candidates) {
+            // Bounded as the host bounds a request.
+            let compact = crate::controller::compact::Compact::from(object.clone());
+            if let Err(e) = budget.take(&declared.kind, compact.approx_bytes()) {
+                too_large = Some(e);
+                break 'kinds;
+            }
+            request
+                .related
+                .push(serde_json::to_value(object).expect("objects serialise"));
+        }
     }
     let mut planned = ParentPlan {
         namespace: parent.namespace(),
@@ -435,6 +448,11 @@ async fn plan_parent(
         events: Vec::new(),
         error: None,
     };
+    if let Some(e) = too_large {
+        planned.result = Verdict::Fail;
+        planned.error = Some(format!("{}: {e}", wasmop_contract::Reason::RelatedTooLarge));
+        return Ok(planned);
+    }
     let guest = ctx.guest.clone();
     let now = crate::runtime::guest::now();
     // A plan reaches nothing outside: the guest's outbound requests are

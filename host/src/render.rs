@@ -220,9 +220,8 @@ fn related_of(
             c
         })
         .collect();
-    let limits = guest.limits();
+    let mut budget = crate::controller::related::RelatedBudget::new(guest.limits().into());
     let mut out = Vec::new();
-    let mut bytes = 0;
     for declared in &guest.description().related {
         for o in crate::controller::related::select(declared, &parent, candidates.iter()) {
             let mut o = o.clone();
@@ -231,14 +230,10 @@ fn related_of(
                 o.data = Value::Object(Map::new());
             }
             // Bounded as `run` bounds it.
-            bytes += crate::controller::compact::Compact::from(o.clone()).approx_bytes();
-            if out.len() >= limits.max_related_objects || bytes > limits.max_related_bytes {
-                return Err(crate::controller::related::RelatedTooLarge {
-                    kind: declared.kind.to_string(),
-                    objects: limits.max_related_objects,
-                    bytes: limits.max_related_bytes,
-                });
-            }
+            budget.take(
+                &declared.kind,
+                crate::controller::compact::Compact::from(o.clone()).approx_bytes(),
+            )?;
             if let Ok(value) = serde_json::to_value(o) {
                 out.push(value);
             }

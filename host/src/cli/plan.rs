@@ -116,6 +116,7 @@ async fn run(args: PlanArgs) -> anyhow::Result<crate::plan::Plan> {
     let plan = crate::plan::plan(
         &client,
         crate::plan::Inputs {
+            host_namespace: Some(&list_ns),
             name,
             guest: &guest,
             running: running.as_ref(),

@@ -54,6 +54,45 @@ impl From<&crate::runtime::Limits> for RelatedBounds {
     }
 }
 
+/// What is left of [`RelatedBounds`] while a request's related objects are
+/// gathered (the host's, `render`'s and `plan`'s alike).
+#[derive(Debug)]
+pub struct RelatedBudget {
+    bounds: RelatedBounds,
+    objects: usize,
+    bytes: usize,
+}
+
+impl RelatedBudget {
+    /// A budget of `bounds`, nothing taken.
+    pub fn new(bounds: RelatedBounds) -> Self {
+        Self {
+            bounds,
+            objects: 0,
+            bytes: 0,
+        }
+    }
+
+    /// Takes one object of `kind` and about `bytes`, or says which kind
+    /// went past the bounds.
+    pub fn take(
+        &mut self,
+        kind: &crate::model::KindRef,
+        bytes: usize,
+    ) -> Result<(), RelatedTooLarge> {
+        self.objects += 1;
+        self.bytes += bytes;
+        if self.objects > self.bounds.objects || self.bytes > self.bounds.bytes {
+            return Err(RelatedTooLarge {
+                kind: kind.to_string(),
+                objects: self.bounds.objects,
+                bytes: self.bounds.bytes,
+            });
+        }
+        Ok(())
+    }
+}
+
 /// A request would hold more related objects than the guest may get.
 #[derive(Debug, thiserror::Error)]
 #[error(
@@ -278,7 +317,7 @@ impl RelatedIndex {
         let namespace = parent.namespace().unwrap_or_default();
         let state = self.state.read().expect("related lock");
         let mut found: Vec<&Arc<Compact>> = Vec::new();
-        let mut bytes = 0usize;
+        let mut budget = RelatedBudget::new(*bounds);
         for (kind, declared) in state.iter().zip(&self.kinds) {
             if !declared_by(declared) {
                 continue;
@@ -297,15 +336,8 @@ impl RelatedIndex {
                 Want::Namespace => Box::new(names.values()),
             };
             for object in matching {
-                bytes += object.approx_bytes();
+                budget.take(&declared.kind, object.approx_bytes())?;
                 found.push(object);
-                if found.len() > bounds.objects || bytes > bounds.bytes {
-                    return Err(RelatedTooLarge {
-                        kind: declared.kind.to_string(),
-                        objects: bounds.objects,
-                        bytes: bounds.bytes,
-                    });
-                }
             }
         }
         Ok(found.into_iter().map(|o| Arc::new(o.object())).collect())
@@ -592,6 +624,24 @@ mod tests {
             too_big.to_string().contains("maxRelatedBytes 1024"),
             "{too_big}"
         );
+    }
+
+    #[test]
+    fn a_budget_names_the_kind_that_passes_it() {
+        let kind = KindRef::new("", "v1", "Secret");
+        let mut budget = RelatedBudget::new(RelatedBounds {
+            objects: 2,
+            bytes: 100,
+        });
+        assert!(budget.take(&kind, 40).is_ok());
+        assert!(budget.take(&kind, 40).is_ok());
+        let err = budget.take(&kind, 1).unwrap_err();
+        assert_eq!(err.kind, "v1/Secret");
+        let mut bytes = RelatedBudget::new(RelatedBounds {
+            objects: 10,
+            bytes: 100,
+        });
+        assert!(bytes.take(&kind, 101).is_err());
     }
 
     #[test]
