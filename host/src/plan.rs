@@ -427,8 +427,8 @@ async fn plan_parent(
             .map(|(_, o)| o);
         for object in crate::controller::related::select(declared, &parent, candidates) {
             // Bounded as the host bounds a request.
-            let compact = crate::controller::compact::Compact::from(object.clone());
-            if let Err(e) = budget.take(&declared.kind, compact.approx_bytes()) {
+            let bytes = crate::controller::compact::approx_bytes(object);
+            if let Err(e) = budget.take(&declared.kind, bytes) {
                 too_large = Some(e);
                 break 'kinds;
             }

@@ -125,11 +125,7 @@ pub fn impersonating_roles(
     guests: &[GuestRbac],
 ) -> Result<String, Error> {
     let mut own: BTreeMap<(String, String), Rule> = BTreeMap::new();
-    let converted: BTreeSet<String> = guests
-        .iter()
-        .filter(|g| g.converts)
-        .map(|g| crd_name(&g.description.primary))
-        .collect();
+    let converted = converted_crds(guests);
     if !converted.is_empty() {
         let rule = own
             .entry((
@@ -182,6 +178,15 @@ pub fn impersonating_roles(
         );
     }
     Ok(out)
+}
+
+/// The CRDs of the guests that convert, whose conversion the host writes.
+fn converted_crds(guests: &[GuestRbac]) -> BTreeSet<String> {
+    guests
+        .iter()
+        .filter(|g| g.converts)
+        .map(|g| crd_name(&g.description.primary))
+        .collect()
 }
 
 fn crd_name(kind: &KindRef) -> String {
@@ -266,11 +271,7 @@ fn webhook_rules(guests: &[GuestRbac]) -> String {
         .filter(|g| g.admits)
         .map(|g| crate::webhook::config_name(&g.name))
         .collect();
-    let converted_crds: BTreeSet<String> = guests
-        .iter()
-        .filter(|g| g.converts)
-        .map(|g| crd_name(&g.description.primary))
-        .collect();
+    let converted_crds = converted_crds(guests);
     let mut extra = String::new();
     if !webhook_configs.is_empty() {
         let names: Vec<_> = webhook_configs.iter().map(String::as_str).collect();

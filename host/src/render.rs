@@ -230,10 +230,7 @@ fn related_of(
                 o.data = Value::Object(Map::new());
             }
             // Bounded as `run` bounds it.
-            budget.take(
-                &declared.kind,
-                crate::controller::compact::Compact::from(o.clone()).approx_bytes(),
-            )?;
+            budget.take(&declared.kind, crate::controller::compact::approx_bytes(&o))?;
             if let Ok(value) = serde_json::to_value(o) {
                 out.push(value);
             }

@@ -19,7 +19,7 @@ use kube::api::{Api, ObjectMeta, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use support::{
-    HostProcess, at, events_about, guest_module, install_yaml, put_guest_list, put_module,
+    HostProcess, at, events_about, guest_module, install_yaml, put_guest_list,
     successful_writes_by, wait_for, wait_for_event, workspace,
 };
 use wasmop_testenv::TestEnv;
@@ -60,7 +60,7 @@ async fn setup(
         &ns,
         &[
             "--guest",
-            &format!("hostile={}", guest_module("hostile")?.display()),
+            &support::guest_arg("hostile")?,
             "--namespace",
             &ns,
         ],
@@ -247,14 +247,7 @@ async fn a_guest_cannot_write_the_hosts_own_objects(env: Arc<TestEnv>) -> anyhow
     install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
     // The guest list, its module and the parents all live in one namespace.
     let ns = env.create_namespace("protect").await?;
-    put_module(
-        &client,
-        &ns,
-        "hostile-module",
-        "module.wasm",
-        &std::fs::read(guest_module("hostile")?)?,
-    )
-    .await?;
+    support::put_hostile_module(&client, &ns).await?;
     let list = format!(
         "guests:\n  - name: hostile\n    module:\n      configMap: {{name: hostile-module, key: module.wasm}}\n    namespaces: [{ns}]\n"
     );
@@ -311,14 +304,7 @@ async fn a_description_the_host_refuses_is_never_loaded(env: Arc<TestEnv>) -> an
     let client = env.client();
     install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
     let ns = env.create_namespace("describe").await?;
-    put_module(
-        &client,
-        &ns,
-        "hostile-module",
-        "module.wasm",
-        &std::fs::read(guest_module("hostile")?)?,
-    )
-    .await?;
+    support::put_hostile_module(&client, &ns).await?;
     let cases = [
         (
             "builtin",
@@ -654,14 +640,7 @@ async fn an_orphan_is_adopted_only_where_the_guest_list_allows_and_never_a_secre
     let client = env.client();
     install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
     let ns = env.create_namespace("adopt").await?;
-    put_module(
-        &client,
-        &ns,
-        "hostile-module",
-        "module.wasm",
-        &std::fs::read(guest_module("hostile")?)?,
-    )
-    .await?;
+    support::put_hostile_module(&client, &ns).await?;
     let list = format!(
         "guests:\n  - name: hostile\n    module:\n      configMap: {{name: hostile-module, key: module.wasm}}\n    namespaces: [{ns}]\n    adoptOrphans: true\n"
     );
@@ -772,12 +751,9 @@ async fn each_guest_acts_under_its_own_identity_and_rbac_holds_without_the_fence
         &ns,
         &[
             "--guest",
-            &format!(
-                "cache-operator={}",
-                guest_module("cache-operator")?.display()
-            ),
+            &support::guest_arg("cache-operator")?,
             "--guest",
-            &format!("hostile={}", guest_module("hostile")?.display()),
+            &support::guest_arg("hostile")?,
             "--namespace",
             &ns,
             "--guest-identity",

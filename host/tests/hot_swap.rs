@@ -162,14 +162,7 @@ async fn a_v1_to_v2_swap_under_load_converges_fifty_caches_without_a_restart(
 async fn a_second_guest_is_added_and_removed_at_runtime(env: Arc<TestEnv>) -> anyhow::Result<()> {
     let (client, ns, mut host) = setup(&env, "second").await?;
     install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
-    put_module(
-        &client,
-        &ns,
-        "hostile-module",
-        "module.wasm",
-        &std::fs::read(guest_module("hostile")?)?,
-    )
-    .await?;
+    support::put_hostile_module(&client, &ns).await?;
     let hostile_entry = format!(
         "  - name: hostile\n    module:\n      configMap: {{name: hostile-module, key: module.wasm}}\n    namespaces: [{ns}]\n"
     );
@@ -378,14 +371,7 @@ async fn a_url_module_with_its_digest_is_loaded_and_an_unreachable_url_keeps_the
     );
     // Another entry joins the list: the URL entry did not change, so its
     // module is not downloaded again.
-    put_module(
-        &client,
-        &ns,
-        "hostile-module",
-        "module.wasm",
-        &std::fs::read(guest_module("hostile")?)?,
-    )
-    .await?;
+    support::put_hostile_module(&client, &ns).await?;
     install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
     let hostile = format!(
         "  - name: hostile\n    module:\n      configMap: {{name: hostile-module, key: module.wasm}}\n    namespaces: [{ns}]\n"
@@ -532,14 +518,7 @@ async fn a_file_guest_keeps_running_while_the_guest_list_is_followed_too(
     install_cache_crd(&client).await?;
     install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
     let ns = env.create_namespace("both").await?;
-    put_module(
-        &client,
-        &ns,
-        "hostile-module",
-        "module.wasm",
-        &std::fs::read(guest_module("hostile")?)?,
-    )
-    .await?;
+    support::put_hostile_module(&client, &ns).await?;
     let hostile = format!(
         "  - name: hostile\n    module:\n      configMap: {{name: hostile-module, key: module.wasm}}\n    namespaces: [{ns}]\n"
     );
@@ -551,10 +530,7 @@ async fn a_file_guest_keeps_running_while_the_guest_list_is_followed_too(
         &ns,
         &[
             "--guest",
-            &format!(
-                "cache-operator={}",
-                guest_module("cache-operator")?.display()
-            ),
+            &support::guest_arg("cache-operator")?,
             "--namespace",
             &ns,
             "--guests-configmap",

@@ -304,14 +304,7 @@ async fn a_real_scrape_is_lint_clean_and_feeds_every_dashboard_query_and_alert(
         &std::fs::read(guest_module("cache-operator")?)?,
     )
     .await?;
-    put_module(
-        &client,
-        &ns,
-        "hostile-module",
-        "module.wasm",
-        &std::fs::read(guest_module("hostile")?)?,
-    )
-    .await?;
+    support::put_hostile_module(&client, &ns).await?;
     put_guest_list(
         &client,
         &ns,
@@ -667,7 +660,7 @@ async fn a_reconcile_is_one_trace_down_to_the_guests_outbound_request(
         &ns,
         &[
             "--guest",
-            &format!("hostile={}", guest_module("hostile")?.display()),
+            &support::guest_arg("hostile")?,
             "--allow-outbound",
             &format!("hostile=http://127.0.0.1:{port}"),
             "--namespace",

@@ -362,7 +362,7 @@ async fn refused_hosts_redirects_metadata_and_rebinding_reach_nothing(
         &ns,
         &[
             "--guest",
-            &format!("hostile={}", guest_module("hostile")?.display()),
+            &support::guest_arg("hostile")?,
             // The exact address, and a name that resolves to it.
             "--allow-outbound",
             &format!("hostile=http://127.0.0.1:{port}"),

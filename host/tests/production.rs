@@ -274,14 +274,7 @@ async fn metrics_follow_reconciles_failures_and_swaps_under_controller_runtimes_
 ) -> anyhow::Result<()> {
     let (client, ns) = list_namespace(&env, "metrics").await?;
     install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
-    put_module(
-        &client,
-        &ns,
-        "hostile-module",
-        "module.wasm",
-        &std::fs::read(guest_module("hostile")?)?,
-    )
-    .await?;
+    support::put_hostile_module(&client, &ns).await?;
     let entries = format!(
         "guests:\n  - name: cache-operator\n    module:\n      configMap: {{name: cache-module, key: module.wasm}}\n    namespaces: [{ns}]\n  - name: hostile\n    module:\n      configMap: {{name: hostile-module, key: module.wasm}}\n    namespaces: [{ns}]\n"
     );
@@ -583,7 +576,7 @@ async fn sigterm_lets_running_reconciles_finish_and_exits_zero(
         &ns,
         &[
             "--guest",
-            &format!("hostile={}", guest_module("hostile")?.display()),
+            &support::guest_arg("hostile")?,
             "--namespace",
             &ns,
             "--concurrency",
@@ -637,10 +630,7 @@ async fn json_logs_carry_the_reconcile_span(env: Arc<TestEnv>) -> anyhow::Result
         &ns,
         &[
             "--guest",
-            &format!(
-                "cache-operator={}",
-                guest_module("cache-operator")?.display()
-            ),
+            &support::guest_arg("cache-operator")?,
             "--namespace",
             &ns,
             "--log-format",
@@ -858,10 +848,7 @@ async fn deploy_installs_everything_and_grants_what_wasmop_rbac_prints(
     // What deploy/ grants is what `wasmop rbac` prints for its guests.
     let generated = std::process::Command::new(env!("CARGO_BIN_EXE_wasmop"))
         .args(["rbac", "--guest-identity", "impersonate", "--guest"])
-        .arg(format!(
-            "cache-operator={}",
-            guest_module("cache-operator")?.display()
-        ))
+        .arg(support::guest_arg("cache-operator")?)
         .arg("--guest")
         .arg(format!(
             "cache-operator={}",
@@ -906,14 +893,7 @@ async fn a_guests_api_budget_holds_its_own_requests_and_no_one_elses(
     let client = env.client();
     install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
     let ns = env.create_namespace("budget").await?;
-    put_module(
-        &client,
-        &ns,
-        "hostile-module",
-        "module.wasm",
-        &std::fs::read(guest_module("hostile")?)?,
-    )
-    .await?;
+    support::put_hostile_module(&client, &ns).await?;
     let entry = |name: &str, extra: &str| {
         format!(
             "  - name: {name}\n    module:\n      configMap: {{name: hostile-module, key: module.wasm}}\n    namespaces: [{ns}]\n{extra}"

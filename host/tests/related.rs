@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use sha2::Digest as _;
 use support::{
     HostProcess, at, caches, dyn_api, events_about, guest_module, install_cache_crd, install_yaml,
-    put_guest_list, put_module, wait_for, workspace,
+    put_guest_list, wait_for, workspace,
 };
 use wasmop_testenv::TestEnv;
 use wasmop_testenv::harness::{Test, run};
@@ -110,10 +110,7 @@ async fn a_cache_waits_for_its_secret_and_rolls_when_it_rotates(
     install_cache_crd(&client).await?;
     let ns = env.create_namespace("auth").await?;
     let (user, kubeconfig) = support::least_privilege(&env, &ns, &ns, &["cache-operator"]).await?;
-    let module = format!(
-        "cache-operator={}",
-        guest_module("cache-operator")?.display()
-    );
+    let module = support::guest_arg("cache-operator")?;
     let mut host = HostProcess::start(
         &env,
         &kubeconfig,
@@ -254,7 +251,7 @@ async fn a_shared_config_map_reconciles_exactly_the_parents_it_maps_to(
     // The ConfigMaps are watched and handed over as metadata only.
     std::fs::write(&settings, "related: true\nmetadataOnly: true\n")?;
     let (_, kubeconfig) = support::admin_identity(&env, &format!("wasmop-{ns}")).await?;
-    let module = format!("hostile={}", guest_module("hostile")?.display());
+    let module = support::guest_arg("hostile")?;
     let settings_arg = format!("hostile={}", settings.display());
     let mut host = HostProcess::start(
         &env,
@@ -435,14 +432,7 @@ async fn secret_values_reach_only_a_guest_whose_entry_asks_for_them(
     // The host's own namespace (the list's) is never related: the parents
     // and their Secret live in another.
     let lns = env.create_namespace("values-host").await?;
-    put_module(
-        &client,
-        &lns,
-        "hostile-module",
-        "module.wasm",
-        &std::fs::read(guest_module("hostile")?)?,
-    )
-    .await?;
+    support::put_hostile_module(&client, &lns).await?;
     let entry = |name: &str, settings: &str, values: bool| {
         format!(
             "  - name: {name}\n    module:\n      configMap: {{name: hostile-module, key: module.wasm}}\n    namespaces: [{ns}]\n    settings: {settings}\n    secretValues: {values}\n"
@@ -622,7 +612,7 @@ async fn related_objects_past_the_bounds_fail_the_parent_naming_the_kind(
     let settings = env.temp_dir().join("bounded-settings.yaml");
     std::fs::write(&settings, "related: true\n")?;
     let (_, kubeconfig) = support::admin_identity(&env, &format!("wasmop-{ns}")).await?;
-    let module = format!("hostile={}", guest_module("hostile")?.display());
+    let module = support::guest_arg("hostile")?;
     let settings_arg = format!("hostile={}", settings.display());
     let _host = HostProcess::start(
         &env,
@@ -690,14 +680,7 @@ async fn nothing_in_the_hosts_namespace_is_related(env: Arc<TestEnv>) -> anyhow:
     install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
     let lns = env.create_namespace("own-host").await?;
     let ns = env.create_namespace("own-tenant").await?;
-    put_module(
-        &client,
-        &lns,
-        "hostile-module",
-        "module.wasm",
-        &std::fs::read(guest_module("hostile")?)?,
-    )
-    .await?;
+    support::put_hostile_module(&client, &lns).await?;
     put_guest_list(
         &client,
         &lns,

@@ -42,12 +42,9 @@ async fn setup(
         &ns,
         &[
             "--guest",
-            &format!("hostile={}", guest_module("hostile")?.display()),
+            &support::guest_arg("hostile")?,
             "--guest",
-            &format!(
-                "cache-operator={}",
-                guest_module("cache-operator")?.display()
-            ),
+            &support::guest_arg("cache-operator")?,
             "--namespace",
             &ns,
         ],
@@ -396,7 +393,7 @@ async fn concurrency_bounds_a_guest_across_all_its_namespaces(
         &a,
         &[
             "--guest",
-            &format!("hostile={}", guest_module("hostile")?.display()),
+            &support::guest_arg("hostile")?,
             "--namespace",
             &a,
             "--namespace",

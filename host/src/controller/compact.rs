@@ -51,19 +51,7 @@ impl Compact {
     /// About the size of the object as JSON: its fields but the metadata
     /// exactly, and the metadata's names, labels and annotations.
     pub fn approx_bytes(&self) -> usize {
-        let m = &self.metadata;
-        let pairs = |map: &Option<std::collections::BTreeMap<String, String>>| {
-            map.iter()
-                .flatten()
-                .map(|(k, v)| k.len() + v.len() + 6)
-                .sum::<usize>()
-        };
-        self.data.len()
-            + m.name.as_ref().map_or(0, String::len)
-            + m.namespace.as_ref().map_or(0, String::len)
-            + pairs(&m.labels)
-            + pairs(&m.annotations)
-            + 256
+        self.data.len() + meta_bytes(&self.metadata)
     }
 
     /// What a change of a parent must touch to trigger a reconcile:
@@ -71,6 +59,28 @@ impl Compact {
     pub fn spec_hash(&self) -> u64 {
         self.spec_hash
     }
+}
+
+/// [`Compact::approx_bytes`] of an object not in a cache (`render`,
+/// `plan`).
+pub fn approx_bytes(object: &DynamicObject) -> usize {
+    serde_json::to_string(&object.data).map_or(0, |text| text.len()) + meta_bytes(&object.metadata)
+}
+
+/// About the size of the names, labels and annotations of `m`, and a fixed
+/// share for the rest of the metadata.
+fn meta_bytes(m: &ObjectMeta) -> usize {
+    let pairs = |map: &Option<std::collections::BTreeMap<String, String>>| {
+        map.iter()
+            .flatten()
+            .map(|(k, v)| k.len() + v.len() + 6)
+            .sum::<usize>()
+    };
+    m.name.as_ref().map_or(0, String::len)
+        + m.namespace.as_ref().map_or(0, String::len)
+        + pairs(&m.labels)
+        + pairs(&m.annotations)
+        + 256
 }
 
 impl From<DynamicObject> for Compact {

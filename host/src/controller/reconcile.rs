@@ -24,7 +24,7 @@ use super::apply::{self, Owner, Target, Written};
 use super::compact::Compact;
 use super::index::{ChildKey, NotReady};
 use super::progress::{self, Refusal};
-use super::related::RelatedTooLarge;
+use super::related::{RelatedBounds, RelatedTooLarge};
 use super::shadow::Shadow;
 use super::status::{self, HostCondition};
 use super::{Context, backoff, finalizer};
@@ -464,9 +464,10 @@ async fn reconcile_with(
             // Both versions declare the same kinds (the common case): one
             // request serves both.
             let (ours, theirs) = (guest.description(), candidate.description());
+            let bounds = |g: &Guest| RelatedBounds::from(g.limits());
             let request = if ours.children == theirs.children
                 && ours.related == theirs.related
-                && candidate.limits() == guest.limits()
+                && bounds(candidate) == bounds(&guest)
             {
                 Some(request.clone())
             } else {

@@ -372,6 +372,25 @@ pub async fn put_module(
     put_configmap(client, ns, name, None, Some(binary)).await
 }
 
+/// Puts the hostile guest's module into the ConfigMap `hostile-module`
+/// (key `module.wasm`) in `ns`, where guest lists name it.
+pub async fn put_hostile_module(client: &Client, ns: &str) -> anyhow::Result<()> {
+    put_module(
+        client,
+        ns,
+        "hostile-module",
+        "module.wasm",
+        &std::fs::read(guest_module("hostile")?)?,
+    )
+    .await
+}
+
+/// `<stem>=<path>`: the guest built as `<stem>.wasm`, named `<stem>`, as
+/// `wasmop run --guest` takes it.
+pub fn guest_arg(stem: &str) -> anyhow::Result<String> {
+    Ok(format!("{stem}={}", guest_module(stem)?.display()))
+}
+
 /// Creates or replaces the guest list ConfigMap `name` with `guests_yaml`.
 pub async fn put_guest_list(
     client: &Client,
