@@ -254,10 +254,14 @@ fn run_document(
         Ok((ran, skipped))
     })();
     for mut child in background {
-        // The whole process group: `cargo run` and what it started.
-        let _ = Command::new("kill")
-            .args(["-TERM", &format!("-{}", child.id())])
-            .status();
+        // The whole process group: `cargo run` and what it started. A
+        // system call, not `kill -TERM -<pgid>`: procps-ng 4.0.2's kill
+        // reads that argument's first digit as the target, so a group id
+        // starting with 1 became `kill(-1)`, every process of the user.
+        let _ = rustix::process::kill_process_group(
+            rustix::process::Pid::from_child(&child),
+            rustix::process::Signal::TERM,
+        );
         let _ = wait(&mut child, Duration::from_secs(30));
         let _ = child.kill();
         let _ = child.wait();
