@@ -23,7 +23,10 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use serde_json::json;
-use support::{HostProcess, admin_identity, caches, guest_module, put_guest_list, put_module};
+use support::{
+    HostProcess, admin_identity, caches, guest_module, http_get, parse_prometheus, put_guest_list,
+    put_module, sample,
+};
 use wasmop_testenv::TestEnv;
 
 const LIST: &str = "wasmop-guests";
@@ -106,6 +109,46 @@ async fn reconciled(host: &mut HostProcess, from: usize, n: usize) -> Vec<u64> {
             times.len()
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The shadow comparisons counted as `same`, counted in all, and skipped,
+/// once every reconcile is counted or skipped (or after a minute), and how
+/// long that took.
+async fn shadow_counts(host: &mut HostProcess, n: usize) -> (u64, u64, u64, Duration) {
+    let addr = host.endpoint("metrics").await.expect("metrics endpoint");
+    let started = Instant::now();
+    loop {
+        let (_, body) = http_get(addr, "/metrics").await.expect("metrics");
+        let metrics = parse_prometheus(&body).expect("metrics");
+        let count = |family: &str, name: &str, labels: &[(&str, &str)]| {
+            sample(&metrics, family, name, labels).unwrap_or(0.0) as u64
+        };
+        let guest = ("guest", "cache-operator");
+        let compared: u64 = ["same", "different", "failed"]
+            .iter()
+            .map(|result| {
+                count(
+                    "wasmop_guest_shadow_reconciles",
+                    "wasmop_guest_shadow_reconciles_total",
+                    &[guest, ("result", result)],
+                )
+            })
+            .sum();
+        let skipped = count(
+            "wasmop_guest_shadow_skipped",
+            "wasmop_guest_shadow_skipped_total",
+            &[guest],
+        );
+        if compared + skipped >= n as u64 || started.elapsed() > Duration::from_secs(60) {
+            let same = count(
+                "wasmop_guest_shadow_reconciles",
+                "wasmop_guest_shadow_reconciles_total",
+                &[guest, ("result", "same")],
+            );
+            return (same, compared, skipped, started.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -244,6 +287,11 @@ async fn main() {
         plain.len(),
         shadowed.len(),
         if ratio <= 1.2 { "met" } else { "missed" }
+    );
+    let (same, compared, skipped, drained) = shadow_counts(&mut host, n).await;
+    println!(
+        "  shadow comparisons: {compared} counted ({same} same), {skipped} skipped (queue full), {:.1} s after the last reconcile",
+        drained.as_secs_f64()
     );
 
     // A canary of the broken build: its first step fails, and the host

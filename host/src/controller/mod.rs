@@ -108,9 +108,8 @@ pub struct Context {
     parents: reflector::Store<Compact>,
     metrics: Arc<Metrics>,
     permits: Arc<tokio::sync::Semaphore>,
-    /// Shadow calls of a candidate that may run at once (the guest's
-    /// concurrency, across its scopes).
-    shadow_permits: Arc<tokio::sync::Semaphore>,
+    /// The guest's shadow queue, across its scopes.
+    shadows: Arc<shadow::Queue>,
     protected: ProtectedObjects,
     leadership: Leadership,
     telemetry: Arc<Telemetry>,
@@ -254,10 +253,8 @@ impl RunningController {
         let permits = Arc::new(tokio::sync::Semaphore::new(usize::from(
             settings.concurrency.max(1),
         )));
-        let shadow_permits = Arc::new(tokio::sync::Semaphore::new(usize::from(
-            settings.concurrency.max(1),
-        )));
         let guest = slot.current().name().to_owned();
+        let shadows = shadow::Queue::start(&guest);
         env.telemetry
             .init_controller(&guest)
             .set(i64::from(settings.concurrency.max(1)));
@@ -285,7 +282,7 @@ impl RunningController {
                     settings: settings.clone(),
                     namespace,
                     permits: permits.clone(),
-                    shadow_permits: shadow_permits.clone(),
+                    shadows: shadows.clone(),
                     metrics: metrics.clone(),
                     queue: queue.clone(),
                     synced: flag,
@@ -363,7 +360,7 @@ struct Scope {
     settings: ControllerSettings,
     namespace: Option<String>,
     permits: Arc<tokio::sync::Semaphore>,
-    shadow_permits: Arc<tokio::sync::Semaphore>,
+    shadows: Arc<shadow::Queue>,
     metrics: Arc<Metrics>,
     queue: Arc<QueueTracker>,
     synced: Arc<AtomicBool>,
@@ -398,7 +395,7 @@ async fn run_scope(scope: Scope, signals: Signals) {
         settings,
         namespace,
         permits,
-        shadow_permits,
+        shadows,
         metrics,
         queue,
         synced,
@@ -613,7 +610,7 @@ async fn run_scope(scope: Scope, signals: Signals) {
         parents: parent_reader.clone(),
         metrics,
         permits,
-        shadow_permits,
+        shadows,
         protected: env.protected,
         leadership: env.leadership.clone(),
         telemetry: env.telemetry.clone(),

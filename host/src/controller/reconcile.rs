@@ -456,7 +456,8 @@ async fn reconcile_with(
     let start = ctx.progress.start(&uid, spec, &versions);
 
     let now = crate::runtime::guest::now();
-    // A shadow candidate answers the same request, at the same time.
+    // A shadow candidate answers the same request, after the stable
+    // version, on the guest's shadow thread.
     let shadow = match assignment {
         Assignment::Shadowed {
             candidate, tracker, ..
@@ -465,19 +466,19 @@ async fn reconcile_with(
             // request serves both.
             let (ours, theirs) = (guest.description(), candidate.description());
             let bounds = |g: &Guest| RelatedBounds::from(g.limits());
-            let request = if ours.children == theirs.children
+            let own = if ours.children == theirs.children
                 && ours.related == theirs.related
                 && bounds(candidate) == bounds(&guest)
             {
-                Some(request.clone())
+                Some(None)
             } else {
                 // A request past the candidate's bounds is not run in the
                 // shadow: the candidate would refuse it as the stable did not.
                 request_for(candidate, parent, ctx, &observed, deleting)
                     .ok()
-                    .map(|(request, _)| Arc::new(request))
+                    .map(|(request, _)| Some(Arc::new(request)))
             };
-            request.and_then(|request| Shadow::start(ctx, parent, candidate, tracker, request, now))
+            own.map(|own| Shadow::new(ctx, parent, candidate, tracker, own, now))
         }
         _ => None,
     };
@@ -498,8 +499,13 @@ async fn reconcile_with(
         export = "reconcile",
         sha256 = %&call_guest.digest()[..12.min(call_guest.digest().len())],
     );
-    let reply = tokio::task::spawn_blocking(move || {
-        span.in_scope(|| call.in_scope(|| call_guest.call_reconcile_at(&request, now)))
+    let (reply, wire) = tokio::task::spawn_blocking(move || {
+        span.in_scope(|| {
+            call.in_scope(|| {
+                let wire = request.to_wire(now, call_guest.settings());
+                (call_guest.call_reconcile_wire(&wire), wire)
+            })
+        })
     })
     .await?;
     if !reply.refused.is_empty() {
@@ -523,7 +529,7 @@ async fn reconcile_with(
         .map_err(ReconcileError::from)
     });
     if let Some(shadow) = shadow {
-        shadow.stable_answered(answer.as_ref());
+        shadow.stable_answered(answer.as_ref(), wire);
     }
     let answer = answer?;
     if let Assignment::Candidate { tracker, .. } = assignment

@@ -1,132 +1,266 @@
 //! A shadow candidate beside a reconcile: the same request, answered by
-//! the candidate version on its own blocking thread, at the same time, with
-//! every outbound request refused; its answer validated as if it were to
-//! be applied, compared with the stable version's, and never applied.
+//! the candidate version with every outbound request refused; its answer
+//! validated as if it were to be applied, compared with the stable
+//! version's, and never applied.
 //!
-//! The reconcile does not wait for it: the comparison finishes on a task of
-//! its own once both answers are there. At most the guest's `concurrency`
-//! shadow calls run at once; a reconcile that finds them all busy is not
-//! shadowed, so a slow or stuck candidate costs the stable version nothing
-//! but that. The work on the candidate's answer (validation, comparison)
-//! runs on a blocking thread too, not on the async runtime.
+//! The reconcile does not wait for it, nor share its CPU: once the stable
+//! version has answered, the request (the wire form the stable call was
+//! given, with the candidate's settings) and the stable answer go to the
+//! guest's shadow queue. One thread per guest, at the lowest scheduling
+//! priority (nice 19), works the queue: it calls the candidate, validates
+//! and compares, so on a busy host the comparisons wait for idle CPU instead
+//! of slowing the reconciles. The queue holds at most [`MAX_WAITING`]
+//! comparisons and [`MAX_WAITING_BYTES`] of requests; a reconcile that
+//! finds it full is not shadowed and is counted in
+//! `wasmop_guest_shadow_skipped_total`.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 
 use kube::ResourceExt;
 use kube::api::DynamicObject;
-use tokio::sync::oneshot;
 use wasmop_contract::Reason;
 
 use super::{Context, status};
-use crate::model::{EventType, Request};
+use crate::model::{EventType, ReconcileRequest, Request};
 use crate::rollout::Tracker;
 use crate::rollout::compare::{self, Outcome};
 use crate::runtime::Guest;
 use crate::sink;
-use crate::telemetry::metrics::SwapLabels;
+use crate::telemetry::metrics::{GuestLabels, SwapLabels};
 use crate::validate::{self, ParentScope, Rules, Validated};
 
 /// Longest difference named in a `ShadowDifferent` Event.
 const MAX_DIFFERENCE: usize = 600;
 
-/// A candidate answering beside one reconcile; tell it the stable answer.
+/// Comparisons a guest's shadow queue holds at most.
+pub(super) const MAX_WAITING: usize = 4096;
+
+/// Bytes of requests (their JSON text) a guest's shadow queue holds at most.
+pub(super) const MAX_WAITING_BYTES: usize = 64 << 20;
+
+/// The shadow queue of one guest, shared by its namespace scopes.
+pub(super) struct Queue {
+    jobs: SyncSender<Job>,
+    /// Bytes of the requests waiting or being compared.
+    bytes: Arc<AtomicUsize>,
+}
+
+impl Queue {
+    /// Starts the guest's low-priority shadow thread. Call from within the
+    /// Tokio runtime: the thread records Events through it.
+    pub(super) fn start(guest: &str) -> Arc<Self> {
+        let (jobs, waiting) = sync_channel(MAX_WAITING);
+        let bytes = Arc::new(AtomicUsize::new(0));
+        let runtime = tokio::runtime::Handle::current();
+        let worker_bytes = bytes.clone();
+        let started = std::thread::Builder::new()
+            .name(format!("shadow-{guest}"))
+            .spawn(move || work(&waiting, &worker_bytes, &runtime));
+        if let Err(e) = started {
+            // The receiver is gone with the closure: every try to shadow is
+            // refused and counted as skipped.
+            tracing::warn!(guest, "no shadow thread, candidates are not shadowed: {e}");
+        }
+        Arc::new(Self { jobs, bytes })
+    }
+
+    /// Queues `job` unless the queue is full (by count or by bytes).
+    fn push(&self, job: Job) -> bool {
+        let size = job.size;
+        if self.bytes.fetch_add(size, Ordering::AcqRel) + size > MAX_WAITING_BYTES {
+            self.bytes.fetch_sub(size, Ordering::AcqRel);
+            return false;
+        }
+        match self.jobs.try_send(job) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                self.bytes.fetch_sub(size, Ordering::AcqRel);
+                false
+            }
+        }
+    }
+}
+
+/// The thread's lowest priority: its work runs on CPU nothing else wants.
+fn lowest_priority() {
+    // On Linux the nice value is per thread: this lowers only the caller.
+    if let Err(e) = rustix::process::setpriority_process(None, 19) {
+        tracing::debug!("the shadow thread keeps its priority: {e}");
+    }
+}
+
+fn work(waiting: &Receiver<Job>, bytes: &AtomicUsize, runtime: &tokio::runtime::Handle) {
+    lowest_priority();
+    let _runtime = runtime.enter();
+    while let Ok(job) = waiting.recv() {
+        let size = job.size;
+        job.run();
+        bytes.fetch_sub(size, Ordering::AcqRel);
+    }
+}
+
+/// A candidate to call beside one reconcile; tell it the stable answer.
 pub(super) struct Shadow {
-    stable: oneshot::Sender<Result<Validated, String>>,
+    ctx: Arc<Context>,
+    candidate: Guest,
+    tracker: Arc<Tracker>,
+    /// The candidate's own request, where its kinds or bounds differ from
+    /// the stable version's; `None`: the stable version's.
+    own: Option<Arc<Request>>,
+    now: u64,
+    reference: k8s_openapi::api::core::v1::ObjectReference,
+    uid: String,
+    namespace: Option<String>,
+    span: tracing::Span,
 }
 
 impl Shadow {
-    /// Starts `candidate` on `request` at `now`, unless the guest's shadow
-    /// calls are all busy.
-    pub(super) fn start(
+    /// A shadow of `candidate` beside the reconcile of `parent` at `now`:
+    /// on the stable version's request (`own: None`) or on its own.
+    pub(super) fn new(
         ctx: &Arc<Context>,
         parent: &DynamicObject,
         candidate: &Guest,
         tracker: &Arc<Tracker>,
-        request: Arc<Request>,
+        own: Option<Arc<Request>>,
         now: u64,
-    ) -> Option<Self> {
-        let Ok(permit) = ctx.shadow_permits.clone().try_acquire_owned() else {
-            tracing::debug!("not shadowed: every shadow call is busy");
-            return None;
-        };
-        let (stable, stable_answer) = oneshot::channel();
-        let span = tracing::info_span!("candidate", sha256 = %short(candidate.digest()));
-        let call_guest = candidate.clone();
-        let call = tokio::task::spawn_blocking(move || {
-            span.in_scope(|| call_guest.call_reconcile_offline(&request, now))
-        });
-        let reference = status::reference(parent, ctx);
-        let uid = parent.uid().unwrap_or_default();
-        let namespace = parent.metadata.namespace.clone();
-        let (ctx, candidate, tracker) = (ctx.clone(), candidate.clone(), tracker.clone());
-        tokio::spawn(async move {
-            let _permit = permit;
-            let reply = call.await;
-            // The reconcile ended before its answer was checked.
-            let Ok(stable) = stable_answer.await else {
-                return;
-            };
-            let protected = ctx.protected.clone();
-            let digest = candidate.digest().to_owned();
-            let judged = tokio::task::spawn_blocking(move || {
-                let answer = match reply {
-                    Ok(reply) => reply.result.map_err(|e| e.to_string()).and_then(|raw| {
-                        validate::validate(
-                            Rules {
-                                description: candidate.description(),
-                                bounds: candidate.limits().bounds(),
-                                parent: ParentScope {
-                                    namespace: namespace.as_deref(),
-                                },
-                                protected: &protected,
-                            },
-                            raw,
-                        )
-                        .map_err(|v| format!("invalid answer: {v}"))
-                    }),
-                    Err(e) => Err(format!("the call task failed: {e}")),
-                };
-                judge(answer, stable)
-            })
-            .await;
-            let Ok((result, difference)) = judged else {
-                return;
-            };
-            ctx.telemetry
-                .shadow_reconciles
-                .get_or_create(&SwapLabels {
-                    guest: ctx.guest_name.clone(),
-                    result,
-                })
-                .inc();
-            let Some(difference) = difference else {
-                return;
-            };
-            tracing::debug!(result, "shadow: {difference}");
-            if result == "different" && tracker.first_difference(&uid) {
-                ctx.events.host(
-                    &reference,
-                    EventType::Normal,
-                    Reason::ShadowDifferent,
-                    format!(
-                        "candidate sha256 {}… answers differently from the running version: {difference}",
-                        short(&digest)
-                    ),
-                    "Shadow",
-                );
-            }
-        });
-        Some(Self { stable })
+    ) -> Self {
+        Self {
+            ctx: ctx.clone(),
+            candidate: candidate.clone(),
+            tracker: tracker.clone(),
+            own,
+            now,
+            reference: status::reference(parent, ctx),
+            uid: parent.uid().unwrap_or_default(),
+            namespace: parent.metadata.namespace.clone(),
+            span: tracing::info_span!("candidate", sha256 = %short(candidate.digest())),
+        }
     }
 
-    /// The stable version's answer, checked (or why it failed).
+    /// The stable version's answer, checked (or why it failed), and the
+    /// request it was given: queues the comparison.
     pub(super) fn stable_answered(
-        self,
+        mut self,
         answer: Result<&Validated, &super::reconcile::ReconcileError>,
+        mut wire: ReconcileRequest,
     ) {
-        let _ = self
-            .stable
-            .send(answer.cloned().map_err(ToString::to_string));
+        let size = wire_bytes(&wire);
+        let request = match self.own.take() {
+            Some(own) => Work::Own(own),
+            None => {
+                wire.settings = self.candidate.settings().map(str::to_owned);
+                Work::Wire(wire)
+            }
+        };
+        let queue = self.ctx.shadows.clone();
+        let (telemetry, guest) = (self.ctx.telemetry.clone(), self.ctx.guest_name.clone());
+        let job = Job {
+            stable: answer.cloned().map_err(|e| e.to_string()),
+            request,
+            size,
+            shadow: self,
+        };
+        if !queue.push(job) {
+            tracing::debug!("not shadowed: the shadow queue is full");
+            telemetry
+                .shadow_skipped
+                .get_or_create(&GuestLabels { guest })
+                .inc();
+        }
+    }
+}
+
+/// The JSON text a request carries: what a waiting comparison holds.
+fn wire_bytes(wire: &ReconcileRequest) -> usize {
+    wire.parent.len()
+        + wire
+            .observed
+            .iter()
+            .chain(&wire.related)
+            .map(|o| o.object.len() + o.api_version.len() + o.kind.len() + o.name.len())
+            .sum::<usize>()
+}
+
+/// The request a candidate answers.
+enum Work {
+    /// The stable version's wire request, with the candidate's settings.
+    Wire(ReconcileRequest),
+    /// The candidate's own request.
+    Own(Arc<Request>),
+}
+
+/// One comparison waiting for the shadow thread.
+struct Job {
+    shadow: Shadow,
+    request: Work,
+    stable: Result<Validated, String>,
+    size: usize,
+}
+
+impl Job {
+    fn run(self) {
+        let Self {
+            shadow,
+            request,
+            stable,
+            ..
+        } = self;
+        let Shadow {
+            ctx,
+            candidate,
+            tracker,
+            now,
+            reference,
+            uid,
+            namespace,
+            span,
+            ..
+        } = shadow;
+        let reply = span.in_scope(|| match request {
+            Work::Wire(wire) => candidate.call_reconcile_wire_offline(&wire),
+            Work::Own(own) => candidate.call_reconcile_offline(&own, now),
+        });
+        let answer = reply.result.map_err(|e| e.to_string()).and_then(|raw| {
+            validate::validate(
+                Rules {
+                    description: candidate.description(),
+                    bounds: candidate.limits().bounds(),
+                    parent: ParentScope {
+                        namespace: namespace.as_deref(),
+                    },
+                    protected: &ctx.protected,
+                },
+                raw,
+            )
+            .map_err(|v| format!("invalid answer: {v}"))
+        });
+        let (result, difference) = judge(answer, stable);
+        ctx.telemetry
+            .shadow_reconciles
+            .get_or_create(&SwapLabels {
+                guest: ctx.guest_name.clone(),
+                result,
+            })
+            .inc();
+        let Some(difference) = difference else {
+            return;
+        };
+        tracing::debug!(result, "shadow: {difference}");
+        if result == "different" && tracker.first_difference(&uid) {
+            ctx.events.host(
+                &reference,
+                EventType::Normal,
+                Reason::ShadowDifferent,
+                format!(
+                    "candidate sha256 {}… answers differently from the running version: {difference}",
+                    short(candidate.digest())
+                ),
+                "Shadow",
+            );
+        }
     }
 }
 
@@ -161,4 +295,43 @@ fn judge(
 
 fn short(digest: &str) -> &str {
     &digest[..digest.len().min(12)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shadow_thread_alone_runs_at_the_lowest_priority() {
+        let before = rustix::process::getpriority_process(None).expect("priority");
+        let inside = std::thread::spawn(|| {
+            lowest_priority();
+            rustix::process::getpriority_process(None).expect("priority")
+        })
+        .join()
+        .expect("thread");
+        assert_eq!(inside, 19);
+        assert_eq!(
+            rustix::process::getpriority_process(None).expect("priority"),
+            before,
+            "the calling thread keeps its priority"
+        );
+    }
+
+    #[test]
+    fn a_request_counts_the_json_text_it_carries() {
+        let object = |text: &str| crate::model::ObservedObject {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            name: "a".into(),
+            object: text.into(),
+        };
+        let wire = ReconcileRequest {
+            parent: "{}".into(),
+            observed: vec![object("{\"a\":1}")],
+            related: vec![object("{}")],
+            ..ReconcileRequest::default()
+        };
+        assert_eq!(wire_bytes(&wire), 2 + (7 + 12) + (2 + 12));
+    }
 }

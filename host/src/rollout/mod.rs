@@ -406,6 +406,11 @@ impl Rollout {
                     result,
                 });
         }
+        metrics
+            .shadow_skipped
+            .remove(&crate::telemetry::metrics::GuestLabels {
+                guest: shared.parts.guest.clone(),
+            });
         for phase in Phase::ALL {
             metrics.rollout_phase.remove(&RolloutPhaseLabels {
                 guest: shared.parts.guest.clone(),

@@ -20,7 +20,9 @@ use super::abi::{
 use super::http::Outbound;
 use super::sandbox::GuestState;
 use super::{EPOCH_TICK, Error, Limits, Result, Runtime};
-use crate::model::{Description, ErrorKind, GuestError, ReconcileResponse, Request, response_size};
+use crate::model::{
+    Description, ErrorKind, GuestError, ReconcileRequest, ReconcileResponse, Request, response_size,
+};
 use wasmop_contract::{AdmissionResponse, AdmissionReview, Reason};
 
 /// What the host copies out of a guest per call beyond its response limit:
@@ -396,14 +398,33 @@ impl Guest {
         self.reconcile_call(request, now, &Arc::default())
     }
 
+    /// Calls `reconcile` with a request already in its wire form (the
+    /// same one another version was given), outbound requests allowed as
+    /// the entry says.
+    pub fn call_reconcile_wire(&self, wire: &ReconcileRequest) -> Reply<ReconcileResponse> {
+        self.wire_call(wire, &self.inner.limits.outbound)
+    }
+
+    /// [`Self::call_reconcile_wire`] with every outbound request refused.
+    pub fn call_reconcile_wire_offline(&self, wire: &ReconcileRequest) -> Reply<ReconcileResponse> {
+        self.wire_call(wire, &Arc::default())
+    }
+
     fn reconcile_call(
         &self,
         request: &Request,
         now: u64,
         outbound: &Arc<super::http::OutboundHosts>,
     ) -> Reply<ReconcileResponse> {
+        self.wire_call(&request.to_wire(now, self.settings()), outbound)
+    }
+
+    fn wire_call(
+        &self,
+        wire: &ReconcileRequest,
+        outbound: &Arc<super::http::OutboundHosts>,
+    ) -> Reply<ReconcileResponse> {
         let inner = &*self.inner;
-        let wire = request.to_wire(now, self.settings());
         let mut store = new_store(
             &inner.runtime,
             &inner.identity.name,
@@ -416,7 +437,7 @@ impl Guest {
             &inner.pre,
             &mut store,
             inner.reconcile,
-            (&wire,),
+            (wire,),
             inner.imports,
             &inner.limits,
         )

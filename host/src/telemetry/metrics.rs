@@ -246,6 +246,9 @@ pub struct Metrics {
     /// `wasmop_guest_shadow_reconciles_total{guest,result}`: `same`,
     /// `different` or `failed`.
     pub shadow_reconciles: Family<SwapLabels, Counter>,
+    /// `wasmop_guest_shadow_skipped_total{guest}`: reconciles not shadowed
+    /// because the guest's shadow queue was full.
+    pub shadow_skipped: Family<GuestLabels, Counter>,
     /// `wasmop_rollout_phase{guest,phase}`: 1 for the phase each guest's
     /// rollout is in, 0 for the others.
     pub rollout_phase: Family<RolloutPhaseLabels, Gauge>,
@@ -287,6 +290,7 @@ impl Default for Metrics {
             webhook_latency: Family::new_with_constructor(reconcile_histogram),
             webhook_in_flight: Family::default(),
             shadow_reconciles: Family::default(),
+            shadow_skipped: Family::default(),
             rollout_phase: Family::default(),
             rollout_parents: Family::default(),
             guest_deadline: Family::default(),
@@ -415,6 +419,11 @@ impl Metrics {
             "wasmop_guest_shadow_reconciles",
             "Reconciles a candidate version answered beside the stable one, by result (same, different, failed).",
             self.shadow_reconciles.clone(),
+        );
+        r.register(
+            "wasmop_guest_shadow_skipped",
+            "Reconciles not shadowed because the guest's shadow queue was full.",
+            self.shadow_skipped.clone(),
         );
         r.register(
             "wasmop_rollout_phase",
