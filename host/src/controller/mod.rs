@@ -254,7 +254,11 @@ impl RunningController {
             settings.concurrency.max(1),
         )));
         let guest = slot.current().name().to_owned();
-        let shadows = shadow::Queue::start(&guest);
+        let shadows = shadow::Queue::start(
+            &guest,
+            permits.clone(),
+            usize::from(settings.concurrency.max(1)),
+        );
         env.telemetry
             .init_controller(&guest)
             .set(i64::from(settings.concurrency.max(1)));

@@ -8,18 +8,22 @@
 //! given, with the candidate's settings) and the stable answer go to the
 //! guest's shadow queue. One thread per guest, at the lowest scheduling
 //! priority (nice 19), works the queue: it calls the candidate, validates
-//! and compares, so on a busy host the comparisons wait for idle CPU instead
-//! of slowing the reconciles. The queue holds at most [`MAX_WAITING`]
-//! comparisons and [`MAX_WAITING_BYTES`] of requests; a reconcile that
-//! finds it full is not shadowed and is counted in
-//! `wasmop_guest_shadow_skipped_total`.
+//! and compares. It starts a comparison only while none of the guest's
+//! reconciles runs, or once the comparison has waited [`MAX_DEFER`]: a
+//! priority orders the threads of one CPU, but the two CPUs of a VM may be
+//! two threads of one core, where any work beside a reconcile slows it.
+//! The queue holds at most [`MAX_WAITING`] comparisons and
+//! [`MAX_WAITING_BYTES`] of requests; a reconcile that finds it full is not
+//! shadowed and is counted in `wasmop_guest_shadow_skipped_total`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::time::{Duration, Instant};
 
 use kube::ResourceExt;
 use kube::api::DynamicObject;
+use tokio::sync::Semaphore;
 use wasmop_contract::Reason;
 
 use super::{Context, status};
@@ -40,6 +44,12 @@ pub(super) const MAX_WAITING: usize = 4096;
 /// Bytes of requests (their JSON text) a guest's shadow queue holds at most.
 pub(super) const MAX_WAITING_BYTES: usize = 64 << 20;
 
+/// How long a comparison waits for a pause in the guest's reconciles.
+pub(super) const MAX_DEFER: Duration = Duration::from_secs(10);
+
+/// How often a waiting comparison looks for that pause.
+const PAUSE_POLL: Duration = Duration::from_millis(1);
+
 /// The shadow queue of one guest, shared by its namespace scopes.
 pub(super) struct Queue {
     jobs: SyncSender<Job>,
@@ -48,16 +58,19 @@ pub(super) struct Queue {
 }
 
 impl Queue {
-    /// Starts the guest's low-priority shadow thread. Call from within the
-    /// Tokio runtime: the thread records Events through it.
-    pub(super) fn start(guest: &str) -> Arc<Self> {
+    /// Starts the guest's low-priority shadow thread; `reconciles` are the
+    /// permits of the guest's reconciles (`concurrency` of them), all free
+    /// while none runs. Call from within the Tokio runtime: the thread
+    /// records Events through it.
+    pub(super) fn start(guest: &str, reconciles: Arc<Semaphore>, concurrency: usize) -> Arc<Self> {
         let (jobs, waiting) = sync_channel(MAX_WAITING);
         let bytes = Arc::new(AtomicUsize::new(0));
         let runtime = tokio::runtime::Handle::current();
         let worker_bytes = bytes.clone();
+        let paused = move || reconciles.available_permits() >= concurrency;
         let started = std::thread::Builder::new()
             .name(format!("shadow-{guest}"))
-            .spawn(move || work(&waiting, &worker_bytes, &runtime));
+            .spawn(move || work(&waiting, &worker_bytes, &runtime, &paused));
         if let Err(e) = started {
             // The receiver is gone with the closure: every try to shadow is
             // refused and counted as skipped.
@@ -91,10 +104,18 @@ fn lowest_priority() {
     }
 }
 
-fn work(waiting: &Receiver<Job>, bytes: &AtomicUsize, runtime: &tokio::runtime::Handle) {
+fn work(
+    waiting: &Receiver<Job>,
+    bytes: &AtomicUsize,
+    runtime: &tokio::runtime::Handle,
+    paused: &dyn Fn() -> bool,
+) {
     lowest_priority();
     let _runtime = runtime.enter();
     while let Ok(job) = waiting.recv() {
+        while !paused() && job.queued.elapsed() < MAX_DEFER {
+            std::thread::sleep(PAUSE_POLL);
+        }
         let size = job.size;
         job.run();
         bytes.fetch_sub(size, Ordering::AcqRel);
@@ -158,6 +179,7 @@ impl Shadow {
         let queue = self.ctx.shadows.clone();
         let (telemetry, guest) = (self.ctx.telemetry.clone(), self.ctx.guest_name.clone());
         let job = Job {
+            queued: Instant::now(),
             stable: answer.cloned().map_err(|e| e.to_string()),
             request,
             size,
@@ -194,6 +216,7 @@ enum Work {
 
 /// One comparison waiting for the shadow thread.
 struct Job {
+    queued: Instant,
     shadow: Shadow,
     request: Work,
     stable: Result<Validated, String>,
