@@ -3,6 +3,7 @@
 //! (interface contract): see [`crate::plan`]. Exits 0 when nothing would
 //! change, 2 when something would change or fail, 1 on an error of its own.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
@@ -10,12 +11,40 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 use kube::runtime::{reflector, watcher};
 
-use super::{PlanArgs, Report, config, load_one, name_and_value, one_line, read_settings};
+use super::{Report, config, load_one, name_and_value, one_line, read_settings};
 use crate::protected::{ProtectedObjects, ProtectedRef};
 use crate::rollout::record::{records, status_name};
 use crate::runtime::{Limits, ModuleBytes, Runtime, RuntimeConfig};
 use crate::source::fetch::Sources;
 use crate::source::list::{GuestEntry, GuestList, LIST_KEY, stable_entry};
+
+/// `wasmop plan`.
+#[derive(Debug, clap::Args)]
+pub struct PlanArgs {
+    /// The guest and its new module, as `<name>=<path.wasm>`.
+    #[arg(long = "guest", value_name = "NAME=PATH")]
+    pub guest: String,
+    /// Settings for the new module, as `<name>=<file.yaml>` (default: the
+    /// guest list entry's).
+    #[arg(long = "settings", value_name = "NAME=FILE")]
+    pub settings: Option<String>,
+    /// Namespace to plan in; repeatable; default all.
+    #[arg(long = "namespace", value_name = "NAMESPACE")]
+    pub namespaces: Vec<String>,
+    /// Kubeconfig file; default: $KUBECONFIG, ~/.kube/config or in-cluster.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// The guest list whose entry gives the guest's settings, limits and
+    /// Secret handling, `<namespace>/<name>`.
+    #[arg(long, value_name = "NAMESPACE/NAME", default_value = crate::source::watch::DEFAULT_LIST)]
+    pub guests_configmap: String,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value = "text")]
+    pub output: Report,
+    /// Directory for compiled modules (the host's `--cache-dir`).
+    #[arg(long, env = "WASMOP_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+}
 
 /// Runs `wasmop plan`.
 pub fn plan(args: PlanArgs) -> ExitCode {

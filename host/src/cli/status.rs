@@ -3,15 +3,31 @@
 //! status ConfigMap beside the guest list, with its version and rollout.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use anyhow::Context as _;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 
-use super::{Report, StatusArgs, config};
+use super::{Report, config};
 use crate::rollout::Record;
 use crate::rollout::record::{records, status_name};
 use crate::source::list::{GuestList, LIST_KEY};
+
+/// `wasmop status`.
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    /// The guest list, `<namespace>/<name>`; its status ConfigMap is
+    /// `<name>-status` beside it.
+    #[arg(long, value_name = "NAMESPACE/NAME", default_value = crate::source::watch::DEFAULT_LIST)]
+    pub guests_configmap: String,
+    /// Kubeconfig file; default: $KUBECONFIG, ~/.kube/config or in-cluster.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value = "text")]
+    pub output: Report,
+}
 
 /// Runs `wasmop status`.
 pub async fn status(args: StatusArgs) -> anyhow::Result<()> {

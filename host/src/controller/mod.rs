@@ -23,17 +23,17 @@ pub mod reconcile;
 pub mod related;
 mod shadow;
 pub mod status;
+mod triggers;
 
-use std::collections::HashSet;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::{Stream, StreamExt, TryStreamExt};
+use futures::StreamExt;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 
 pub use crate::rollout::GuestSlot;
@@ -412,190 +412,58 @@ async fn run_scope(scope: Scope, signals: Signals) {
     let guest_name = slot.current().name().to_string();
     let ns = namespace.as_deref();
     let parent_reader = parent_writer.as_reader();
-    let parent_kind = kinds.primary.kind.to_string();
-    let (tele, parents_queue) = (env.telemetry.clone(), queue.clone());
-    // Set at the parents' first complete list (the store's own readiness
-    // future wakes only one waiter, and the controller waits on it).
-    let listed = parents_listed.clone();
     let related = Arc::new(RelatedIndex::new(
         kinds.related.iter().map(|(_, r)| r.clone()).collect(),
     ));
-    let parents_related = related.clone();
     let pacer = Arc::new(pacer::Pacer::new(usize::from(settings.concurrency)));
-    // Parent events that are background work, marked before the store
-    // learns them: a parent seen for the first time (listed, or created),
-    // or a version the host wrote itself (its finalizer).
-    let background: Arc<Mutex<HashSet<ParentRef>>> = Arc::default();
-    let (seen_before, mark) = (parent_writer.as_reader(), background.clone());
-    let primary_resource = kinds.primary.resource.clone();
     let last_writes = Arc::new(status::LastWrites::default());
-    let (own_writes, seen_writes) = (last_writes.clone(), last_writes.clone());
-    let parent_stream = watcher(
-        scoped_api(&client, &kinds.primary, ns),
-        watcher::Config::default(),
-    )
-    .map_ok(typed_events(kinds.primary.resource.clone()))
-    .backoff(crate::retry::watch_backoff())
-    .inspect_ok(move |event| match event {
-        watcher::Event::InitDone => listed.store(true, Ordering::Release),
-        watcher::Event::Apply(parent) | watcher::Event::InitApply(parent) => {
-            parents_related.parent_applied(parent);
-            let key = compact::key_of(parent, &primary_resource);
-            let initial = matches!(event, watcher::Event::InitApply(_));
-            let mut marks = mark.lock().expect("background lock");
-            if initial || seen_before.get(&key).is_none() || own_writes.is_own(&parent.metadata) {
-                marks.insert(key);
-            } else {
-                // A mark the spec predicate left (a re-list of an unchanged
-                // parent) does not make its next change background work.
-                marks.remove(&key);
-            }
-        }
-        watcher::Event::Delete(parent) => {
-            parents_related.parent_deleted(parent);
-            let key = compact::key_of(parent, &primary_resource);
-            mark.lock().expect("background lock").remove(&key);
-        }
-        watcher::Event::Init => {}
-    })
-    .inspect_err(
-        move |e| tracing::warn!(kind = %parent_kind, "watch of the parents failed, retrying: {e}"),
-    )
-    .map_ok(|event| map_object(event, Compact::from))
-    .reflect(parent_writer)
-    .inspect_ok(move |event| {
-        // The store holds this version now.
-        if let watcher::Event::Apply(parent) | watcher::Event::InitApply(parent) = event {
-            seen_writes.seen(&parent.metadata);
-        }
-    })
-    .applied_objects()
-    .predicate_filter(
-        |parent: &Compact| Some(parent.spec_hash()),
-        Default::default(),
-    )
-    .inspect_ok(move |parent| {
-        let key = queue_key(parent.metadata.namespace.as_deref(), &parent.name_any());
-        parents_queue.add(&tele, key, Duration::ZERO);
-    })
-    .try_filter({
-        let (pacer, primary) = (pacer.clone(), kinds.primary.resource.clone());
-        move |parent| {
-            let key = ObjectRef::from_obj_with(parent, primary.clone());
-            let paced = background.lock().expect("background lock").remove(&key);
-            if paced {
-                pacer.push(key);
-            } else {
-                pacer.urgent(key);
-            }
-            std::future::ready(!paced)
-        }
-    });
-
+    let queueing = triggers::Queueing {
+        telemetry: env.telemetry.clone(),
+        queue: queue.clone(),
+        pacer: pacer.clone(),
+        primary: kinds.primary.resource.clone(),
+        parents: parent_reader.clone(),
+    };
+    let watched = triggers::Watched {
+        client: &client,
+        kinds: &kinds,
+        namespace: ns,
+    };
+    let parent_stream = triggers::parents(
+        &watched,
+        parent_writer,
+        // Set at the parents' first complete list (the store's own
+        // readiness future wakes only one waiter, and the controller waits
+        // on it).
+        parents_listed.clone(),
+        related.clone(),
+        &last_writes,
+        queueing.clone(),
+    );
     let selector = format!("{GUEST_LABEL}={guest_name}");
     let children = Arc::new(ChildIndex::new(kinds.children.len()));
-    let mut child_streams = Vec::new();
-    for (i, kind) in kinds.children.iter().enumerate() {
-        let index = children.clone();
-        let name = kind.kind.to_string();
-        let (tele, children_queue) = (env.telemetry.clone(), queue.clone());
-        let primary = kinds.primary.resource.clone();
-        let child_parents = parent_reader.clone();
-        let child_pacer = pacer.clone();
-        let parent_namespaced = kinds.primary.namespaced;
-        let stream = watcher(
-            scoped_api(&client, kind, ns),
-            watcher::Config::default().labels(&selector),
-        )
-        .map_ok(typed_events(kind.resource.clone()))
-        .backoff(crate::retry::watch_backoff())
-        .inspect(move |event| match event {
-            Ok(event) => index.apply(i, event),
-            Err(e) => {
-                tracing::warn!(kind = %name, "watch of a child kind failed, retrying: {e}");
-                index.fail(i, e.to_string());
-            }
+    let mut child_streams: Vec<_> = (0..kinds.children.len())
+        .map(|i| triggers::children(&watched, i, &selector, children.clone(), queueing.clone()))
+        .collect();
+    let related_streams: Vec<_> = (0..kinds.related.len())
+        .map(|i| {
+            triggers::related(
+                &watched,
+                i,
+                env.host_namespace.as_deref(),
+                related.clone(),
+                !settings.secret_values,
+                queueing.clone(),
+            )
         })
-        .touched_objects()
-        .filter(|object| std::future::ready(object.is_ok()))
-        .inspect_ok(move |child| {
-            // The parent to queue: the child's controller ownerReference.
-            if let Some(owner) = child.owner_references().iter().find(|o| {
-                o.controller == Some(true)
-                    && o.kind == primary.kind
-                    && o.api_version == primary.api_version
-            }) {
-                // A cluster-scoped parent's ref has no namespace.
-                let namespace = child
-                    .metadata
-                    .namespace
-                    .as_deref()
-                    .filter(|_| parent_namespaced);
-                // Garbage collection of a deleted parent's children is no
-                // work for the queue.
-                let parent = parent_ref(&primary, namespace, &owner.name);
-                if child_parents.get(&parent).is_some() {
-                    children_queue.add(&tele, queue_key(namespace, &owner.name), Duration::ZERO);
-                    child_pacer.push(parent);
-                }
-            }
-        })
-        .filter_map(|_| std::future::ready(None::<ParentRef>));
-        child_streams.push(stream.boxed());
-    }
-
-    let mut related_streams = Vec::new();
-    for (i, (kind, declared)) in kinds.related.iter().enumerate() {
-        let index = related.clone();
-        let name = kind.kind.to_string();
-        let (tele, related_queue) = (env.telemetry.clone(), queue.clone());
-        let primary = kinds.primary.resource.clone();
-        let conceal = !settings.secret_values;
-        let stream = related_events(
-            &client,
-            kind,
-            ns,
-            declared.metadata_only,
-            env.host_namespace.as_deref(),
-        )
-        .map_ok(typed_events(kind.resource.clone()))
-        .map_ok(move |event| {
-            if conceal {
-                event.modify(crate::secrets::conceal_object)
-            } else {
-                event
-            }
-        })
-        .backoff(crate::retry::watch_backoff())
-        .filter_map(move |event| {
-            let parents = match event {
-                Ok(event) => index.apply(i, event),
-                Err(e) => {
-                    tracing::warn!(kind = %name, "watch of a related kind failed, retrying: {e}");
-                    index.fail(i, e.to_string());
-                    Vec::new()
-                }
-            };
-            std::future::ready(Some(futures::stream::iter(parents)))
-        })
-        .flatten()
-        .map(move |(namespace, name)| {
-            related_queue.add(
-                &tele,
-                queue_key(namespace.as_deref(), &name),
-                Duration::ZERO,
-            );
-            parent_ref(&primary, namespace.as_deref(), &name)
-        });
-        related_streams.push(stream.boxed());
-    }
+        .collect();
 
     let ctx = Arc::new(Context {
         field_manager: field_manager(&guest_name),
         host_manager: host_field_manager(&guest_name),
         events: Events::new(client.clone(), &guest_name).fenced_by(env.leadership.clone()),
         guest_name: guest_name.clone(),
-        client,
+        client: client.clone(),
         slot,
         child_kind_names: kinds.children.iter().map(|k| k.kind.to_string()).collect(),
         related: related.clone(),
@@ -610,7 +478,7 @@ async fn run_scope(scope: Scope, signals: Signals) {
         children,
         backoff: Backoff::default(),
         progress: Progress::default(),
-        last_writes: last_writes.clone(),
+        last_writes,
         parents: parent_reader.clone(),
         metrics,
         permits,
@@ -624,82 +492,25 @@ async fn run_scope(scope: Scope, signals: Signals) {
 
     let sweeper = tokio::spawn(sweep(ctx.clone(), shutdown.clone()));
     let watcher_sync = tokio::spawn(report_synced(parents_listed, ctx.clone(), synced));
-    let resync = settings.resync;
-    // Every parent again: on each resync, after a swap, and when this host
-    // becomes the leader (a standby's caches are warm; only its reconciles
-    // were held back).
-    let became_leader = futures::stream::unfold(env.leadership.subscribe(), |mut rx| async move {
-        loop {
-            rx.changed().await.ok()?;
-            if *rx.borrow_and_update() {
-                return Some(((), rx));
-            }
-        }
-    });
-    // ... and when the API server answers again after an outage, with the
-    // failure counts forgotten, so no parent waits out a backoff its
-    // failures during the outage built up.
-    let api_back = {
+    let requeues = {
         let ctx = ctx.clone();
-        futures::stream::unfold(env.api_health.recoveries(), |mut rx| async move {
-            rx.changed().await.ok()?;
-            Some(((), rx))
-        })
-        .inspect(move |()| ctx.backoff.clear())
+        triggers::every_parent(
+            settings.resync,
+            &env.leadership,
+            &env.api_health,
+            move || ctx.backoff.clear(),
+            requeue,
+            queueing.clone(),
+        )
     };
-    let all_queue = queue.clone();
-    let all_store = parent_reader.clone();
-    let tele = env.telemetry.clone();
-    let triggers = futures::stream::select(
-        futures::stream::select(
-            ticks(resync),
-            futures::stream::select(became_leader, api_back),
-        ),
-        futures::stream::unfold(requeue, |mut rx| async move {
-            loop {
-                match rx.recv().await {
-                    Ok(()) => return Some(((), rx)),
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
-                }
-            }
-        }),
-    )
-    .filter_map({
-        let (pacer, primary) = (pacer.clone(), kinds.primary.resource.clone());
-        move |()| {
-            for parent in all_store.state() {
-                let key = queue_key(parent.metadata.namespace.as_deref(), &parent.name_any());
-                all_queue.add(&tele, key, Duration::ZERO);
-                pacer.push(ObjectRef::from_obj_with(&*parent, primary.clone()));
-            }
-            std::future::ready(None::<ParentRef>)
-        }
-    });
-
-    // Parents a rollout moves from one version to the other: reconciled at
-    // once, ahead of background work.
-    let at_once = {
-        let (pacer, tele, queue) = (pacer.clone(), env.telemetry.clone(), queue.clone());
-        futures::stream::unfold(at_once, |mut rx| async move {
-            rx.recv().await.map(|key| (key, rx))
-        })
-        .inspect(move |key: &ParentRef| {
-            queue.add(
-                &tele,
-                queue_key(key.namespace.as_deref(), &key.name),
-                Duration::ZERO,
-            );
-            pacer.urgent(key.clone());
-        })
-    };
+    let at_once = triggers::at_once(at_once, queueing);
     let mut controller =
         Controller::for_stream_with(parent_stream, parent_reader, kinds.primary.resource.clone())
             .with_config(ControllerConfig::default().concurrency(settings.concurrency))
             .reconcile_on(at_once);
     // Children's changes and the requeues of every parent reach the queue
     // through the pacer; their streams are driven here and yield nothing.
-    child_streams.push(triggers.boxed());
+    child_streams.push(requeues.boxed());
     controller = controller
         .reconcile_on(futures::stream::select_all(child_streams))
         .reconcile_on(pacer.admitted());
@@ -763,42 +574,6 @@ fn map_object<A, B>(event: watcher::Event<A>, mut f: impl FnMut(A) -> B) -> watc
     }
 }
 
-/// A related kind's watch events: whole objects, or only their metadata
-/// (as objects with no data).
-fn related_events(
-    client: &Client,
-    kind: &ResolvedKind,
-    namespace: Option<&str>,
-    metadata_only: bool,
-    host_namespace: Option<&str>,
-) -> futures::stream::BoxStream<'static, Result<watcher::Event<DynamicObject>, watcher::Error>> {
-    // Nothing in the host's own namespace (its pull and certificate
-    // Secrets, its guest list) is ever related: the API server leaves it
-    // out of the list and the watch.
-    let config = match host_namespace {
-        Some(host) => watcher::Config::default().fields(&format!("metadata.namespace!={host}")),
-        None => watcher::Config::default(),
-    };
-    if !metadata_only {
-        let api: Api<DynamicObject> = scoped_api(client, kind, namespace);
-        return watcher(api, config).boxed();
-    }
-    let api: Api<kube::core::PartialObjectMeta<DynamicObject>> =
-        scoped_api(client, kind, namespace);
-    let types = kube::core::TypeMeta {
-        api_version: kind.resource.api_version.clone(),
-        kind: kind.resource.kind.clone(),
-    };
-    let whole = move |meta: kube::core::PartialObjectMeta<DynamicObject>| DynamicObject {
-        types: Some(types.clone()),
-        metadata: meta.metadata,
-        data: serde_json::json!({}),
-    };
-    watcher(api, config)
-        .map_ok(move |event| map_object(event, &whole))
-        .boxed()
-}
-
 /// Forgets, every [`SWEEP_PERIOD`], the backoff and progress records of
 /// parents that are gone, so memory follows the live objects.
 async fn sweep(ctx: Arc<Context>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
@@ -837,11 +612,4 @@ async fn sweep(ctx: Arc<Context>, mut shutdown: tokio::sync::watch::Receiver<boo
                 .is_some()
         });
     }
-}
-
-fn ticks(period: Duration) -> impl Stream<Item = ()> + Send {
-    futures::stream::unfold((), move |()| async move {
-        tokio::time::sleep(period).await;
-        Some(((), ()))
-    })
 }
