@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use wasmop_guest::Operator;
 use wasmop_host::model::{ReconcileRequest, Request};
 use wasmop_host::protected::ProtectedObjects;
-use wasmop_host::runtime::http::OutboundHosts;
+use wasmop_host::runtime::capabilities::http::OutboundHosts;
 use wasmop_host::runtime::{Guest, Limits, ModuleBytes, Runtime, RuntimeConfig};
 use wasmop_host::validate::{ParentScope, Rules, validate};
 

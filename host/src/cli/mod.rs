@@ -287,9 +287,10 @@ pub(crate) fn read_settings(path: &std::path::Path) -> anyhow::Result<String> {
 /// `--allow-outbound` entries, checked.
 fn outbound_hosts<S: AsRef<str>>(
     entries: &[S],
-) -> anyhow::Result<std::sync::Arc<crate::runtime::http::OutboundHosts>> {
+) -> anyhow::Result<std::sync::Arc<crate::runtime::capabilities::http::OutboundHosts>> {
     Ok(std::sync::Arc::new(
-        crate::runtime::http::OutboundHosts::parse(entries).context("--allow-outbound")?,
+        crate::runtime::capabilities::http::OutboundHosts::parse(entries)
+            .context("--allow-outbound")?,
     ))
 }
 

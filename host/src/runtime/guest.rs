@@ -17,7 +17,7 @@ use super::abi::{
     self, AdmitParams, AdmitResults, ConvertParams, ConvertResults, DescribeParams,
     DescribeResults, ReconcileParams, ReconcileResults,
 };
-use super::http::Outbound;
+use super::capabilities::http::Outbound;
 use super::sandbox::GuestState;
 use super::{EPOCH_TICK, Error, Limits, Result, Runtime};
 use crate::model::{
@@ -414,7 +414,7 @@ impl Guest {
         &self,
         request: &Request,
         now: u64,
-        outbound: &Arc<super::http::OutboundHosts>,
+        outbound: &Arc<super::capabilities::http::OutboundHosts>,
     ) -> Reply<ReconcileResponse> {
         self.wire_call(&request.to_wire(now, self.settings()), outbound)
     }
@@ -422,7 +422,7 @@ impl Guest {
     fn wire_call(
         &self,
         wire: &ReconcileRequest,
-        outbound: &Arc<super::http::OutboundHosts>,
+        outbound: &Arc<super::capabilities::http::OutboundHosts>,
     ) -> Reply<ReconcileResponse> {
         let inner = &*self.inner;
         let mut store = new_store(
@@ -565,7 +565,7 @@ fn new_store(
     name: &Arc<str>,
     limits: &Limits,
     imports: Imports,
-    outbound: &Arc<super::http::OutboundHosts>,
+    outbound: &Arc<super::capabilities::http::OutboundHosts>,
 ) -> Store<GuestState> {
     let outbound = imports.http.then(|| {
         Outbound::new(

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::http::OutboundHosts;
+use super::capabilities::http::OutboundHosts;
 
 /// The limits one guest runs under. Every field has a default that works
 /// without any configuration; the guest list ConfigMap can override each one

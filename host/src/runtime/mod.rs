@@ -6,8 +6,9 @@
 //! (in a child process for `wasmop run`); [`guest`] turns a
 //! component into a loaded [`Guest`] (an `InstancePre` plus its description)
 //! and runs one reconcile in a fresh store; [`abi`] types the calls of each
-//! WIT version served; [`limits`] holds the knobs; [`http`] is the outbound
-//! HTTP capability.
+//! WIT version served; [`limits`] holds the knobs; [`capabilities`] are
+//! what a guest may import (`log`, WASI, outbound HTTP), each with its
+//! linking and its part of the per-call state ([`sandbox`]).
 //!
 //! A guest that imports nothing but the WIT's `log` (what the SDK builds
 //! for `wasm32-unknown-unknown`) is called synchronously: nothing it can do
@@ -19,13 +20,13 @@
 //! guest thus holds its call's blocking thread for at most its deadline,
 //! and no guest holds more call threads than its `concurrency` (name
 //! lookups, which cannot be cancelled, are bounded host-wide by
-//! [`http`]).
+//! [`capabilities::http`]).
 
 pub mod abi;
 pub mod cache;
+pub mod capabilities;
 pub mod compile;
 pub mod guest;
-pub mod http;
 pub mod limits;
 mod sandbox;
 
@@ -37,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use crate::telemetry::Metrics;
 
-use wasmtime::component::{HasSelf, Linker};
+use wasmtime::component::Linker;
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 pub use cache::{CacheOutcome, ModuleBytes, ModuleCache, is_component};
@@ -218,11 +219,7 @@ impl Runtime {
         };
 
         let mut linker = Linker::<GuestState>::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(Error::Engine)?;
-        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
-            .map_err(Error::Engine)?;
-        abi::v0_1::OperatorGuest::add_to_linker::<_, HasSelf<GuestState>>(&mut linker, |s| s)
-            .map_err(Error::Engine)?;
+        capabilities::link(&mut linker).map_err(Error::Engine)?;
 
         let ticker_stop = Arc::new(AtomicBool::new(false));
         let heartbeat = Arc::new(AtomicU64::new(0));

@@ -43,7 +43,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::runtime::Limits;
-use crate::runtime::http::OutboundHosts;
+use crate::runtime::capabilities::http::OutboundHosts;
 use crate::runtime::limits::parse_duration;
 use crate::settings::ControllerSettings;
 use crate::validate::names;
@@ -178,7 +178,7 @@ pub struct GuestEntry {
     #[serde(default)]
     pub insecure: Option<bool>,
     /// What a guest that imports `wasi:http` may call: `scheme://host[:port]`
-    /// entries (see [`crate::runtime::http::allow`]). Default: nothing.
+    /// entries (see [`crate::runtime::capabilities::http::allow`]). Default: nothing.
     #[serde(default)]
     pub allowed_outbound_hosts: Vec<String>,
     /// How a new module version reaches the parents: at once (default),

@@ -503,3 +503,21 @@ fn tls_config() -> Arc<rustls::ClientConfig> {
         })
         .clone()
 }
+
+impl wasmtime_wasi_http::WasiHttpView for crate::runtime::sandbox::GuestState {
+    fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
+        let (wasi, outbound) = self.wasi_and_outbound();
+        wasmtime_wasi_http::WasiHttpCtxView {
+            ctx: &mut wasi.http,
+            table: &mut wasi.table,
+            hooks: outbound,
+        }
+    }
+}
+
+/// Adds `wasi:http` (its types and `outgoing-handler`) to `linker`.
+pub(super) fn link(
+    linker: &mut wasmtime::component::Linker<crate::runtime::sandbox::GuestState>,
+) -> wasmtime::Result<()> {
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)
+}
