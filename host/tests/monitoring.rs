@@ -742,6 +742,13 @@ async fn a_reconcile_is_one_trace_down_to_the_guests_outbound_request(
             && reconcile.attributes.get("object") == Some(&object),
         "the reconcile span names another parent or guest: {reconcile:?}"
     );
+    ensure!(
+        reconcile
+            .attributes
+            .get("queue_wait_ms")
+            .is_some_and(|ms| ms.parse::<u64>().is_ok()),
+        "the reconcile span does not say how long it waited in the queue: {reconcile:?}"
+    );
     let call = one("guest reconcile")?;
     ensure!(
         call.parent == reconcile.id,

@@ -196,6 +196,7 @@ pub async fn reconcile(parent: Arc<Compact>, ctx: Arc<Context>) -> Result<Action
         object = %queue_key,
         generation = parent.metadata.generation.unwrap_or_default(),
         id,
+        queue_wait_ms = tracing::field::Empty,
     );
     async move {
         ctx.pacer.started(&key);
@@ -213,7 +214,11 @@ pub async fn reconcile(parent: Arc<Compact>, ctx: Arc<Context>) -> Result<Action
         let labels = ControllerLabels {
             controller: ctx.guest_name.clone(),
         };
-        ctx.queue.start(tele, &queue_key, id);
+        let waited = ctx.queue.start(tele, &queue_key, id);
+        tracing::Span::current().record(
+            "queue_wait_ms",
+            u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
+        );
         let workers = tele.active_workers.get_or_create(&labels).clone();
         workers.inc();
         let started = std::time::Instant::now();

@@ -62,7 +62,8 @@ impl QueueTracker {
     }
 
     /// The reconcile `id` of `key` starts: the key leaves the queue.
-    pub fn start(&self, metrics: &Metrics, key: &str, id: u64) {
+    /// Returns how long it waited there since it was due.
+    pub fn start(&self, metrics: &Metrics, key: &str, id: u64) -> Duration {
         let now = Instant::now();
         let mut state = self.state.lock().expect("queue lock");
         let waited = state
@@ -74,6 +75,7 @@ impl QueueTracker {
             .queue_duration
             .get_or_create(&self.labels)
             .observe(waited.as_secs_f64());
+        waited
     }
 
     /// `key` will not be reconciled after all (its parent is gone, or this
@@ -147,7 +149,7 @@ mod tests {
             1,
             "a requeue not yet due is not in the queue"
         );
-        queue.start(&metrics, "ns/a", 1);
+        let _ = queue.start(&metrics, "ns/a", 1);
         assert_eq!(queue.depth(), 0);
         assert!(queue.unfinished().0 >= 0.0);
         queue.finish(&metrics, 1);

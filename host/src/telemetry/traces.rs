@@ -3,7 +3,7 @@
 //! off by default.
 //!
 //! Each reconcile is a trace: the `reconcile` span (attributes `guest`,
-//! `object`, `generation`, `id`) with the guest call and every API request
+//! `object`, `generation`, `id`, `queue_wait_ms`) with the guest call and every API request
 //! the reconcile made as children, and the guest's outbound HTTP requests
 //! under the guest call, each carrying the W3C `traceparent` of its span.
 //! Sampling follows the standard `OTEL_TRACES_SAMPLER` and
