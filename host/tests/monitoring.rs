@@ -818,7 +818,106 @@ async fn a_reconcile_is_one_trace_down_to_the_guests_outbound_request(
     Ok(())
 }
 
-/// One at a time: two of them run a host that serves the hostile guest,
+/// What a host logs once the hostile CRD's conversion names its webhook.
+const CONVERSION_SET: &str = "set the CRD's conversion to the guest's webhook";
+
+/// Sampling follows `OTEL_TRACES_SAMPLER`: a host told `always_off`
+/// exports no span of its reconciles, not even when it flushes on shutdown,
+/// while a host with the default sampler, on the same collector right
+/// after, exports its reconciles (so the pipeline the first host left
+/// unused works).
+async fn a_host_told_to_sample_nothing_exports_no_span(env: Arc<TestEnv>) -> anyhow::Result<()> {
+    let collector = Collector::start().await?;
+    let client = env.client();
+    install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
+    let ns = env.create_namespace("unsampled").await?;
+    let (_, kubeconfig) = admin_identity(&env, &format!("wasmop-{ns}")).await?;
+    let args = [
+        "--guest",
+        &support::guest_arg("hostile")?,
+        "--namespace",
+        &ns,
+        "--otlp-endpoint",
+        &collector.endpoint,
+        // The hostile guest converts: its CRD names the host serving it.
+        "--webhook-host",
+        "127.0.0.1",
+        "--webhook-bind-address",
+        "127.0.0.1:0",
+    ];
+    let hostiles = support::hostiles(&client, &ns);
+    let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(client.clone(), &ns);
+    let reconciled = |name: &'static str| {
+        let configmaps = configmaps.clone();
+        async move {
+            wait_for(LONG, || async {
+                Ok(configmaps.get_opt(&format!("{name}-ok")).await?.map(|_| ()))
+            })
+            .await
+            .with_context(|| format!("{name} was not reconciled"))
+        }
+    };
+    let hostile = |name: &str| -> anyhow::Result<kube::api::DynamicObject> {
+        Ok(serde_json::from_value(json!({
+            "apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
+            "metadata": {"name": name}, "spec": {"attack": "none"},
+        }))?)
+    };
+
+    let mut host = HostProcess::start_with_env(
+        &env,
+        &kubeconfig,
+        &ns,
+        &args,
+        &[
+            ("OTEL_TRACES_SAMPLER", "always_off"),
+            ("OTEL_SERVICE_NAME", "wasmop-unsampled"),
+        ],
+    )?;
+    host.wait_for_log(CONVERSION_SET, LONG).await?;
+    hostiles
+        .create(&PostParams::default(), &hostile("unsampled")?)
+        .await?;
+    reconciled("unsampled").await?;
+    // The host flushes what it sampled before it exits.
+    host.terminate(Duration::from_secs(30))?;
+
+    let mut host = HostProcess::start(&env, &kubeconfig, &ns, &args)?;
+    host.wait_for_log(CONVERSION_SET, LONG).await?;
+    hostiles
+        .create(&PostParams::default(), &hostile("sampled")?)
+        .await?;
+    reconciled("sampled").await?;
+    let object = format!("{ns}/sampled");
+    wait_for(LONG, || async {
+        Ok(collector
+            .spans()?
+            .iter()
+            .any(|s| s.name == "reconcile" && s.attributes.get("object") == Some(&object))
+            .then_some(()))
+    })
+    .await
+    .with_context(|| {
+        format!(
+            "the sampled host's reconcile never arrived: {}",
+            collector.log()
+        )
+    })?;
+    host.terminate(Duration::from_secs(30))?;
+    let unsampled: Vec<Span> = collector
+        .spans()?
+        .into_iter()
+        .filter(|s| s.service == "wasmop-unsampled")
+        .collect();
+    ensure!(
+        unsampled.is_empty(),
+        "a host told OTEL_TRACES_SAMPLER=always_off exported spans: {unsampled:#?}"
+    );
+    Ok(())
+}
+
+/// One at a time: three of them run a host that serves the hostile guest,
 /// whose cluster-wide CRD the serving host points at itself.
 fn main() -> std::process::ExitCode {
     run_in_sequence(vec![
@@ -839,6 +938,11 @@ fn main() -> std::process::ExitCode {
         Test::new(
             "a_reconcile_is_one_trace_down_to_the_guests_outbound_request",
             a_reconcile_is_one_trace_down_to_the_guests_outbound_request,
+        )
+        .with_timeout(Duration::from_secs(300)),
+        Test::new(
+            "a_host_told_to_sample_nothing_exports_no_span",
+            a_host_told_to_sample_nothing_exports_no_span,
         )
         .with_timeout(Duration::from_secs(300)),
     ])

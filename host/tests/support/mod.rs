@@ -222,6 +222,17 @@ impl HostProcess {
         label: &str,
         args: &[&str],
     ) -> anyhow::Result<Self> {
+        Self::start_with_env(env, kubeconfig, label, args, &[])
+    }
+
+    /// [`HostProcess::start`] with `vars` in the host's environment.
+    pub fn start_with_env(
+        env: &TestEnv,
+        kubeconfig: &Path,
+        label: &str,
+        args: &[&str],
+        vars: &[(&str, &str)],
+    ) -> anyhow::Result<Self> {
         let log = env
             .temp_dir()
             .join(format!("wasmop-{label}-{}.log", std::process::id()));
@@ -242,6 +253,7 @@ impl HostProcess {
             .args(args)
             .args(endpoints)
             .env("WASMOP_LOG", "info,wasmop_host=debug,kube_runtime=warn")
+            .envs(vars.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(file)
