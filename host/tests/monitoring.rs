@@ -654,26 +654,13 @@ async fn a_reconcile_is_one_trace_down_to_the_guests_outbound_request(
     install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
     let ns = env.create_namespace("traces").await?;
     let (_, kubeconfig) = admin_identity(&env, &format!("wasmop-{ns}")).await?;
-    let mut host = HostProcess::start(
-        &env,
-        &kubeconfig,
-        &ns,
-        &[
-            "--guest",
-            &support::guest_arg("hostile")?,
-            "--allow-outbound",
-            &format!("hostile=http://127.0.0.1:{port}"),
-            "--namespace",
-            &ns,
-            "--otlp-endpoint",
-            &collector.endpoint,
-            // The hostile guest converts: its CRD names the host serving it.
-            "--webhook-host",
-            "127.0.0.1",
-            "--webhook-bind-address",
-            "127.0.0.1:0",
-        ],
-    )?;
+    let mut args = traced_hostile(&ns, &collector)?;
+    args.extend([
+        "--allow-outbound".to_owned(),
+        format!("hostile=http://127.0.0.1:{port}"),
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut host = HostProcess::start(&env, &kubeconfig, &ns, &args)?;
     let answered = http_attack(
         &client,
         &ns,
@@ -818,6 +805,26 @@ async fn a_reconcile_is_one_trace_down_to_the_guests_outbound_request(
     Ok(())
 }
 
+/// `wasmop run` arguments for a host that serves the hostile guest in `ns`
+/// and sends its traces to `collector`.
+fn traced_hostile(ns: &str, collector: &Collector) -> anyhow::Result<Vec<String>> {
+    Ok([
+        "--guest",
+        &support::guest_arg("hostile")?,
+        "--namespace",
+        ns,
+        "--otlp-endpoint",
+        &collector.endpoint,
+        // The hostile guest converts: its CRD names the host serving it.
+        "--webhook-host",
+        "127.0.0.1",
+        "--webhook-bind-address",
+        "127.0.0.1:0",
+    ]
+    .map(str::to_owned)
+    .to_vec())
+}
+
 /// What a host logs once the hostile CRD's conversion names its webhook.
 const CONVERSION_SET: &str = "set the CRD's conversion to the guest's webhook";
 
@@ -832,19 +839,8 @@ async fn a_host_told_to_sample_nothing_exports_no_span(env: Arc<TestEnv>) -> any
     install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
     let ns = env.create_namespace("unsampled").await?;
     let (_, kubeconfig) = admin_identity(&env, &format!("wasmop-{ns}")).await?;
-    let args = [
-        "--guest",
-        &support::guest_arg("hostile")?,
-        "--namespace",
-        &ns,
-        "--otlp-endpoint",
-        &collector.endpoint,
-        // The hostile guest converts: its CRD names the host serving it.
-        "--webhook-host",
-        "127.0.0.1",
-        "--webhook-bind-address",
-        "127.0.0.1:0",
-    ];
+    let args = traced_hostile(&ns, &collector)?;
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let hostiles = support::hostiles(&client, &ns);
     let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> =
         Api::namespaced(client.clone(), &ns);

@@ -471,19 +471,19 @@ async fn reconcile_with(
             // request serves both.
             let (ours, theirs) = (guest.description(), candidate.description());
             let bounds = |g: &Guest| RelatedBounds::from(g.limits());
-            let own = if ours.children == theirs.children
+            let shadow = |own| Shadow::new(ctx, parent, candidate, tracker, own, now);
+            if ours.children == theirs.children
                 && ours.related == theirs.related
                 && bounds(candidate) == bounds(&guest)
             {
-                Some(None)
+                Some(shadow(None))
             } else {
                 // A request past the candidate's bounds is not run in the
                 // shadow: the candidate would refuse it as the stable did not.
                 request_for(candidate, parent, ctx, &observed, deleting)
                     .ok()
-                    .map(|(request, _)| Some(Arc::new(request)))
-            };
-            own.map(|own| Shadow::new(ctx, parent, candidate, tracker, own, now))
+                    .map(|(request, _)| shadow(Some(Arc::new(request))))
+            }
         }
         _ => None,
     };

@@ -30,19 +30,18 @@ pub(in crate::controller) fn parents(
     last_writes: &Arc<LastWrites>,
     queueing: Queueing,
 ) -> impl Stream<Item = Result<Compact, watcher::Error>> + Send + 'static {
-    let primary = watched.kinds.primary.resource.clone();
+    let marked_kind = watched.kinds.primary.resource.clone();
     let parent_kind = watched.kinds.primary.kind.to_string();
     // Parent events that are background work, marked before the store
     // learns them.
     let background: Arc<Mutex<HashSet<ParentRef>>> = Arc::default();
     let (seen_before, mark) = (store.as_reader(), background.clone());
     let (own_writes, seen_writes) = (last_writes.clone(), last_writes.clone());
-    let marked_kind = primary.clone();
     watcher(
         scoped_api(watched.client, &watched.kinds.primary, watched.namespace),
         watcher::Config::default(),
     )
-    .map_ok(typed_events(primary.clone()))
+    .map_ok(typed_events(marked_kind.clone()))
     .backoff(crate::retry::watch_backoff())
     .inspect_ok(move |event| match event {
         watcher::Event::InitDone => listed.store(true, Ordering::Release),
@@ -84,7 +83,7 @@ pub(in crate::controller) fn parents(
     )
     .try_filter(move |parent| {
         queueing.added(parent.metadata.namespace.as_deref(), &parent.name_any());
-        let key = ObjectRef::from_obj_with(parent, primary.clone());
+        let key = ObjectRef::from_obj_with(parent, queueing.primary.clone());
         let paced = background.lock().expect("background lock").remove(&key);
         if paced {
             queueing.pacer.push(key);

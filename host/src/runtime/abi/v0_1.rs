@@ -34,33 +34,96 @@ mod the_contract_agrees_with_the_wit {
 
     use super::wasmop::operator::types as w;
 
-    fn kind_ref(
-        c::KindRef {
-            group,
-            version,
-            kind,
-        }: c::KindRef,
-    ) -> w::KindRef {
-        w::KindRef {
-            group,
-            version,
-            kind,
-        }
+    /// `$to` and `$back` for a record whose fields have the same type on
+    /// both sides: the patterns and literals name every field, without `..`.
+    macro_rules! record {
+        ($to:ident, $back:ident, $t:ident { $($f:ident),* $(,)? }) => {
+            fn $to(c::$t { $($f),* }: c::$t) -> w::$t {
+                w::$t { $($f),* }
+            }
+
+            fn $back(w::$t { $($f),* }: w::$t) -> c::$t {
+                c::$t { $($f),* }
+            }
+        };
     }
 
-    fn kind_ref_back(
-        w::KindRef {
-            group,
-            version,
-            kind,
-        }: w::KindRef,
-    ) -> c::KindRef {
-        c::KindRef {
-            group,
-            version,
-            kind,
-        }
+    /// `$to` and `$back` for an enum without payloads: each match names
+    /// every case, without a wildcard.
+    macro_rules! cases {
+        ($to:ident, $back:ident, $t:ident { $($v:ident),* $(,)? }) => {
+            fn $to(x: c::$t) -> w::$t {
+                match x {
+                    $(c::$t::$v => w::$t::$v),*
+                }
+            }
+
+            fn $back(x: w::$t) -> c::$t {
+                match x {
+                    $(w::$t::$v => c::$t::$v),*
+                }
+            }
+        };
     }
+
+    record!(
+        kind_ref,
+        kind_ref_back,
+        KindRef {
+            group,
+            version,
+            kind
+        }
+    );
+    record!(
+        observed,
+        observed_back,
+        ObservedObject {
+            api_version,
+            kind,
+            name,
+            object
+        }
+    );
+    record!(
+        object_ref,
+        object_ref_back,
+        ObjectRef {
+            api_version,
+            kind,
+            name
+        }
+    );
+    record!(
+        verdict,
+        verdict_back,
+        AdmissionResponse {
+            allowed,
+            message,
+            code,
+            patch,
+            warnings
+        }
+    );
+    cases!(event_type, event_type_back, EventType { Normal, Warning });
+    cases!(
+        error_kind,
+        error_kind_back,
+        ErrorKind {
+            Retryable,
+            Permanent
+        }
+    );
+    cases!(
+        operation,
+        operation_back,
+        Operation {
+            Create,
+            Update,
+            Delete,
+            Connect
+        }
+    );
 
     fn related_by(by: c::RelatedBy) -> w::RelatedBy {
         match by {
@@ -156,38 +219,6 @@ mod the_contract_agrees_with_the_wit {
         }
     }
 
-    fn observed(
-        c::ObservedObject {
-            api_version,
-            kind,
-            name,
-            object,
-        }: c::ObservedObject,
-    ) -> w::ObservedObject {
-        w::ObservedObject {
-            api_version,
-            kind,
-            name,
-            object,
-        }
-    }
-
-    fn observed_back(
-        w::ObservedObject {
-            api_version,
-            kind,
-            name,
-            object,
-        }: w::ObservedObject,
-    ) -> c::ObservedObject {
-        c::ObservedObject {
-            api_version,
-            kind,
-            name,
-            object,
-        }
-    }
-
     fn request(r: c::ReconcileRequest) -> w::ReconcileRequest {
         let c::ReconcileRequest {
             parent,
@@ -226,20 +257,6 @@ mod the_contract_agrees_with_the_wit {
         }
     }
 
-    fn event_type(t: c::EventType) -> w::EventType {
-        match t {
-            c::EventType::Normal => w::EventType::Normal,
-            c::EventType::Warning => w::EventType::Warning,
-        }
-    }
-
-    fn event_type_back(t: w::EventType) -> c::EventType {
-        match t {
-            w::EventType::Normal => c::EventType::Normal,
-            w::EventType::Warning => c::EventType::Warning,
-        }
-    }
-
     fn response(r: c::ReconcileResponse) -> w::ReconcileResponse {
         let c::ReconcileResponse {
             children,
@@ -268,20 +285,7 @@ mod the_contract_agrees_with_the_wit {
                     },
                 )
                 .collect(),
-            keep: keep
-                .into_iter()
-                .map(
-                    |c::ObjectRef {
-                         api_version,
-                         kind,
-                         name,
-                     }| w::ObjectRef {
-                        api_version,
-                        kind,
-                        name,
-                    },
-                )
-                .collect(),
+            keep: keep.into_iter().map(object_ref).collect(),
         }
     }
 
@@ -313,58 +317,21 @@ mod the_contract_agrees_with_the_wit {
                     },
                 )
                 .collect(),
-            keep: keep
-                .into_iter()
-                .map(
-                    |w::ObjectRef {
-                         api_version,
-                         kind,
-                         name,
-                     }| c::ObjectRef {
-                        api_version,
-                        kind,
-                        name,
-                    },
-                )
-                .collect(),
+            keep: keep.into_iter().map(object_ref_back).collect(),
         }
     }
 
     fn error(c::ReconcileError { kind, message }: c::ReconcileError) -> w::ReconcileError {
         w::ReconcileError {
-            kind: match kind {
-                c::ErrorKind::Retryable => w::ErrorKind::Retryable,
-                c::ErrorKind::Permanent => w::ErrorKind::Permanent,
-            },
+            kind: error_kind(kind),
             message,
         }
     }
 
     fn error_back(w::ReconcileError { kind, message }: w::ReconcileError) -> c::ReconcileError {
         c::ReconcileError {
-            kind: match kind {
-                w::ErrorKind::Retryable => c::ErrorKind::Retryable,
-                w::ErrorKind::Permanent => c::ErrorKind::Permanent,
-            },
+            kind: error_kind_back(kind),
             message,
-        }
-    }
-
-    fn operation(o: c::Operation) -> w::Operation {
-        match o {
-            c::Operation::Create => w::Operation::Create,
-            c::Operation::Update => w::Operation::Update,
-            c::Operation::Delete => w::Operation::Delete,
-            c::Operation::Connect => w::Operation::Connect,
-        }
-    }
-
-    fn operation_back(o: w::Operation) -> c::Operation {
-        match o {
-            w::Operation::Create => c::Operation::Create,
-            w::Operation::Update => c::Operation::Update,
-            w::Operation::Delete => c::Operation::Delete,
-            w::Operation::Connect => c::Operation::Connect,
         }
     }
 
@@ -415,40 +382,6 @@ mod the_contract_agrees_with_the_wit {
             groups,
             mutating,
             settings,
-        }
-    }
-
-    fn verdict(r: c::AdmissionResponse) -> w::AdmissionResponse {
-        let c::AdmissionResponse {
-            allowed,
-            message,
-            code,
-            patch,
-            warnings,
-        } = r;
-        w::AdmissionResponse {
-            allowed,
-            message,
-            code,
-            patch,
-            warnings,
-        }
-    }
-
-    fn verdict_back(r: w::AdmissionResponse) -> c::AdmissionResponse {
-        let w::AdmissionResponse {
-            allowed,
-            message,
-            code,
-            patch,
-            warnings,
-        } = r;
-        c::AdmissionResponse {
-            allowed,
-            message,
-            code,
-            patch,
-            warnings,
         }
     }
 
