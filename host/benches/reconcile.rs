@@ -65,13 +65,10 @@ fn load_with(runtime: &Runtime, stem: &str, limits: Limits) -> Guest {
 
 /// A request to the hostile guest that runs `attack`.
 fn hostile_request(attack: &str) -> Request {
-    Request {
-        parent: json!({"apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
+    Request::of(
+        json!({"apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
             "metadata": {"name": attack, "namespace": "default", "uid": "u"}, "spec": {"attack": attack}}),
-        observed: vec![],
-        related: vec![],
-        deleting: false,
-    }
+    )
 }
 
 /// The request in the SDK's form, as the export glue builds it from the
@@ -250,12 +247,7 @@ fn main() {
     let guest = load(&runtime, "cache-operator");
     let hostile = load(&runtime, "hostile");
     let (parent, observed) = fixture();
-    let request = Request {
-        parent: parent.clone(),
-        observed: observed.clone(),
-        related: vec![],
-        deleting: false,
-    };
+    let request = Request::of(parent.clone()).observing(observed.clone());
     let checks = Checks::of(&guest);
     let rules = checks.rules();
 
@@ -320,12 +312,7 @@ fn languages(request: &Request, rust: impl Fn()) {
         "  {:<20} {:>10} {:>10} {:>10} {:>12} {:>12}",
         "module", "p50", "p99", "floor", "cold compile", "cache load"
     );
-    let empty = Request {
-        parent: json!({}),
-        observed: vec![],
-        related: vec![],
-        deleting: false,
-    };
+    let empty = Request::of(json!({}));
     let cache = std::env::temp_dir().join(format!("wasmop-bench-languages-{}", std::process::id()));
     for (stem, target_ms) in [
         ("cache-operator", None),
@@ -427,10 +414,7 @@ fn related_secrets() -> Vec<Value> {
 /// What related objects add to a reconcile: the converged request alone
 /// and with three related Secrets, interleaved in one run.
 fn related_cost(guest: &Guest, request: &Request, rules: Rules<'_>) {
-    let with_related = Request {
-        related: related_secrets(),
-        ..request.clone()
-    };
+    let with_related = request.clone().relating(related_secrets());
     let run = |request: &Request| {
         let raw = guest.reconcile(black_box(request)).expect("reconcile");
         black_box(validate(rules, raw).expect("valid"));
@@ -452,12 +436,7 @@ fn related_cost(guest: &Guest, request: &Request, rules: Rules<'_>) {
 /// error; for a WASI guest it is the hostile guest's attack `none` (built
 /// for `wasm32-wasip2`, 22 WASI imports), which answers one ConfigMap.
 fn floor(guest: &Guest, registry: &Guest, hostile: &Guest) {
-    let empty = Request {
-        parent: json!({}),
-        observed: vec![],
-        related: vec![],
-        deleting: false,
-    };
+    let empty = Request::of(json!({}));
     let rejected = || {
         black_box(guest.reconcile(black_box(&empty)).expect_err("rejected"));
     };

@@ -414,6 +414,18 @@ fn writes(by_verb: &BTreeMap<String, usize>) -> usize {
         .sum()
 }
 
+/// The writes of Events (`events.k8s.io` and core) among `by_verb`.
+fn event_writes(by_verb: &BTreeMap<String, usize>) -> usize {
+    by_verb
+        .iter()
+        .filter(|(key, _)| {
+            let (verb, resource) = key.split_once(' ').unwrap_or_default();
+            resource == "events" && wasmop_testenv::WRITE_VERBS.contains(&verb)
+        })
+        .map(|(_, n)| n)
+        .sum()
+}
+
 /// One operator's figures for N Caches.
 #[derive(Debug, Default, Clone)]
 struct Run {
@@ -835,6 +847,15 @@ async fn main() {
         figure("  writes during it", "", &|r| writes(&r.requests) as f64);
         figure("  writes per second", "", &|r| {
             writes(&r.requests) as f64 / secs(r.converge)
+        });
+        figure("  API requests per converged Cache", "", &|r| {
+            r.requests.values().sum::<usize>() as f64 / n as f64
+        });
+        figure("  writes per converged Cache", "", &|r| {
+            writes(&r.requests) as f64 / n as f64
+        });
+        figure("    of them Event writes", "", &|r| {
+            event_writes(&r.requests) as f64 / n as f64
         });
         figure("  machine CPU busy (all processes)", "%", &|r| {
             r.machine_busy

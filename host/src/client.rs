@@ -84,6 +84,8 @@ pub struct Clients {
     leadership: Leadership,
     health: ApiHealth,
     host: kube::Client,
+    /// The host's identity, without the fence.
+    unfenced: kube::Client,
     identity: GuestIdentity,
 }
 
@@ -242,12 +244,14 @@ impl Clients {
             Some(&leadership),
             None,
         )?;
+        let unfenced = build(&config, user_agent(), "", &metrics, &health, None, None)?;
         Ok(Self {
             config,
             metrics,
             leadership,
             health,
             host,
+            unfenced,
             identity: GuestIdentity::Host,
         })
     }
@@ -262,6 +266,12 @@ impl Clients {
     /// The client of the host's own requests (the guest list, discovery).
     pub fn host(&self) -> kube::Client {
         self.host.clone()
+    }
+
+    /// The client of the host's own requests without the write fence: for
+    /// writes that are the same whichever replica makes them.
+    pub fn unfenced_host(&self) -> kube::Client {
+        self.unfenced.clone()
     }
 
     /// A client for the requests made for guest `name`, under the guests'

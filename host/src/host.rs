@@ -19,13 +19,13 @@ use wasmop_contract::Reason;
 
 use crate::client::Clients;
 use crate::controller::{Environment, GuestSlot, Metrics, RunningController, discovery};
-use crate::health::Health;
 use crate::model::Description;
 use crate::protected::ProtectedObjects;
 use crate::rollout::{
     Board, Candidate, Mode, Parts, Phase, Record, Resume, Rollout, RolloutSettings, Tracker,
 };
 use crate::runtime::{CacheOutcome, Guest, Limits, ModuleBytes, Runtime};
+use crate::server::health::Health;
 use crate::settings::ControllerSettings;
 use crate::telemetry::metrics::{GuestLabels, SwapLabels};
 use crate::webhook::{Served, Webhooks};
@@ -95,6 +95,10 @@ pub enum Error {
         /// Its primary kind.
         kind: String,
     },
+    /// Another list's guest claims the primary kind where this one would
+    /// watch, or the claim could not be read or written.
+    #[error(transparent)]
+    Claim(#[from] crate::claims::Error),
     /// The stable version of a rollout to resume cannot be fetched again.
     #[error(
         "the rollout's stable module sha256 {digest} cannot be fetched again ({why}): the guest starts once it can, or once its entry's rollout strategy is Immediate"
@@ -128,7 +132,12 @@ impl Error {
             | Self::NameTaken { .. }
             | Self::WebhookNeeded { .. } => Reason::GuestLoadFailed,
             Self::Discovery(_) => Reason::KindsNotServed,
-            Self::KindTaken { .. } => Reason::KindTaken,
+            Self::KindTaken { .. } | Self::Claim(crate::claims::Error::Taken { .. }) => {
+                Reason::KindTaken
+            }
+            Self::Claim(
+                crate::claims::Error::Api { .. } | crate::claims::Error::Contended { .. },
+            ) => Reason::GuestLoadFailed,
             Self::RolloutKindsChanged { .. } => Reason::RolloutKindsChanged,
             Self::StableUnavailable { .. } | Self::StableNotPinned { .. } => {
                 Reason::RolloutStableUnavailable
@@ -254,6 +263,9 @@ pub struct Host {
     webhooks: Option<Webhooks>,
     board: Option<Board>,
     host_namespace: Option<String>,
+    /// `<namespace>/<name>` of the guest list, whose guests claim their
+    /// kinds (`claims`).
+    list: Option<String>,
 }
 
 impl Host {
@@ -273,7 +285,16 @@ impl Host {
             webhooks: None,
             board: None,
             host_namespace: None,
+            list: None,
         }
+    }
+
+    /// The guests of the list `<namespace>/<name>` claim their primary
+    /// kinds in the cluster (`claims`).
+    #[must_use]
+    pub fn with_list(mut self, namespace: &str, name: &str) -> Self {
+        self.list = Some(format!("{namespace}/{name}"));
+        self
     }
 
     /// The namespace of the host's own objects (the guest list's): no
@@ -574,6 +595,36 @@ impl Host {
         Ok(())
     }
 
+    /// Refuses a guest whose primary kind another list's guest claims
+    /// where it would watch; records the claim of a listed guest.
+    async fn claim_kind(
+        &self,
+        spec: &GuestSpec,
+        kinds: &crate::controller::ResolvedKinds,
+    ) -> Result<(), Error> {
+        let primary = &kinds.primary;
+        let Some(crd) = crd_of(&primary.resource) else {
+            return Ok(());
+        };
+        let everywhere: [String; 0] = [];
+        let claim = crate::claims::Claim {
+            crd,
+            namespaces: if primary.namespaced {
+                &spec.controller.namespaces
+            } else {
+                &everywhere
+            },
+            holder: self
+                .list
+                .as_ref()
+                .filter(|_| spec.origin == Origin::List)
+                .map(|list| format!("{list}/{}", spec.name)),
+        };
+        // The claim is the same whichever replica of this list writes it,
+        // so standbys write it too (through the unfenced client).
+        Ok(crate::claims::claim(&self.clients.unfenced_host(), &claim).await?)
+    }
+
     /// Refuses a guest whose conversion the API server would call at a
     /// webhook nobody serves.
     fn check_webhooks(
@@ -690,6 +741,7 @@ impl Host {
             .map_err(Error::Client)?;
         let kinds = discovery::resolve(&client, &watched).await?;
         self.check_webhooks(&spec.name, &stable, &kinds)?;
+        self.claim_kind(&spec, &kinds).await?;
         let slot = GuestSlot::new(stable);
         // The candidate is in place before the first reconcile.
         if let Some((candidate, mode)) = candidate {
@@ -840,6 +892,8 @@ impl Host {
             .map_err(Error::Client)?;
         let kinds = discovery::resolve(&client, guest.description()).await?;
         self.check_webhooks(&spec.name, &guest, &kinds)?;
+        self.claim_kind(&spec, &kinds).await?;
+        let old_crd = self.guests.get(&spec.name).map(|r| crd_of(&r.primary));
         // The kinds or namespaces changed: only this guest's watches restart,
         // gracefully (running reconciles finish on the old version).
         let env = self.environment(client);
@@ -852,6 +906,10 @@ impl Host {
         let old = std::mem::replace(&mut running.controller, controller);
         drop(old.stop());
         running.primary = kinds.primary.resource.clone();
+        if let Some(old) = old_crd.filter(|old| *old != crd_of(&running.primary)) {
+            self.release_claim(&spec.name, old);
+        }
+        let running = self.guests.get_mut(&spec.name).expect("a running guest");
         running.converted_by_webhook = kinds.converted_by_webhook;
         running.watched = guest.description().clone();
         running.limits = spec.limits;
@@ -873,6 +931,9 @@ impl Host {
         match self.guests.remove(name) {
             Some(running) => {
                 drop(running.controller.stop());
+                if running.origin == Origin::List {
+                    self.release_claim(name, crd_of(&running.primary));
+                }
                 running.rollout.remove();
                 self.runtime.metrics().forget_guest(name);
                 tracing::info!(guest = %name, "stopped guest; its objects are left untouched");
@@ -900,6 +961,21 @@ impl Host {
         }
     }
 
+    /// Releases, in the background, the claim guest `name` of the list had
+    /// on `crd` (logged if it fails: the claim then stays, as after a crash).
+    fn release_claim(&self, name: &str, crd: Option<String>) {
+        let (Some(list), Some(crd)) = (&self.list, crd) else {
+            return;
+        };
+        let holder = format!("{list}/{name}");
+        let client = self.clients.unfenced_host();
+        tokio::spawn(async move {
+            if let Err(e) = crate::claims::release(&client, &crd, &holder).await {
+                tracing::warn!(%holder, "could not release the claim: {e}");
+            }
+        });
+    }
+
     /// Drops compiled versions no guest runs from the in-memory cache (the
     /// disk cache keeps them).
     fn evict_unused(&self) {
@@ -919,6 +995,11 @@ impl Host {
             tracing::debug!(dropped, "dropped compiled module versions no guest runs");
         }
     }
+}
+
+/// The CRD of a primary kind's resource; none for a built-in kind.
+fn crd_of(resource: &kube::core::ApiResource) -> Option<String> {
+    (!resource.group.is_empty()).then(|| format!("{}.{}", resource.plural, resource.group))
 }
 
 /// Whether the record's stable version is the one `spec` lists: its module

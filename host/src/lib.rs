@@ -15,20 +15,20 @@
 //! roles for a set of guests; `cli` wires the `wasmop` binary; `client`
 //! builds the API clients (counted, and fenced by `leader`'s election);
 //! `protected` holds the host's own objects, which no guest may write;
-//! `telemetry` the metrics and logs, `health` what the probes report,
-//! `server` the HTTP endpoints, `webhook` the admission and conversion
-//! webhooks served by guests, `memory` the allocator's settings,
+//! `telemetry` the metrics and logs, `server` the endpoints (metrics,
+//! probes and what they report, the webhooks' HTTPS), `webhook` the
+//! admission and conversion answered by guests, `memory` the allocator's settings,
 //! `settings` the per-guest settings the guest list sets, `retry` the
 //! watches' retry schedule. Each module imports only the layers below its
 //! own (ARCHITECTURE.md; checked by `host/tests/layers.rs`).
 
 pub mod cases;
+pub mod claims;
 pub mod cli;
 
 pub mod client;
 pub mod controller;
 pub mod events;
-pub mod health;
 pub mod host;
 pub mod leader;
 pub mod memory;

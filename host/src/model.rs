@@ -27,6 +27,33 @@ pub struct Request {
 }
 
 impl Request {
+    /// A request for `parent` alone: no child observed, nothing related,
+    /// not being deleted.
+    pub fn of(parent: Value) -> Self {
+        Self {
+            parent,
+            ..Self::default()
+        }
+    }
+
+    /// The request with `observed` as the parent's children.
+    pub fn observing(mut self, observed: Vec<Value>) -> Self {
+        self.observed = observed;
+        self
+    }
+
+    /// The request with `related` as the parent's related objects.
+    pub fn relating(mut self, related: Vec<Value>) -> Self {
+        self.related = related;
+        self
+    }
+
+    /// The request on the deletion path.
+    pub fn being_deleted(mut self) -> Self {
+        self.deleting = true;
+        self
+    }
+
     /// The request as the guest gets it: the parent and each observed child
     /// as JSON text, each child with the fields that identify it read out,
     /// the time and the settings.

@@ -27,8 +27,9 @@ use serde_json::Value;
 
 use crate::controller::apply::{self, Owner};
 use crate::controller::discovery::{self, ResolvedKind};
+use crate::controller::gather;
 use crate::controller::index::controller_uid;
-use crate::model::{Description, Event, Request};
+use crate::model::{Description, Event};
 use crate::protected::ProtectedObjects;
 use crate::rollout::diff::{self, Change};
 use crate::runtime::Guest;
@@ -252,7 +253,12 @@ pub async fn plan(client: &Client, inputs: Inputs<'_>) -> Result<Plan, Error> {
     };
     let mut parents = Vec::new();
     for scope in &scopes {
-        parents.extend(list(client, &kinds.primary, *scope, None).await?);
+        let mut listed = list(client, &kinds.primary, *scope, None).await?;
+        // As a guest of every namespace leaves out the host's.
+        if let (None, Some(host)) = (scope, inputs.host_namespace) {
+            listed.retain(|p| p.metadata.namespace.as_deref() != Some(host));
+        }
+        parents.extend(listed);
     }
     parents.sort_by_key(|p| (p.namespace(), p.name_any()));
     // Children by their controller's uid.
@@ -402,24 +408,9 @@ async fn plan_parent(
             .iter()
             .any(|c| c.kind.same_resource(&ctx.kinds[kind].kind))
     };
-    let mut request = Request {
-        parent: serde_json::to_value(&parent).expect("objects serialise"),
-        observed: observed
-            .iter()
-            .filter(|(k, _)| declared(*k))
-            .map(|(_, o)| {
-                let mut child = serde_json::to_value(o).expect("objects serialise");
-                if !ctx.secret_values {
-                    crate::secrets::conceal(&mut child);
-                }
-                child
-            })
-            .collect(),
-        deleting: parent.metadata.deletion_timestamp.is_some(),
-        related: Vec::new(),
-    };
     let mut budget = crate::controller::related::RelatedBudget::new(ctx.guest.limits().into());
     let mut too_large = None;
+    let mut shown = Vec::new();
     'kinds: for declared in &description.related {
         let candidates = related
             .iter()
@@ -432,11 +423,19 @@ async fn plan_parent(
                 too_large = Some(e);
                 break 'kinds;
             }
-            request
-                .related
-                .push(serde_json::to_value(object).expect("objects serialise"));
+            shown.push(object);
         }
     }
+    let request = gather::request(
+        gather::value(&parent),
+        observed
+            .iter()
+            .filter(|(k, _)| declared(*k))
+            .map(|(_, o)| gather::value(o)),
+        shown.into_iter().map(gather::value),
+        parent.metadata.deletion_timestamp.is_some(),
+        ctx.secret_values,
+    );
     let mut planned = ParentPlan {
         namespace: parent.namespace(),
         name: parent.name_any(),

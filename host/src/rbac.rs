@@ -117,25 +117,14 @@ pub fn roles(name: &str, host: HostObjects<'_>, guests: &[GuestRbac]) -> Result<
 /// ClusterRole `<name>-guest-<guest>` with that guest's rules alone and a
 /// ClusterRoleBinding of the two; for the host, a ClusterRole `name` with
 /// what the host does itself cluster-wide (webhook configurations, the
-/// converted CRDs) and a Role `name` with the guest list's objects, its own
+/// guests' CRDs: kind claims and conversion) and a Role `name` with the guest list's objects, its own
 /// Events and `impersonate` on exactly those ServiceAccounts.
 pub fn impersonating_roles(
     name: &str,
     host: HostObjects<'_>,
     guests: &[GuestRbac],
 ) -> Result<String, Error> {
-    let mut own: BTreeMap<(String, String), Rule> = BTreeMap::new();
-    let converted = converted_crds(guests);
-    if !converted.is_empty() {
-        let rule = own
-            .entry((
-                "apiextensions.k8s.io".into(),
-                "customresourcedefinitions".into(),
-            ))
-            .or_default();
-        rule.verbs.insert("get");
-        rule.resource_names = converted;
-    }
+    let own: BTreeMap<(String, String), Rule> = BTreeMap::new();
     let mut out = cluster_role(name, &own, &webhook_rules(guests))?;
     // Modules under one name are one guest's versions: one identity.
     let mut by_name: BTreeMap<&str, Vec<GuestRbac>> = BTreeMap::new();
@@ -261,10 +250,10 @@ fn guest_rules(guests: &[GuestRbac]) -> BTreeMap<(String, String), Rule> {
     rules
 }
 
-/// The webhooks the host keeps written for `guests`: the configurations of
+/// What the host itself writes for `guests`: the webhook configurations of
 /// the guests that admit, by name (create cannot be limited to names), and
-/// the conversion of the CRDs of the guests that convert, by name; as
-/// rules of a ClusterRole.
+/// the guests' CRDs, by name, for the claims on their kinds (`claims`) and
+/// the conversion of those whose guests convert; as rules of a ClusterRole.
 fn webhook_rules(guests: &[GuestRbac]) -> String {
     let webhook_configs: BTreeSet<String> = guests
         .iter()
@@ -283,12 +272,22 @@ fn webhook_rules(guests: &[GuestRbac]) -> String {
             names.join(", ")
         );
     }
-    if !converted_crds.is_empty() {
-        let names: Vec<_> = converted_crds.iter().map(String::as_str).collect();
+    let crds: BTreeSet<String> = guests
+        .iter()
+        .map(|g| crd_name(&g.description.primary))
+        .filter(|name| !name.ends_with('.'))
+        .collect();
+    if !crds.is_empty() {
+        let names: Vec<_> = crds.iter().map(String::as_str).collect();
+        let what = if converted_crds.is_empty() {
+            "the claims on their kinds (claims.wasmop.dev)"
+        } else {
+            "the claims on their kinds (claims.wasmop.dev) and the conversion of those whose guests convert"
+        };
         let _ = write!(
             extra,
-            "  # The conversion of the CRDs whose guests convert\n\
-             \x20 - apiGroups: [apiextensions.k8s.io]\n    resources: [customresourcedefinitions]\n    resourceNames: [{}]\n    verbs: [patch]\n",
+            "  # The guests' CRDs: {what}\n\
+             \x20 - apiGroups: [apiextensions.k8s.io]\n    resources: [customresourcedefinitions]\n    resourceNames: [{}]\n    verbs: [get, patch]\n",
             names.join(", ")
         );
     }
@@ -540,11 +539,21 @@ mod tests {
             Some(&["caches.apps.example.com".to_owned()][..])
         );
         assert_eq!(crd.verbs, verbs(&["get"]));
+        // The host claims the kind on its CRD, by name.
+        let claims = rules
+            .iter()
+            .filter(|r| {
+                r.resources.as_deref() == Some(&["customresourcedefinitions".to_owned()][..])
+            })
+            .nth(1)
+            .unwrap();
+        assert_eq!(claims.resource_names, crd.resource_names);
+        assert_eq!(claims.verbs, verbs(&["get", "patch"]));
         assert_eq!(
             find("events.k8s.io", "events").unwrap(),
             verbs(&["create", "patch"])
         );
-        assert_eq!(rules.len(), 7);
+        assert_eq!(rules.len(), 8);
         assert_eq!(
             list_role.metadata.namespace.as_deref(),
             Some("wasmop-system")
@@ -615,7 +624,7 @@ mod tests {
             .iter()
             .find(|r| {
                 r.resources.as_deref() == Some(&["customresourcedefinitions".to_owned()])
-                    && r.verbs == ["patch"]
+                    && r.verbs == ["get", "patch"]
             })
             .expect("CRD patch rule");
         assert_eq!(
@@ -629,12 +638,13 @@ mod tests {
             .find(|r| r.resource_names.as_deref() == Some(&["wasmop-webhook-tls".to_owned()][..]))
             .expect("certificate Secret rule");
         assert_eq!(secret.verbs, ["get"]);
-        // A guest without the exports gets none of it.
+        // A guest without the exports gets no webhook rule; the host may
+        // still claim its kind on its CRD, by name.
         let plain = roles("wasmop", HOST, &[cache()]).unwrap();
-        assert!(
-            !plain.contains("admissionregistration")
-                && !plain.contains("verbs: [patch]\n  - apiGroups: [apiextensions")
-        );
+        assert!(!plain.contains("admissionregistration") && !plain.contains("conversion"));
+        assert!(plain.contains(
+            "  # The guests' CRDs: the claims on their kinds (claims.wasmop.dev)\n  - apiGroups: [apiextensions.k8s.io]\n    resources: [customresourcedefinitions]\n    resourceNames: [caches.apps.example.com]\n    verbs: [get, patch]\n"
+        ));
     }
 
     #[test]
@@ -679,12 +689,19 @@ mod tests {
                 ("ClusterRoleBinding", "wasmop-guest-vault"),
             ]
         );
-        // The host: the converted CRD by name, nothing of the guests' kinds.
+        // The host: the guests' CRDs by name (claims, conversion), nothing
+        // of the guests' kinds.
         let host: ClusterRole = serde_json::from_value(docs[0].clone()).unwrap();
         let host_rules = host.rules.unwrap();
         assert!(host_rules.iter().all(|r| r.api_groups.as_deref()
             == Some(&["apiextensions.k8s.io".to_owned()][..])
-            && r.resource_names.as_deref() == Some(&["vaults.example.com".to_owned()][..])));
+            && r.resource_names.as_deref()
+                == Some(
+                    &[
+                        "caches.apps.example.com".to_owned(),
+                        "vaults.example.com".to_owned()
+                    ][..]
+                )));
         let role: Role = serde_json::from_value(docs[1].clone()).unwrap();
         let rules = role.rules.unwrap();
         let impersonate = rules

@@ -11,7 +11,8 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::model::{Event, ObjectRef, Request};
+use crate::controller::gather;
+use crate::model::{Event, ObjectRef};
 use crate::protected::ProtectedObjects;
 use crate::runtime::{CallError, Guest};
 use crate::validate::{self, ParentScope, Rules, Violation};
@@ -105,7 +106,7 @@ pub struct Inputs {
 /// Runs one reconcile of `parent` with `inputs`.
 pub fn render(guest: &Guest, parent: Value, inputs: Inputs) -> Result<Rendered, Error> {
     let Inputs {
-        mut observed,
+        observed,
         related,
         deleting,
         secret_values,
@@ -140,19 +141,8 @@ pub fn render(guest: &Guest, parent: Value, inputs: Inputs) -> Result<Rendered, 
         .and_then(Value::as_str)
         .unwrap_or("default")
         .to_string();
-    let mut related = related_of(guest, &parent, &namespace, related)?;
-    if !secret_values {
-        observed
-            .iter_mut()
-            .chain(related.iter_mut())
-            .for_each(crate::secrets::conceal);
-    }
-    let request = Request {
-        parent,
-        observed,
-        deleting,
-        related,
-    };
+    let related = related_of(guest, &parent, &namespace, related, secret_values)?;
+    let request = gather::request(parent, observed, related, deleting, secret_values);
     let reply = match now {
         Some(now) => guest.call_reconcile_at(&request, now),
         None => guest.call_reconcile(&request),
@@ -198,13 +188,15 @@ pub fn render(guest: &Guest, parent: Value, inputs: Inputs) -> Result<Rendered, 
 }
 
 /// The candidates that map to `parent` under the guest's related kinds, in
-/// the controller's order (by kind, then name); a candidate without a
-/// namespace is taken to be in the parent's.
+/// the controller's order (by kind, then name), stripped, concealed and
+/// bounded as the controller's related cache keeps them; a candidate
+/// without a namespace is taken to be in the parent's.
 fn related_of(
     guest: &Guest,
     parent: &Value,
     namespace: &str,
     candidates: Vec<Value>,
+    secret_values: bool,
 ) -> Result<Vec<Value>, crate::controller::related::RelatedTooLarge> {
     let Ok(mut parent) = serde_json::from_value::<kube::api::DynamicObject>(parent.clone()) else {
         return Ok(Vec::new());
@@ -228,6 +220,10 @@ fn related_of(
             // As the host's metadata-only watch hands it over.
             if declared.metadata_only {
                 o.data = Value::Object(Map::new());
+            }
+            // As the host's related cache keeps it.
+            if !secret_values {
+                crate::secrets::conceal_object(&mut o);
             }
             // Bounded as `run` bounds it.
             budget.take(&declared.kind, crate::controller::compact::approx_bytes(&o))?;

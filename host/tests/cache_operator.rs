@@ -19,6 +19,7 @@ use support::{
     HostProcess, at, caches, create_cache, guest_module, install_cache_crd, wait_for, workspace,
 };
 use wasmop_testenv::TestEnv;
+use wasmop_testenv::Window;
 use wasmop_testenv::harness::run;
 
 async fn a_new_cache_gets_owned_labelled_children_and_becomes_ready(
@@ -282,22 +283,24 @@ async fn a_paused_cache_is_left_alone_and_says_so(
         "generation {:?}",
         cache.metadata.generation
     );
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let d: Deployment = Api::namespaced(client.clone(), &ns).get("p").await?;
-    let spec = d.spec.unwrap_or_default();
-    ensure!(
-        spec.replicas == Some(1),
-        "paused Cache changed replicas to {:?}",
-        spec.replicas
-    );
-    let image = spec
-        .template
-        .spec
-        .and_then(|p| p.containers.first().and_then(|c| c.image.clone()));
-    ensure!(
-        image.as_deref() == Some("redis:7.2"),
-        "paused Cache changed the image to {image:?}"
-    );
+    let mut window = Window::new(Duration::from_secs(2));
+    while window.next().await {
+        let d: Deployment = Api::namespaced(client.clone(), &ns).get("p").await?;
+        let spec = d.spec.unwrap_or_default();
+        ensure!(
+            spec.replicas == Some(1),
+            "paused Cache changed replicas to {:?}",
+            spec.replicas
+        );
+        let image = spec
+            .template
+            .spec
+            .and_then(|p| p.containers.first().and_then(|c| c.image.clone()));
+        ensure!(
+            image.as_deref() == Some("redis:7.2"),
+            "paused Cache changed the image to {image:?}"
+        );
+    }
     Ok(())
 }
 
@@ -371,7 +374,7 @@ async fn a_restarted_host_makes_zero_writes_over_converged_objects(
         wait_phase(&client, &ns, name, "Ready").await?;
     }
     // Let the first host settle, then replace it by one with a fresh identity.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    support::writes_settle(&env, &format!("wasmop-{ns}")).await?;
     host.stop();
     let user = format!("wasmop-restart-{ns}");
     let (_, kubeconfig) = support::admin_identity(&env, &user).await?;
@@ -382,13 +385,15 @@ async fn a_restarted_host_makes_zero_writes_over_converged_objects(
             .wait_for_log(&format!("object={ns}/{name}"), LONG)
             .await?;
     }
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let writes = env.count_writes_by(&user)?;
-    ensure!(
-        writes == 0,
-        "a restarted host over converged objects made {writes} write requests; log:\n{}",
-        support::tail(&second.log(), 30)
-    );
+    let mut window = Window::new(Duration::from_secs(3));
+    while window.next().await {
+        let writes = env.count_writes_by(&user)?;
+        ensure!(
+            writes == 0,
+            "a restarted host over converged objects made {writes} write requests; log:\n{}",
+            support::tail(&second.log(), 30)
+        );
+    }
     ensure!(
         second.log().matches("reconciled").count() >= 3,
         "the restarted host did not reconcile; log:\n{}",
@@ -601,20 +606,22 @@ async fn a_failure_that_recovered_leaves_nothing_to_write_after_a_restart(
             at(&cache, "/status")
         )
     })?;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    support::writes_settle(&env, &format!("wasmop-{ns}")).await?;
     host.stop();
     // A restarted host over the converged parent writes nothing at all.
     let user = format!("wasmop-recovered-{ns}");
     let (_, kubeconfig) = support::admin_identity(&env, &user).await?;
     let mut second = start_host(&env, &kubeconfig, &format!("{ns}-2"), &ns, lang).await?;
     second.wait_for_log(&format!("object={ns}/r"), LONG).await?;
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let writes = support::successful_writes_by(&env, &user)?;
-    ensure!(
-        writes.is_empty() && env.count_writes_by(&user)? == 0,
-        "after a recovered failure, a restarted host wrote {writes:?}; log:\n{}",
-        support::tail(&second.log(), 30)
-    );
+    let mut window = Window::new(Duration::from_secs(3));
+    while window.next().await {
+        let writes = support::successful_writes_by(&env, &user)?;
+        ensure!(
+            writes.is_empty() && env.count_writes_by(&user)? == 0,
+            "after a recovered failure, a restarted host wrote {writes:?}; log:\n{}",
+            support::tail(&second.log(), 30)
+        );
+    }
     // Each manager owns exactly its part of the conditions.
     let raw: serde_json::Value = client
         .request(
@@ -674,7 +681,7 @@ async fn a_paused_cache_writes_nothing_to_its_children_and_keeps_what_others_set
         )
         .await?;
     wait_phase(&client, &ns, "k", "Paused").await?;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    support::writes_settle(&env, &user).await?;
     let child_writes = |env: &TestEnv| -> anyhow::Result<usize> {
         Ok(support::successful_writes_by(env, &user)?
             .iter()
@@ -695,12 +702,14 @@ async fn a_paused_cache_writes_nothing_to_its_children_and_keeps_what_others_set
         "generation {:?}",
         paused.metadata.generation
     );
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let during = child_writes(&env)? - before;
-    ensure!(
-        during == 0,
-        "a paused Cache's change wrote {during} times to its children"
-    );
+    let mut window = Window::new(Duration::from_secs(2));
+    while window.next().await {
+        let during = child_writes(&env)? - before;
+        ensure!(
+            during == 0,
+            "a paused Cache's change wrote {during} times to its children"
+        );
+    }
     caches(&client, &ns)
         .patch(
             "k",

@@ -22,7 +22,8 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
 use support::fleet::{Expect, Fleet, name};
 use support::{caches, wait_for};
-use wasmop_testenv::harness::{Test, run_in_sequence};
+use wasmop_testenv::Window;
+use wasmop_testenv::harness::run_in_sequence;
 use wasmop_testenv::{Component, TestEnv};
 
 /// Caches per case.
@@ -88,77 +89,97 @@ async fn without_a_fault_two_hundred_caches_converge_and_the_oracle_holds(
     case.finish().await
 }
 
-async fn the_api_server_killed_and_restarted_during_convergence_loses_nothing(
-    env: Arc<TestEnv>,
-) -> anyhow::Result<()> {
-    let mut case = converging(&env, "fault-apiserver").await?;
-    let fault = Instant::now();
-    env.kill(Component::KubeApiserver)?;
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    env.restart(Component::KubeApiserver).await?;
+/// A fault of the control plane, injected while the host converges.
+struct Fault {
+    /// The namespace prefix of the case.
+    prefix: &'static str,
+    /// The component the fault hits.
+    component: Component,
+    /// `kill -9` and a restart after `down`, or `SIGSTOP` and `SIGCONT`
+    /// after `down`.
+    kill: bool,
+    down: Duration,
+    /// How the report names the fault, and the moment the host's first
+    /// write is measured from.
+    what: &'static str,
+    back: &'static str,
+}
+
+const API_SERVER_KILLED: Fault = Fault {
+    prefix: "fault-apiserver",
+    component: Component::KubeApiserver,
+    kill: true,
+    down: Duration::from_secs(3),
+    what: "kube-apiserver kill -9, down 3 s, restarted",
+    back: "first write after it answered",
+};
+
+const ETCD_KILLED: Fault = Fault {
+    prefix: "fault-etcd",
+    component: Component::Etcd,
+    kill: true,
+    down: Duration::from_secs(3),
+    what: "etcd kill -9, down 3 s, restarted",
+    back: "first write after the API server was ready",
+};
+
+const API_SERVER_PAUSED: Fault = Fault {
+    prefix: "fault-pause",
+    component: Component::KubeApiserver,
+    kill: false,
+    down: Duration::from_secs(20),
+    what: "kube-apiserver SIGSTOP 20 s, SIGCONT",
+    back: "first write after SIGCONT",
+};
+
+/// `fault` hits the control plane while the host converges: the host
+/// writes again soon after the component is back, and converges with
+/// nothing lost.
+async fn during_convergence(env: Arc<TestEnv>, fault: Fault) -> anyhow::Result<()> {
+    let mut case = converging(&env, fault.prefix).await?;
+    let start = Instant::now();
+    if fault.kill {
+        env.kill(fault.component)?;
+        tokio::time::sleep(fault.down).await;
+        env.restart(fault.component).await?;
+        env.wait_until_ready().await?;
+    } else {
+        env.pause(fault.component)?;
+        tokio::time::sleep(fault.down).await;
+        env.resume(fault.component)?;
+    }
     let back = SystemTime::now();
     let resume = resumed(&case, back).await?;
     // So that the oracle judges the host, not kwok.
     env.kubelets_catch_up().await?;
-    let took = case.converged(&Expect::first(CACHES), fault).await?;
+    let took = case.converged(&Expect::first(CACHES), start).await?;
     report(
-        "kube-apiserver kill -9, down 3 s, restarted",
+        fault.what,
         "during convergence",
         &[
-            ("first write after it answered", resume),
-            ("converged after the kill", took),
+            (fault.back, resume),
+            ("converged after the fault began", took),
         ],
     );
     case.finish().await
+}
+
+async fn the_api_server_killed_and_restarted_during_convergence_loses_nothing(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    during_convergence(env, API_SERVER_KILLED).await
 }
 
 async fn etcd_killed_and_restarted_during_convergence_loses_nothing(
     env: Arc<TestEnv>,
 ) -> anyhow::Result<()> {
-    let mut case = converging(&env, "fault-etcd").await?;
-    let fault = Instant::now();
-    env.kill(Component::Etcd)?;
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    env.restart(Component::Etcd).await?;
-    env.wait_until_ready().await?;
-    let back = SystemTime::now();
-    let resume = resumed(&case, back).await?;
-    // So that the oracle judges the host, not kwok.
-    env.kubelets_catch_up().await?;
-    let took = case.converged(&Expect::first(CACHES), fault).await?;
-    report(
-        "etcd kill -9, down 3 s, restarted",
-        "during convergence",
-        &[
-            ("first write after the API server was ready", resume),
-            ("converged after the kill", took),
-        ],
-    );
-    case.finish().await
+    during_convergence(env, ETCD_KILLED).await
 }
 
 async fn the_api_server_paused_for_twenty_seconds_during_convergence_loses_nothing(
     env: Arc<TestEnv>,
 ) -> anyhow::Result<()> {
-    let mut case = converging(&env, "fault-pause").await?;
-    let fault = Instant::now();
-    env.pause(Component::KubeApiserver)?;
-    tokio::time::sleep(Duration::from_secs(20)).await;
-    env.resume(Component::KubeApiserver)?;
-    let back = SystemTime::now();
-    let resume = resumed(&case, back).await?;
-    // So that the oracle judges the host, not kwok.
-    env.kubelets_catch_up().await?;
-    let took = case.converged(&Expect::first(CACHES), fault).await?;
-    report(
-        "kube-apiserver SIGSTOP 20 s, SIGCONT",
-        "during convergence",
-        &[
-            ("first write after SIGCONT", resume),
-            ("converged after the pause began", took),
-        ],
-    );
-    case.finish().await
+    during_convergence(env, API_SERVER_PAUSED).await
 }
 
 async fn watches_that_get_410_after_a_compaction_re_list_and_miss_nothing(
@@ -339,18 +360,20 @@ async fn caches_deleted_while_the_host_is_down_are_finalized_when_it_returns(
         api.delete(n, &DeleteParams::default()).await?;
     }
     // The finalizer holds them while no host runs.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let terminating = api
-        .list(&ListParams::default())
-        .await?
-        .items
-        .iter()
-        .filter(|c| c.metadata.deletion_timestamp.is_some())
-        .count();
-    ensure!(
-        terminating == 50,
-        "{terminating} Caches Terminating, want 50"
-    );
+    let mut window = Window::new(Duration::from_secs(2));
+    while window.next().await {
+        let terminating = api
+            .list(&ListParams::default())
+            .await?
+            .items
+            .iter()
+            .filter(|c| c.metadata.deletion_timestamp.is_some())
+            .count();
+        ensure!(
+            terminating == 50,
+            "{terminating} Caches Terminating, want 50"
+        );
+    }
     let fault = Instant::now();
     case.start_host().await?;
     let mut expect = Expect::first(CACHES);
@@ -432,56 +455,16 @@ async fn a_field_manager_fighting_the_host_meets_its_backoff_and_loses_when_it_s
 
 fn main() -> std::process::ExitCode {
     let long = Duration::from_secs(900);
-    run_in_sequence(vec![
-        Test::new(
-            "without_a_fault_two_hundred_caches_converge_and_the_oracle_holds",
-            without_a_fault_two_hundred_caches_converge_and_the_oracle_holds,
-        )
-        .with_timeout(long),
-        Test::new(
-            "the_api_server_killed_and_restarted_during_convergence_loses_nothing",
-            the_api_server_killed_and_restarted_during_convergence_loses_nothing,
-        )
-        .with_timeout(long),
-        Test::new(
-            "etcd_killed_and_restarted_during_convergence_loses_nothing",
-            etcd_killed_and_restarted_during_convergence_loses_nothing,
-        )
-        .with_timeout(long),
-        Test::new(
-            "the_api_server_paused_for_twenty_seconds_during_convergence_loses_nothing",
-            the_api_server_paused_for_twenty_seconds_during_convergence_loses_nothing,
-        )
-        .with_timeout(long),
-        Test::new(
-            "watches_that_get_410_after_a_compaction_re_list_and_miss_nothing",
-            watches_that_get_410_after_a_compaction_re_list_and_miss_nothing,
-        )
-        .with_timeout(long),
-        Test::new(
-            "a_host_killed_during_convergence_converges_after_a_restart",
-            a_host_killed_during_convergence_converges_after_a_restart,
-        )
-        .with_timeout(long),
-        Test::new(
-            "a_host_killed_during_a_hot_swap_comes_back_on_the_new_version",
-            a_host_killed_during_a_hot_swap_comes_back_on_the_new_version,
-        )
-        .with_timeout(long),
-        Test::new(
-            "a_host_killed_during_fifty_finalizers_completes_them_after_a_restart",
-            a_host_killed_during_fifty_finalizers_completes_them_after_a_restart,
-        )
-        .with_timeout(long),
-        Test::new(
-            "caches_deleted_while_the_host_is_down_are_finalized_when_it_returns",
-            caches_deleted_while_the_host_is_down_are_finalized_when_it_returns,
-        )
-        .with_timeout(long),
-        Test::new(
-            "a_field_manager_fighting_the_host_meets_its_backoff_and_loses_when_it_stops",
-            a_field_manager_fighting_the_host_meets_its_backoff_and_loses_when_it_stops,
-        )
-        .with_timeout(long),
+    run_in_sequence(wasmop_testenv::tests![
+        without_a_fault_two_hundred_caches_converge_and_the_oracle_holds => long,
+        the_api_server_killed_and_restarted_during_convergence_loses_nothing => long,
+        etcd_killed_and_restarted_during_convergence_loses_nothing => long,
+        the_api_server_paused_for_twenty_seconds_during_convergence_loses_nothing => long,
+        watches_that_get_410_after_a_compaction_re_list_and_miss_nothing => long,
+        a_host_killed_during_convergence_converges_after_a_restart => long,
+        a_host_killed_during_a_hot_swap_comes_back_on_the_new_version => long,
+        a_host_killed_during_fifty_finalizers_completes_them_after_a_restart => long,
+        caches_deleted_while_the_host_is_down_are_finalized_when_it_returns => long,
+        a_field_manager_fighting_the_host_meets_its_backoff_and_loses_when_it_stops => long,
     ])
 }

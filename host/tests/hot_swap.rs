@@ -14,12 +14,14 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
+use support::guests::{Entry, GuestList};
 use support::{
     HostProcess, caches, guest_module, install_cache_crd, install_yaml, put_guest_list, put_module,
     wait_for, wait_for_event, workspace,
 };
 use wasmop_testenv::TestEnv;
-use wasmop_testenv::harness::{Test, run};
+use wasmop_testenv::Window;
+use wasmop_testenv::harness::run;
 
 const LONG: Duration = Duration::from_secs(120);
 const LIST: &str = "wasmop-guests";
@@ -31,10 +33,8 @@ async fn use_version(client: &Client, ns: &str, flavor: &str) -> anyhow::Result<
     put_module(client, ns, "cache-module", "module.wasm", &module).await
 }
 
-fn cache_entry(ns: &str, extra: &str) -> String {
-    format!(
-        "  - name: cache-operator\n    module:\n      configMap: {{name: cache-module, key: module.wasm}}\n    namespaces: [{ns}]\n    concurrency: 8\n{extra}"
-    )
+fn cache_entry(ns: &str) -> Entry {
+    Entry::cache_operator(ns).with("concurrency", 8)
 }
 
 /// CRDs, a namespace holding the guest list with cache-operator v1, and a
@@ -48,7 +48,7 @@ async fn setup(env: &TestEnv, prefix: &str) -> anyhow::Result<(Client, String, H
         &client,
         &ns,
         LIST,
-        &format!("guests:\n{}", cache_entry(&ns, "")),
+        &GuestList::of([cache_entry(&ns)]).yaml(),
     )
     .await?;
     let mut host = HostProcess::follow_list(env, &ns, LIST).await?;
@@ -163,16 +163,8 @@ async fn a_second_guest_is_added_and_removed_at_runtime(env: Arc<TestEnv>) -> an
     let (client, ns, mut host) = setup(&env, "second").await?;
     install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
     support::put_hostile_module(&client, &ns).await?;
-    let hostile_entry = format!(
-        "  - name: hostile\n    module:\n      configMap: {{name: hostile-module, key: module.wasm}}\n    namespaces: [{ns}]\n"
-    );
-    put_guest_list(
-        &client,
-        &ns,
-        LIST,
-        &format!("guests:\n{}{hostile_entry}", cache_entry(&ns, "")),
-    )
-    .await?;
+    let list = GuestList::of([cache_entry(&ns), Entry::hostile(&ns)]);
+    put_guest_list(&client, &ns, LIST, &list.yaml()).await?;
     host.wait_for_log("started guest guest=hostile", LONG)
         .await
         .or_else(|_| {
@@ -200,20 +192,22 @@ async fn a_second_guest_is_added_and_removed_at_runtime(env: Arc<TestEnv>) -> an
         &client,
         &ns,
         LIST,
-        &format!("guests:\n{}", cache_entry(&ns, "")),
+        &GuestList::of([cache_entry(&ns)]).yaml(),
     )
     .await?;
     wait_for_event(&client, &ns, LIST, "GuestStopped", LONG).await?;
     hostiles.create(&PostParams::default(), &make("h2")).await?;
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    ensure!(
-        configmaps.get_opt("h2-ok").await?.is_none(),
-        "a removed guest still reconciles"
-    );
-    ensure!(
-        configmaps.get_opt("h1-ok").await?.is_some(),
-        "a removed guest's objects must stay"
-    );
+    let mut window = Window::new(Duration::from_secs(4));
+    while window.next().await {
+        ensure!(
+            configmaps.get_opt("h2-ok").await?.is_none(),
+            "a removed guest still reconciles"
+        );
+        ensure!(
+            configmaps.get_opt("h1-ok").await?.is_some(),
+            "a removed guest's objects must stay"
+        );
+    }
     // The first guest is unaffected.
     create_cache(&client, &ns, "still").await?;
     wait_for(LONG, || async {
@@ -247,16 +241,8 @@ async fn bad_updates_leave_v1_running_and_record_a_warning(
     // valid module in place (in this order, so the module is never loadable
     // without the pin).
     let wrong = "0".repeat(64);
-    put_guest_list(
-        &client,
-        &ns,
-        LIST,
-        &format!(
-            "guests:\n{}",
-            cache_entry(&ns, &format!("    sha256: {wrong}\n"))
-        ),
-    )
-    .await?;
+    let pinned = cache_entry(&ns).with("sha256", wrong);
+    put_guest_list(&client, &ns, LIST, &GuestList::of([pinned]).yaml()).await?;
     use_version(&client, &ns, "cache-operator-v2").await?;
     wait_for(LONG, || async {
         let events = support::events_about(&client, &ns, LIST).await?;
@@ -285,7 +271,7 @@ async fn bad_updates_leave_v1_running_and_record_a_warning(
         &client,
         &ns,
         LIST,
-        &format!("guests:\n{}", cache_entry(&ns, "")),
+        &GuestList::of([cache_entry(&ns)]).yaml(),
     )
     .await?;
     wait_for(LONG, || async {
@@ -336,23 +322,14 @@ async fn a_url_module_with_its_digest_is_loaded_and_an_unreachable_url_keeps_the
     let v2 = std::fs::read(guest_module("cache-operator-v2")?)?;
     let digest = wasmop_host::runtime::cache::digest(&v2);
     let (addr, served) = serve(v2).await?;
-    let url_entry = |url: &str| {
-        format!(
-            "  - name: cache-operator\n    module:\n      url: {url}\n    sha256: {digest}\n    namespaces: [{ns}]\n"
-        )
-    };
-    let use_url_beside = |url: String, extra: &'static str| {
-        let list = format!("guests:\n{}{extra}", url_entry(&url));
+    let url_entry = |url: &str| Entry::url("cache-operator", url, &digest).namespaces([&ns]);
+    let use_url_beside = |url: String, beside: Option<Entry>| {
+        let list = GuestList::of([url_entry(&url)].into_iter().chain(beside)).yaml();
         let client = client.clone();
         let ns = ns.clone();
         async move { put_guest_list(&client, &ns, LIST, &list).await }
     };
-    let use_url = |url: String| {
-        let list = format!("guests:\n{}", url_entry(&url));
-        let client = client.clone();
-        let ns = ns.clone();
-        async move { put_guest_list(&client, &ns, LIST, &list).await }
-    };
+    let use_url = |url: String| use_url_beside(url, None);
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
     // A new Cache shows which version runs: v2 children carry the v2 label.
     let runs_v2 = |name: &'static str| {
@@ -373,12 +350,9 @@ async fn a_url_module_with_its_digest_is_loaded_and_an_unreachable_url_keeps_the
     // module is not downloaded again.
     support::put_hostile_module(&client, &ns).await?;
     install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
-    let hostile = format!(
-        "  - name: hostile\n    module:\n      configMap: {{name: hostile-module, key: module.wasm}}\n    namespaces: [{ns}]\n"
-    );
     use_url_beside(
         format!("http://{addr}/cache-operator-v2.wasm"),
-        Box::leak(hostile.into_boxed_str()),
+        Some(Entry::hostile(&ns)),
     )
     .await?;
     host.wait_for_log("guest=hostile", LONG).await?;
@@ -519,10 +493,8 @@ async fn a_file_guest_keeps_running_while_the_guest_list_is_followed_too(
     install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
     let ns = env.create_namespace("both").await?;
     support::put_hostile_module(&client, &ns).await?;
-    let hostile = format!(
-        "  - name: hostile\n    module:\n      configMap: {{name: hostile-module, key: module.wasm}}\n    namespaces: [{ns}]\n"
-    );
-    put_guest_list(&client, &ns, LIST, &format!("guests:\n{hostile}")).await?;
+    let hostile = GuestList::of([Entry::hostile(&ns)]);
+    put_guest_list(&client, &ns, LIST, &hostile.yaml()).await?;
     let (_, kubeconfig) = support::admin_identity(&env, &format!("wasmop-{ns}")).await?;
     let mut host = HostProcess::start(
         &env,
@@ -554,13 +526,8 @@ async fn a_file_guest_keeps_running_while_the_guest_list_is_followed_too(
         &std::fs::read(guest_module("cache-operator-v2")?)?,
     )
     .await?;
-    put_guest_list(
-        &client,
-        &ns,
-        LIST,
-        &format!("guests:\n{hostile}{}", cache_entry(&ns, "")),
-    )
-    .await?;
+    let both = hostile.and(cache_entry(&ns));
+    put_guest_list(&client, &ns, LIST, &both.yaml()).await?;
     let note = wait_for_event(&client, &ns, LIST, "GuestLoadFailed", LONG).await?;
     ensure!(note.contains("already given by --guest"), "{note:?}");
     ensure!(
@@ -639,40 +606,14 @@ async fn a_module_too_large_for_a_config_map_is_refused_as_the_api_server_would(
 }
 
 fn main() -> std::process::ExitCode {
-    run(vec![
-        Test::new(
-            "a_module_too_large_for_a_config_map_is_refused_as_the_api_server_would",
-            a_module_too_large_for_a_config_map_is_refused_as_the_api_server_would,
-        ),
-        Test::new(
-            "a_v1_to_v2_swap_under_load_converges_fifty_caches_without_a_restart",
-            a_v1_to_v2_swap_under_load_converges_fifty_caches_without_a_restart,
-        )
-        .with_timeout(Duration::from_secs(400)),
-        Test::new(
-            "a_second_guest_is_added_and_removed_at_runtime",
-            a_second_guest_is_added_and_removed_at_runtime,
-        ),
-        Test::new(
-            "bad_updates_leave_v1_running_and_record_a_warning",
-            bad_updates_leave_v1_running_and_record_a_warning,
-        )
-        .with_timeout(Duration::from_secs(300)),
-        Test::new(
-            "a_url_module_with_its_digest_is_loaded_and_an_unreachable_url_keeps_the_old_version",
-            a_url_module_with_its_digest_is_loaded_and_an_unreachable_url_keeps_the_old_version,
-        ),
-        Test::new(
-            "a_file_guest_keeps_running_while_the_guest_list_is_followed_too",
-            a_file_guest_keeps_running_while_the_guest_list_is_followed_too,
-        ),
-        Test::new(
-            "swapping_back_to_a_known_version_hits_the_compiled_cache",
-            swapping_back_to_a_known_version_hits_the_compiled_cache,
-        ),
-        Test::new(
-            "a_rebuild_with_the_same_kinds_swaps_in_place_keeping_the_watches",
-            a_rebuild_with_the_same_kinds_swaps_in_place_keeping_the_watches,
-        ),
+    run(wasmop_testenv::tests![
+        a_module_too_large_for_a_config_map_is_refused_as_the_api_server_would,
+        a_v1_to_v2_swap_under_load_converges_fifty_caches_without_a_restart => Duration::from_secs(400),
+        a_second_guest_is_added_and_removed_at_runtime,
+        bad_updates_leave_v1_running_and_record_a_warning => Duration::from_secs(300),
+        a_url_module_with_its_digest_is_loaded_and_an_unreachable_url_keeps_the_old_version,
+        a_file_guest_keeps_running_while_the_guest_list_is_followed_too,
+        swapping_back_to_a_known_version_hits_the_compiled_cache,
+        a_rebuild_with_the_same_kinds_swaps_in_place_keeping_the_watches,
     ])
 }

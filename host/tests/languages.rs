@@ -148,12 +148,7 @@ fn load(runtime: &Runtime, stems: &[&str], settings: Option<&str>) -> Vec<Guest>
 #[test]
 fn the_memory_limit_applies_to_typescript_and_python_guests() {
     let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
-    let request = Request {
-        parent: cache(json!({"image": "redis:7.2", "replicas": 2}), None),
-        observed: vec![],
-        related: vec![],
-        deleting: false,
-    };
+    let request = Request::of(cache(json!({"image": "redis:7.2", "replicas": 2}), None));
     for stem in &MODULES[1..] {
         let limits = Limits {
             memory_bytes: 4 << 20,
@@ -299,28 +294,21 @@ fn the_three_registry_builds_answer_a_refused_registry_alike() {
     let cases = [
         (
             "ready: registration refused",
-            Request {
-                parent: cache(
-                    spec.clone(),
-                    Some(json!({"phase": "Progressing", "conditions": conditions("True", "True")})),
-                ),
-                observed: vec![deployment(2, hash, ready.clone()), service()],
-                deleting: false,
-                related: vec![],
-            },
+            Request::of(cache(
+                spec.clone(),
+                Some(json!({"phase": "Progressing", "conditions": conditions("True", "True")})),
+            ))
+            .observing(vec![deployment(2, hash, ready.clone()), service()]),
             "RegistrationRefused",
         ),
         (
             "deleting a registered Cache: cleanup blocked",
-            Request {
-                parent: cache(
-                    spec.clone(),
-                    Some(json!({"phase": "Ready", "conditions": registered})),
-                ),
-                observed: vec![deployment(0, hash, json!({"replicas": 0})), service()],
-                deleting: true,
-                related: vec![],
-            },
+            Request::of(cache(
+                spec.clone(),
+                Some(json!({"phase": "Ready", "conditions": registered})),
+            ))
+            .observing(vec![deployment(0, hash, json!({"replicas": 0})), service()])
+            .being_deleted(),
             "CleanupBlocked",
         ),
     ];

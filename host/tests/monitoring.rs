@@ -21,13 +21,14 @@ use anyhow::{Context as _, bail, ensure};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
+use support::guests::{Entry, GuestList};
 use support::{
     HostProcess, admin_identity, cache_crd, dyn_api, guest_module, http_attack, install_crd,
     install_yaml, kubectl, parse_prometheus, put_guest_list, put_module, wait_for,
     webhook_host_with, workspace,
 };
 use wasmop_testenv::TestEnv;
-use wasmop_testenv::harness::{Test, run_in_sequence};
+use wasmop_testenv::harness::run_in_sequence;
 
 const LONG: Duration = Duration::from_secs(120);
 const LIST: &str = support::WEBHOOK_LIST;
@@ -305,15 +306,13 @@ async fn a_real_scrape_is_lint_clean_and_feeds_every_dashboard_query_and_alert(
     )
     .await?;
     support::put_hostile_module(&client, &ns).await?;
-    put_guest_list(
-        &client,
-        &ns,
-        LIST,
-        &format!(
-            "guests:\n  - name: {guest}\n    module:\n      configMap: {{name: module, key: module.wasm}}\n    namespaces: [{ns}]\n    settings: {{apiGroup: {GROUP}, version: v1beta1}}\n  - name: hostile\n    module:\n      configMap: {{name: hostile-module, key: module.wasm}}\n    namespaces: [{ns}]\n"
-        ),
-    )
-    .await?;
+    let list = GuestList::of([
+        Entry::config_map(guest, "module")
+            .namespaces([&ns])
+            .with("settings", json!({"apiGroup": GROUP, "version": "v1beta1"})),
+        Entry::hostile(&ns),
+    ]);
+    put_guest_list(&client, &ns, LIST, &list.yaml()).await?;
     let cert = format!("{ns}/wasmop-webhook-tls");
     let mut host = webhook_host_with(
         &env,
@@ -916,30 +915,11 @@ async fn a_host_told_to_sample_nothing_exports_no_span(env: Arc<TestEnv>) -> any
 /// One at a time: three of them run a host that serves the hostile guest,
 /// whose cluster-wide CRD the serving host points at itself.
 fn main() -> std::process::ExitCode {
-    run_in_sequence(vec![
-        Test::new(
-            "the_alert_rules_pass_promtool_and_fire_only_on_their_faults",
-            the_alert_rules_pass_promtool_and_fire_only_on_their_faults,
-        ),
-        Test::new(
-            "a_real_scrape_is_lint_clean_and_feeds_every_dashboard_query_and_alert",
-            a_real_scrape_is_lint_clean_and_feeds_every_dashboard_query_and_alert,
-        )
-        .with_timeout(Duration::from_secs(300)),
-        Test::new(
-            "the_kit_applies_where_the_prometheus_operators_crds_are",
-            the_kit_applies_where_the_prometheus_operators_crds_are,
-        )
-        .with_timeout(Duration::from_secs(300)),
-        Test::new(
-            "a_reconcile_is_one_trace_down_to_the_guests_outbound_request",
-            a_reconcile_is_one_trace_down_to_the_guests_outbound_request,
-        )
-        .with_timeout(Duration::from_secs(300)),
-        Test::new(
-            "a_host_told_to_sample_nothing_exports_no_span",
-            a_host_told_to_sample_nothing_exports_no_span,
-        )
-        .with_timeout(Duration::from_secs(300)),
+    run_in_sequence(wasmop_testenv::tests![
+        the_alert_rules_pass_promtool_and_fire_only_on_their_faults,
+        a_real_scrape_is_lint_clean_and_feeds_every_dashboard_query_and_alert => Duration::from_secs(300),
+        the_kit_applies_where_the_prometheus_operators_crds_are => Duration::from_secs(300),
+        a_reconcile_is_one_trace_down_to_the_guests_outbound_request => Duration::from_secs(300),
+        a_host_told_to_sample_nothing_exports_no_span => Duration::from_secs(300),
     ])
 }

@@ -14,10 +14,12 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
 use kube::api::{Api, PostParams};
 use serde_json::json;
+use support::guests::{Entry, GuestList};
 use support::{
     HostProcess, events_about, guest_module, install_cache_crd, install_yaml, put_guest_list,
     wait_for, wait_for_event, wait_ready, workspace,
 };
+use wasmop_testenv::Window;
 use wasmop_testenv::harness::run;
 use wasmop_testenv::{BasicAuth, Registry, TestEnv};
 
@@ -68,23 +70,25 @@ fn push(
     Ok(digest.to_owned())
 }
 
-fn entry(reference: &str, extra: &str, ns: &str) -> String {
-    format!(
-        "guests:\n  - name: cache-operator\n    module:\n      oci: {reference}\n    insecure: true\n    ociPollInterval: {}s\n    namespaces: [{ns}]\n{extra}",
-        POLL.as_secs()
-    )
+/// The cache operator pulled from `reference` over plain HTTP, the tag
+/// resolved again every [`POLL`].
+fn entry(reference: &str, ns: &str) -> Entry {
+    Entry::oci("cache-operator", reference)
+        .with("insecure", true)
+        .with("ociPollInterval", format!("{}s", POLL.as_secs()))
+        .namespaces([ns])
 }
 
 /// CRDs, a namespace with a guest list, and a host following it.
 async fn setup(
     env: &TestEnv,
     prefix: &str,
-    guests_yaml: impl Fn(&str) -> String,
+    guest: impl Fn(&str) -> Entry,
 ) -> anyhow::Result<(Client, String, HostProcess)> {
     let client = env.client();
     install_cache_crd(&client).await?;
     let ns = env.create_namespace(prefix).await?;
-    put_guest_list(&client, &ns, LIST, &guests_yaml(&ns)).await?;
+    put_guest_list(&client, &ns, LIST, &GuestList::of([guest(&ns)]).yaml()).await?;
     let host = HostProcess::follow_list(env, &ns, LIST).await?;
     Ok((client, ns, host))
 }
@@ -127,7 +131,7 @@ async fn a_tag_pushed_again_swaps_the_guest_at_a_later_poll_without_a_restart(
     let registry = Registry::start(None).await?;
     let reference = format!("{}/ops/cache-operator:stable", registry.address());
     push(&guest_module("cache-operator")?, &reference, None)?;
-    let (client, ns, mut host) = setup(&env, "oci-tag", |ns| entry(&reference, "", ns)).await?;
+    let (client, ns, mut host) = setup(&env, "oci-tag", |ns| entry(&reference, ns)).await?;
     host.wait_for_log("started guest", LONG).await?;
     let pid = host.pid();
     for i in 0..3 {
@@ -176,39 +180,38 @@ async fn a_pinned_digest_ignores_the_tag_and_a_wrong_digest_or_artifact_keeps_th
     let v1 = push(&guest_module("cache-operator")?, &tag, None)?;
     let repository = tag.trim_end_matches(":stable").to_owned();
     let pinned = format!("{repository}@{v1}");
-    let (client, ns, mut host) = setup(&env, "oci-pin", |ns| entry(&pinned, "", ns)).await?;
+    let (client, ns, mut host) = setup(&env, "oci-pin", |ns| entry(&pinned, ns)).await?;
     host.wait_for_log("started guest", LONG).await?;
     support::create_small_cache(&client, &ns, "a").await?;
     wait_ready(&client, &ns, "a").await?;
 
     push(&guest_module("cache-operator-v2")?, &tag, None)?;
-    tokio::time::sleep(POLL * 3).await;
-    ensure!(
-        count_reason(&client, &ns, "GuestSwapped").await? == 0,
-        "a pinned digest followed the tag"
-    );
+    let mut window = Window::new(POLL * 3);
+    while window.next().await {
+        ensure!(
+            count_reason(&client, &ns, "GuestSwapped").await? == 0,
+            "a pinned digest followed the tag"
+        );
+    }
     support::create_small_cache(&client, &ns, "b").await?;
     wait_ready(&client, &ns, "b").await?;
     ensure!(flavor_of(&client, &ns, "b").await? == "v1");
 
     // The tag, now v2, with the sha256 of a different module.
     let wrong = support::sha256_hex(&std::fs::read(guest_module("hostile")?)?);
-    put_guest_list(
-        &client,
-        &ns,
-        LIST,
-        &entry(&tag, &format!("    sha256: {wrong}\n"), &ns),
-    )
-    .await?;
+    let pinned = entry(&tag, &ns).with("sha256", wrong.as_str());
+    put_guest_list(&client, &ns, LIST, &GuestList::of([pinned]).yaml()).await?;
     let note = wait_for_event(&client, &ns, LIST, "DigestMismatch", LONG).await?;
     ensure!(note.contains(&wrong), "{note}");
     // The failed entry is tried again at every poll, from the module it
     // pulled: each blob is fetched once.
-    tokio::time::sleep(POLL * 3).await;
-    for module in ["cache-operator", "cache-operator-v2"] {
-        let layer = support::sha256_hex(&std::fs::read(guest_module(module)?)?);
-        let gets = registry.gets(&format!("/v2/ops/cache-operator/blobs/sha256:{layer}"))?;
-        ensure!(gets == 1, "the layer of {module} was fetched {gets} times");
+    let mut window = Window::new(POLL * 3);
+    while window.next().await {
+        for module in ["cache-operator", "cache-operator-v2"] {
+            let layer = support::sha256_hex(&std::fs::read(guest_module(module)?)?);
+            let gets = registry.gets(&format!("/v2/ops/cache-operator/blobs/sha256:{layer}"))?;
+            ensure!(gets == 1, "the layer of {module} was fetched {gets} times");
+        }
     }
     support::create_small_cache(&client, &ns, "c").await?;
     wait_ready(&client, &ns, "c").await?;
@@ -244,7 +247,13 @@ async fn a_pinned_digest_ignores_the_tag_and_a_wrong_digest_or_artifact_keeps_th
             None,
         )
         .await?;
-    put_guest_list(&client, &ns, LIST, &entry(&image, "", &ns)).await?;
+    put_guest_list(
+        &client,
+        &ns,
+        LIST,
+        &GuestList::of([entry(&image, &ns)]).yaml(),
+    )
+    .await?;
     wait_for(LONG, || async {
         let events = events_about(&client, &ns, LIST).await?;
         Ok(events
@@ -260,8 +269,7 @@ async fn a_pinned_digest_ignores_the_tag_and_a_wrong_digest_or_artifact_keeps_th
 
     // A plain-HTTP registry without `insecure: true`: the host speaks only
     // TLS to it, and so does `wasmop push` without `--insecure`.
-    let secure_only = entry(&tag, "", &ns).replace("    insecure: true\n", "");
-    ensure!(!secure_only.contains("insecure"), "{secure_only}");
+    let secure_only = GuestList::of([entry(&tag, &ns).without("insecure")]).yaml();
     put_guest_list(&client, &ns, LIST, &secure_only).await?;
     // (The Event joins the ModuleFetchFailed series above: its note stays
     // the first one's, so the host's log is what names this failure.)
@@ -291,7 +299,7 @@ async fn a_stopped_registry_keeps_the_running_version_and_is_followed_again_when
     let mut registry = Registry::start(None).await?;
     let reference = format!("{}/ops/cache-operator:stable", registry.address());
     push(&guest_module("cache-operator")?, &reference, None)?;
-    let (client, ns, mut host) = setup(&env, "oci-down", |ns| entry(&reference, "", ns)).await?;
+    let (client, ns, mut host) = setup(&env, "oci-down", |ns| entry(&reference, ns)).await?;
     host.wait_for_log("started guest", LONG).await?;
     let pid = host.pid();
 
@@ -301,11 +309,13 @@ async fn a_stopped_registry_keeps_the_running_version_and_is_followed_again_when
     support::create_small_cache(&client, &ns, "during").await?;
     wait_ready(&client, &ns, "during").await?;
     ensure!(flavor_of(&client, &ns, "during").await? == "v1");
-    tokio::time::sleep(POLL * 3).await;
-    ensure!(
-        count_reason(&client, &ns, "ModuleFetchFailed").await? == 1,
-        "the same failure was recorded more than once"
-    );
+    let mut window = Window::new(POLL * 3);
+    while window.next().await {
+        ensure!(
+            count_reason(&client, &ns, "ModuleFetchFailed").await? == 1,
+            "the same failure was recorded more than once"
+        );
+    }
 
     // Back, empty (in-memory storage): a missing tag is the same failure
     // streak; a push is followed.
@@ -332,7 +342,7 @@ async fn a_registry_behind_basic_auth_is_pulled_with_the_pull_secret(
     );
     push(&guest_module("cache-operator")?, &reference, Some(&auth))?;
 
-    let (client, ns, mut host) = setup(&env, "oci-auth", |ns| entry(&reference, "", ns)).await?;
+    let (client, ns, mut host) = setup(&env, "oci-auth", |ns| entry(&reference, ns)).await?;
     let note = wait_for_event(&client, &ns, LIST, "ModuleFetchFailed", LONG).await?;
     ensure!(note.contains("private/cache-operator"), "{note}");
 
@@ -354,16 +364,14 @@ async fn a_registry_behind_basic_auth_is_pulled_with_the_pull_secret(
     install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
     let hostile = format!("{}/private/hostile:v1", registry.address());
     push(&guest_module("hostile")?, &hostile, Some(&auth))?;
-    let hostile_entry = format!(
-        "  - name: hostile\n    module: {{oci: \"{hostile}\"}}\n    insecure: true\n    pullSecret: regcred\n    namespaces: [{ns}]\n"
-    );
-    put_guest_list(
-        &client,
-        &ns,
-        LIST,
-        &(entry(&reference, "    pullSecret: regcred\n", &ns) + &hostile_entry),
-    )
-    .await?;
+    let list = GuestList::of([
+        entry(&reference, &ns).with("pullSecret", "regcred"),
+        Entry::oci("hostile", &hostile)
+            .with("insecure", true)
+            .with("pullSecret", "regcred")
+            .namespaces([&ns]),
+    ]);
+    put_guest_list(&client, &ns, LIST, &list.yaml()).await?;
     host.wait_for_log("started guest", LONG).await?;
     support::create_small_cache(&client, &ns, "a").await?;
     wait_ready(&client, &ns, "a").await?;
@@ -410,7 +418,7 @@ async fn a_fifteen_megabyte_module_loads_from_oci(env: Arc<TestEnv>) -> anyhow::
     std::fs::write(&file, &module)?;
     let reference = format!("{}/ops/large:v1", registry.address());
     push(&file, &reference, None)?;
-    let (client, ns, mut host) = setup(&env, "oci-large", |ns| entry(&reference, "", ns)).await?;
+    let (client, ns, mut host) = setup(&env, "oci-large", |ns| entry(&reference, ns)).await?;
     host.wait_for_log("started guest", LONG).await?;
     support::create_small_cache(&client, &ns, "a").await?;
     wait_ready(&client, &ns, "a").await?;

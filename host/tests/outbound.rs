@@ -21,13 +21,15 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::Client;
 use kube::api::{Api, DeleteParams};
 use serde_json::json;
+use support::hostile::HostileHost;
 use support::lang::{Lang, per_language};
 use support::{
-    HostProcess, at, caches, guest_module, http_attack, install_cache_crd, install_yaml, wait_for,
+    HostProcess, at, caches, guest_module, http_attack, install_cache_crd, wait_for,
     wait_for_event, workspace,
 };
 use wasmop_testenv::TestEnv;
-use wasmop_testenv::harness::{Test, run};
+use wasmop_testenv::Window;
+use wasmop_testenv::harness::run;
 
 const LONG: Duration = Duration::from_secs(120);
 
@@ -40,7 +42,14 @@ struct Recorder {
     server: Option<tokio::task::JoinHandle<()>>,
 }
 
-async fn record(State(seen): State<Arc<Mutex<Vec<String>>>>, method: Method, uri: Uri) -> Response {
+/// Reads the whole request before it answers, as a registry does: a server
+/// that answers first and closes can break the client's body mid-write.
+async fn record(
+    State(seen): State<Arc<Mutex<Vec<String>>>>,
+    method: Method,
+    uri: Uri,
+    _body: axum::body::Bytes,
+) -> Response {
     seen.lock()
         .unwrap()
         .push(format!("{method} {}", uri.path()));
@@ -233,29 +242,31 @@ async fn twenty_caches_register_once_when_ready_and_deregister_once_on_delete(
             .with_context(|| host.log())?;
     }
     // Resyncs and status changes after registration send nothing more.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    for name in &names {
-        let put = format!("PUT /caches/{ns}/{name}");
-        if recorder.count(&put) != 1 {
-            let cache = caches(&client, &ns).get(name).await?;
-            eprintln!("status: {}", serde_json::to_string(&cache.data["status"])?);
-            eprintln!(
-                "events: {:?}",
-                support::events_about(&client, &ns, name).await?
+    let mut window = Window::new(Duration::from_secs(3));
+    while window.next().await {
+        for name in &names {
+            let put = format!("PUT /caches/{ns}/{name}");
+            if recorder.count(&put) != 1 {
+                let cache = caches(&client, &ns).get(name).await?;
+                eprintln!("status: {}", serde_json::to_string(&cache.data["status"])?);
+                eprintln!(
+                    "events: {:?}",
+                    support::events_about(&client, &ns, name).await?
+                );
+            }
+            ensure!(
+                recorder.count(&put) == 1,
+                "{put} reached the registry {} times; the host's lines about it:\n{}",
+                recorder.count(&put),
+                host.log()
+                    .lines()
+                    .filter(|l| l.contains(&format!("{ns}/{name} "))
+                        || l.contains(&format!("cache {name}:"))
+                        || l.contains("outbound"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
             );
         }
-        ensure!(
-            recorder.count(&put) == 1,
-            "{put} reached the registry {} times; the host's lines about it:\n{}",
-            recorder.count(&put),
-            host.log()
-                .lines()
-                .filter(|l| l.contains(&format!("{ns}/{name} "))
-                    || l.contains(&format!("cache {name}:"))
-                    || l.contains("outbound"))
-                .collect::<Vec<_>>()
-                .join("\n")
-        );
     }
     let api = caches(&client, &ns);
     for name in &names {
@@ -323,15 +334,17 @@ async fn a_registry_that_is_down_blocks_registration_and_deletion_until_it_retur
         message.contains(&format!("/caches/{ns}/late")),
         "the CleanupBlocked message names no URL: {message}"
     );
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    let cache = api
-        .get_opt("late")
-        .await?
-        .context("the Cache went while its registry was down")?;
-    ensure!(
-        cache.metadata.deletion_timestamp.is_some(),
-        "the Cache is not Terminating"
-    );
+    let mut window = Window::new(Duration::from_secs(5));
+    while window.next().await {
+        let cache = api
+            .get_opt("late")
+            .await?
+            .context("the Cache went while its registry was down")?;
+        ensure!(
+            cache.metadata.deletion_timestamp.is_some(),
+            "the Cache is not Terminating"
+        );
+    }
     wait_for_event(&client, &ns, "late", "CleanupBlocked", LONG).await?;
 
     // Back: the finalizer completes and the children are collected.
@@ -351,27 +364,22 @@ async fn refused_hosts_redirects_metadata_and_rebinding_reach_nothing(
     env: Arc<TestEnv>,
 ) -> anyhow::Result<()> {
     let recorder = Recorder::start().await?;
-    let client = env.client();
-    install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
-    let ns = env.create_namespace("outbound").await?;
-    let (_, kubeconfig) = support::least_privilege(&env, &ns, &ns, &["hostile"]).await?;
     let port = recorder.addr.port();
-    let mut host = HostProcess::start(
-        &env,
-        &kubeconfig,
-        &ns,
-        &[
-            "--guest",
-            &support::guest_arg("hostile")?,
-            // The exact address, and a name that resolves to it.
-            "--allow-outbound",
-            &format!("hostile=http://127.0.0.1:{port}"),
-            "--allow-outbound",
-            &format!("hostile=http://localhost:{port}"),
-            "--namespace",
-            &ns,
-        ],
-    )?;
+    let HostileHost {
+        client,
+        ns,
+        mut host,
+        ..
+    } = HostileHost::build(&env, "outbound")
+        // The exact address, and a name that resolves to it.
+        .args([
+            "--allow-outbound".to_owned(),
+            format!("hostile=http://127.0.0.1:{port}"),
+            "--allow-outbound".to_owned(),
+            format!("hostile=http://localhost:{port}"),
+        ])
+        .start()
+        .await?;
 
     // A granted origin is reached: the positive control.
     let ok = http_attack(
@@ -691,16 +699,9 @@ fn main() -> std::process::ExitCode {
             .map(|test| test.with_timeout(Duration::from_secs(400))),
         );
     }
-    tests.extend(vec![
-        Test::new(
-            "refused_hosts_redirects_metadata_and_rebinding_reach_nothing",
-            refused_hosts_redirects_metadata_and_rebinding_reach_nothing,
-        )
-        .with_timeout(Duration::from_secs(300)),
-        Test::new(
-            "render_makes_granted_calls_and_names_refused_ones",
-            render_makes_granted_calls_and_names_refused_ones,
-        ),
+    tests.extend(wasmop_testenv::tests![
+        refused_hosts_redirects_metadata_and_rebinding_reach_nothing => Duration::from_secs(300),
+        render_makes_granted_calls_and_names_refused_ones,
     ]);
     run(tests)
 }

@@ -18,12 +18,15 @@ use kube::api::{Api, DeleteParams, DynamicObject, ObjectMeta, Patch, PatchParams
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use sha2::Digest as _;
+use support::guests::{Entry, GuestList};
+use support::hostile::HostileHost;
 use support::{
     HostProcess, at, caches, dyn_api, events_about, guest_module, install_cache_crd, install_yaml,
     put_guest_list, wait_for, workspace,
 };
 use wasmop_testenv::TestEnv;
-use wasmop_testenv::harness::{Test, run};
+use wasmop_testenv::Window;
+use wasmop_testenv::harness::run;
 
 const LONG: Duration = Duration::from_secs(90);
 const PASSWORD: &str = "s3cr3t-value";
@@ -192,11 +195,13 @@ async fn a_cache_waits_for_its_secret_and_rolls_when_it_rotates(
         .delete("creds", &DeleteParams::default())
         .await?;
     wait_secret_missing(&client, &ns, "auth").await?;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    ensure!(
-        secret_hash(&client, &ns, "auth").await?.as_deref() == Some(second.as_str()),
-        "the Deployment changed while its Secret was missing"
-    );
+    let mut window = Window::new(Duration::from_secs(2));
+    while window.next().await {
+        ensure!(
+            secret_hash(&client, &ns, "auth").await?.as_deref() == Some(second.as_str()),
+            "the Deployment changed while its Secret was missing"
+        );
+    }
 
     // Nobody but the host wrote the Cache after the test created it: the
     // Secret's arrival alone made it converge.
@@ -244,28 +249,22 @@ async fn a_shared_config_map_reconciles_exactly_the_parents_it_maps_to(
 ) -> anyhow::Result<()> {
     const SHARING: usize = 50;
     const OTHERS: usize = 10;
-    let client = env.client();
-    install_yaml(&client, &workspace().join("guests/hostile/crd.yaml")).await?;
-    let ns = env.create_namespace("shared").await?;
     let settings = env.temp_dir().join("shared-settings.yaml");
     // The ConfigMaps are watched and handed over as metadata only.
     std::fs::write(&settings, "related: true\nmetadataOnly: true\n")?;
-    let (_, kubeconfig) = support::admin_identity(&env, &format!("wasmop-{ns}")).await?;
-    let module = support::guest_arg("hostile")?;
-    let settings_arg = format!("hostile={}", settings.display());
-    let mut host = HostProcess::start(
-        &env,
-        &kubeconfig,
-        &ns,
-        &[
-            "--guest",
-            &module,
-            "--settings",
-            &settings_arg,
-            "--namespace",
-            &ns,
-        ],
-    )?;
+    let HostileHost {
+        client,
+        ns,
+        mut host,
+        ..
+    } = HostileHost::build(&env, "shared")
+        .admin()
+        .args([
+            "--settings".to_owned(),
+            format!("hostile={}", settings.display()),
+        ])
+        .start()
+        .await?;
     let shared = ConfigMap {
         metadata: ObjectMeta {
             name: Some("shared".into()),
@@ -433,23 +432,24 @@ async fn secret_values_reach_only_a_guest_whose_entry_asks_for_them(
     // and their Secret live in another.
     let lns = env.create_namespace("values-host").await?;
     support::put_hostile_module(&client, &lns).await?;
-    let entry = |name: &str, settings: &str, values: bool| {
-        format!(
-            "  - name: {name}\n    module:\n      configMap: {{name: hostile-module, key: module.wasm}}\n    namespaces: [{ns}]\n    settings: {settings}\n    secretValues: {values}\n"
-        )
+    let entry = |name: &str, settings: Value, values: bool| {
+        Entry::config_map(name, "hostile-module")
+            .namespaces([&ns])
+            .with("settings", settings)
+            .with("secretValues", values)
     };
-    let list = |shown_settings: &str| {
-        format!(
-            "guests:\n{}{}",
-            entry("hidden", "{related: true}", false),
-            entry("shown", shown_settings, true)
-        )
+    let list = |shown_settings: Value| {
+        GuestList::of([
+            entry("hidden", json!({"related": true}), false),
+            entry("shown", shown_settings, true),
+        ])
+        .yaml()
     };
     put_guest_list(
         &client,
         &lns,
         "wasmop-guests",
-        &list("{related: true, primary: HostileTwin}"),
+        &list(json!({"related": true, "primary": "HostileTwin"})),
     )
     .await?;
     put_secret(&client, &ns, &secret("creds", "password", PASSWORD)).await?;
@@ -525,7 +525,7 @@ async fn secret_values_reach_only_a_guest_whose_entry_asks_for_them(
         &client,
         &lns,
         "wasmop-guests",
-        &list("{related: true, primary: HostileTwin, describe: refuse-settings}"),
+        &list(json!({"related": true, "primary": "HostileTwin", "describe": "refuse-settings"})),
     )
     .await?;
     let note =
@@ -685,21 +685,16 @@ async fn nothing_in_the_hosts_namespace_is_related(env: Arc<TestEnv>) -> anyhow:
         &client,
         &lns,
         "wasmop-guests",
-        &format!(
-            "guests:\n  - name: hostile\n    module:\n      configMap: {{name: hostile-module, key: module.wasm}}\n    namespaces: [{lns}, {ns}]\n    settings: {{related: true}}\n"
-        ),
+        &GuestList::of([Entry::config_map("hostile", "hostile-module")
+            .namespaces([&lns, &ns])
+            .with("settings", json!({"related": true}))])
+        .yaml(),
     )
     .await?;
     for namespace in [&lns, &ns] {
         put_secret(&client, namespace, &secret("creds", "password", PASSWORD)).await?;
     }
-    let (_, kubeconfig) = support::admin_identity(&env, &format!("wasmop-{lns}")).await?;
-    let _host = HostProcess::start(
-        &env,
-        &kubeconfig,
-        &lns,
-        &["--guests-configmap", &format!("{lns}/wasmop-guests")],
-    )?;
+    let _host = HostProcess::follow_list(&env, &lns, "wasmop-guests").await?;
     let probe = serde_json::from_value(json!({
         "apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
         "metadata": {"name": "probe"},
@@ -737,35 +732,12 @@ async fn nothing_in_the_hosts_namespace_is_related(env: Arc<TestEnv>) -> anyhow:
 
 fn main() -> std::process::ExitCode {
     let long = Duration::from_secs(240);
-    run(vec![
-        Test::new(
-            "a_cache_waits_for_its_secret_and_rolls_when_it_rotates",
-            a_cache_waits_for_its_secret_and_rolls_when_it_rotates,
-        )
-        .with_timeout(long),
-        Test::new(
-            "a_shared_config_map_reconciles_exactly_the_parents_it_maps_to",
-            a_shared_config_map_reconciles_exactly_the_parents_it_maps_to,
-        )
-        .with_timeout(long),
-        Test::new(
-            "secret_values_reach_only_a_guest_whose_entry_asks_for_them",
-            secret_values_reach_only_a_guest_whose_entry_asks_for_them,
-        )
-        .with_timeout(long),
-        Test::new(
-            "related_objects_past_the_bounds_fail_the_parent_naming_the_kind",
-            related_objects_past_the_bounds_fail_the_parent_naming_the_kind,
-        )
-        .with_timeout(long),
-        Test::new(
-            "nothing_in_the_hosts_namespace_is_related",
-            nothing_in_the_hosts_namespace_is_related,
-        )
-        .with_timeout(long),
-        Test::new(
-            "rbac_reads_related_secrets_only_under_a_comment",
-            rbac_reads_related_secrets_only_under_a_comment,
-        ),
+    run(wasmop_testenv::tests![
+        a_cache_waits_for_its_secret_and_rolls_when_it_rotates => long,
+        a_shared_config_map_reconciles_exactly_the_parents_it_maps_to => long,
+        secret_values_reach_only_a_guest_whose_entry_asks_for_them => long,
+        related_objects_past_the_bounds_fail_the_parent_naming_the_kind => long,
+        nothing_in_the_hosts_namespace_is_related => long,
+        rbac_reads_related_secrets_only_under_a_comment,
     ])
 }

@@ -19,6 +19,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
+use support::guests::{Entry, GuestList};
 use support::{
     HostProcess, admin_identity, caches, create_small_cache, events_about, guest_module, http_get,
     install_cache_crd, parse_prometheus, put_guest_list, put_module, sample, sha256_hex,
@@ -41,11 +42,30 @@ const LEASE: &[&str] = &[
     "1s",
 ];
 
+/// A canary over 10 % and 50 % of the parents, each step `step` long.
+fn canary(step: &str, progress_deadline: &str) -> Value {
+    json!({
+        "strategy": "Canary",
+        "steps": [10, 50],
+        "stepDuration": step,
+        "readyCondition": "Available",
+        "progressDeadline": progress_deadline,
+    })
+}
+
 /// A canary whose first step outlasts any test: only a failure ends it.
-const CANARY_WATCHED: &str = "strategy: Canary\n      steps: [10, 50]\n      stepDuration: 10m\n      readyCondition: Available\n      progressDeadline: 10s\n";
+fn canary_watched() -> Value {
+    canary("10m", "10s")
+}
+
 /// A canary that promotes within seconds when nothing fails.
-const CANARY_QUICK: &str = "strategy: Canary\n      steps: [10, 50]\n      stepDuration: 3s\n      readyCondition: Available\n      progressDeadline: 60s\n";
-const SHADOW: &str = "strategy: Shadow\n";
+fn canary_quick() -> Value {
+    canary("3s", "60s")
+}
+
+fn shadow() -> Value {
+    json!({"strategy": "Shadow"})
+}
 
 /// A namespace with the Cache CRD, the cache-operator's three builds in
 /// module ConfigMaps (`cache-module`, `cache-module-v2`,
@@ -67,7 +87,7 @@ impl Case {
         env: &Arc<TestEnv>,
         prefix: &str,
         n: usize,
-        rollout: &str,
+        rollout: Option<Value>,
     ) -> anyhow::Result<Self> {
         Self::with_hosts(env, prefix, n, rollout, &[]).await
     }
@@ -76,7 +96,7 @@ impl Case {
         env: &Arc<TestEnv>,
         prefix: &str,
         n: usize,
-        rollout: &str,
+        rollout: Option<Value>,
         host_args: &[&str],
     ) -> anyhow::Result<Self> {
         let client = env.client();
@@ -128,22 +148,12 @@ impl Case {
 
     /// Lists the cache-operator with the module in ConfigMap `cm` and the
     /// entry's `rollout` (YAML under `rollout:`, empty for none).
-    async fn list(&self, cm: &str, rollout: &str) -> anyhow::Result<()> {
-        let rollout = if rollout.is_empty() {
-            String::new()
-        } else {
-            format!("    rollout:\n      {rollout}")
-        };
-        put_guest_list(
-            &self.client,
-            &self.ns,
-            LIST,
-            &format!(
-                "guests:\n  - name: {GUEST}\n    module:\n      configMap: {{name: {cm}, key: module.wasm}}\n    namespaces: [{}]\n{rollout}",
-                self.ns
-            ),
-        )
-        .await
+    async fn list(&self, cm: &str, rollout: Option<Value>) -> anyhow::Result<()> {
+        let mut entry = Entry::config_map(GUEST, cm).namespaces([&self.ns]);
+        if let Some(rollout) = rollout {
+            entry = entry.with("rollout", rollout);
+        }
+        put_guest_list(&self.client, &self.ns, LIST, &GuestList::of([entry]).yaml()).await
     }
 
     async fn all_ready(&self) -> anyhow::Result<()> {
@@ -238,7 +248,7 @@ fn module(flavor: &str) -> anyhow::Result<Vec<u8>> {
 async fn a_canary_of_a_broken_build_aborts_in_its_first_step_and_every_cache_returns_to_stable(
     env: Arc<TestEnv>,
 ) -> anyhow::Result<()> {
-    let mut case = Case::new(&env, "abort", 20, CANARY_WATCHED).await?;
+    let mut case = Case::new(&env, "abort", 20, Some(canary_watched())).await?;
     let stable = sha256_hex(&module("cache-operator")?);
     let broken = sha256_hex(&module("cache-operator-broken")?);
     let before = case.record().await?;
@@ -247,7 +257,8 @@ async fn a_canary_of_a_broken_build_aborts_in_its_first_step_and_every_cache_ret
         "before the rollout: {before}"
     );
     let started = Timestamp::now();
-    case.list("cache-module-broken", CANARY_WATCHED).await?;
+    case.list("cache-module-broken", Some(canary_watched()))
+        .await?;
 
     let record = case.phase("Aborted", LONG).await?;
     ensure!(
@@ -348,9 +359,9 @@ async fn a_canary_of_a_broken_build_aborts_in_its_first_step_and_every_cache_ret
 async fn v2_in_shadow_applies_nothing_and_names_the_pdb_then_a_canary_promotes_it(
     env: Arc<TestEnv>,
 ) -> anyhow::Result<()> {
-    let mut case = Case::new(&env, "shadow", 10, SHADOW).await?;
+    let mut case = Case::new(&env, "shadow", 10, Some(shadow())).await?;
     let v2 = sha256_hex(&module("cache-operator-v2")?);
-    case.list("cache-module-v2", SHADOW).await?;
+    case.list("cache-module-v2", Some(shadow())).await?;
     case.phase("Shadowing", LONG).await?;
     // Every Cache is reconciled again with the candidate beside it.
     let mut different = 0.0;
@@ -391,7 +402,7 @@ async fn v2_in_shadow_applies_nothing_and_names_the_pdb_then_a_canary_promotes_i
         .len();
     ensure!(labelled == 0, "shadow applied v2 to {labelled} Deployments");
 
-    case.list("cache-module-v2", CANARY_QUICK).await?;
+    case.list("cache-module-v2", Some(canary_quick())).await?;
     let record = case.phase("Promoted", LONG).await?;
     ensure!(
         record["stable"] == v2.as_str() && record.get("candidate").is_none(),
@@ -414,7 +425,7 @@ async fn v2_in_shadow_applies_nothing_and_names_the_pdb_then_a_canary_promotes_i
 async fn wasmop_plan_lists_each_pdb_of_v2_nothing_for_v1_and_the_cache_a_broken_build_fails_on(
     env: Arc<TestEnv>,
 ) -> anyhow::Result<()> {
-    let case = Case::new(&env, "plan", 20, "").await?;
+    let case = Case::new(&env, "plan", 20, None).await?;
     // The broken build fails on this Cache; v1 does not care.
     caches(&case.client, &case.ns)
         .patch(
@@ -516,14 +527,14 @@ async fn wasmop_plan_lists_each_pdb_of_v2_nothing_for_v1_and_the_cache_a_broken_
 async fn a_host_killed_mid_canary_is_resumed_at_the_same_step_by_the_standby_and_by_the_restarted_host(
     env: Arc<TestEnv>,
 ) -> anyhow::Result<()> {
-    const STEP: &str = "strategy: Canary\n      steps: [10, 50]\n      stepDuration: 20s\n      readyCondition: Available\n      progressDeadline: 120s\n";
-    let mut case = Case::with_hosts(&env, "resume", 20, STEP, LEASE).await?;
+    let step = canary("20s", "120s");
+    let mut case = Case::with_hosts(&env, "resume", 20, Some(step.clone()), LEASE).await?;
     case.hosts[0]
         .wait_for_log("became the leader", LONG)
         .await?;
     case.start_host(LEASE).await?;
     let started = Timestamp::now();
-    case.list("cache-module-v2", STEP).await?;
+    case.list("cache-module-v2", Some(step)).await?;
     let first = wait_for(LONG, || async {
         let pdbs = case.pdbs().await?;
         let record = case.record().await?;
@@ -600,10 +611,14 @@ async fn a_host_killed_mid_canary_is_resumed_at_the_same_step_by_the_standby_and
 
 /// The hostile guest listed again with the setting `attack`: a candidate
 /// that misbehaves on every reconcile where its stable version does not.
-fn hostile_list(ns: &str, settings: &str, rollout: &str) -> String {
-    format!(
-        "guests:\n  - name: hostile\n    module:\n      configMap: {{name: hostile-module, key: module.wasm}}\n    namespaces: [{ns}]\n    timeout: 300ms\n{settings}    rollout:\n      {rollout}"
-    )
+fn hostile_list(ns: &str, settings: Option<Value>, rollout: Value) -> String {
+    let mut entry = Entry::hostile(ns)
+        .with("timeout", "300ms")
+        .with("rollout", rollout);
+    if let Some(settings) = settings {
+        entry = entry.with("settings", settings);
+    }
+    GuestList::of([entry]).yaml()
 }
 
 async fn a_hostile_candidate_is_contained_by_shadow_and_rolled_back_by_a_canary(
@@ -624,7 +639,7 @@ async fn a_hostile_candidate_is_contained_by_shadow_and_rolled_back_by_a_canary(
         &module("hostile")?,
     )
     .await?;
-    put_guest_list(&client, &ns, LIST, &hostile_list(&ns, "", SHADOW)).await?;
+    put_guest_list(&client, &ns, LIST, &hostile_list(&ns, None, shadow())).await?;
     let user = format!("wasmop-{ns}");
     let (_, kubeconfig) = admin_identity(&env, &user).await?;
     let list_ref = format!("{ns}/{LIST}");
@@ -669,7 +684,7 @@ async fn a_hostile_candidate_is_contained_by_shadow_and_rolled_back_by_a_canary(
         &client,
         &ns,
         LIST,
-        &hostile_list(&ns, "    settings: {attack: loop}\n", SHADOW),
+        &hostile_list(&ns, Some(json!({"attack": "loop"})), shadow()),
     )
     .await?;
     wait_for(LONG, || record("Shadowing")).await?;
@@ -698,8 +713,13 @@ async fn a_hostile_candidate_is_contained_by_shadow_and_rolled_back_by_a_canary(
         LIST,
         &hostile_list(
             &ns,
-            "    settings: {attack: panic}\n",
-            "strategy: Canary\n      steps: [100]\n      stepDuration: 10m\n      readyCondition: ''\n",
+            Some(json!({"attack": "panic"})),
+            json!({
+                "strategy": "Canary",
+                "steps": [100],
+                "stepDuration": "10m",
+                "readyCondition": "",
+            }),
         ),
     )
     .await?;
@@ -720,7 +740,7 @@ async fn a_hostile_candidate_is_contained_by_shadow_and_rolled_back_by_a_canary(
         &client,
         &ns,
         LIST,
-        &hostile_list(&ns, "    settings: {primary: HostileTwin}\n", CANARY_QUICK),
+        &hostile_list(&ns, Some(json!({"primary": "HostileTwin"})), canary_quick()),
     )
     .await?;
     let note = wait_for_event(&client, &ns, LIST, "RolloutKindsChanged", LONG).await?;
@@ -738,7 +758,7 @@ async fn a_hostile_candidate_is_contained_by_shadow_and_rolled_back_by_a_canary(
 async fn a_progressive_change_of_the_module_in_place_is_refused_and_the_stable_version_keeps_serving(
     env: Arc<TestEnv>,
 ) -> anyhow::Result<()> {
-    let case = Case::new(&env, "inplace", 2, CANARY_QUICK).await?;
+    let case = Case::new(&env, "inplace", 2, Some(canary_quick())).await?;
     // The module ConfigMap the stable version came from, changed in place.
     put_module(
         &case.client,

@@ -22,14 +22,11 @@ fn load(runtime: &Runtime, stem: &str, limits: Limits) -> wasmop_host::runtime::
 }
 
 fn hostile(attack: &str) -> Request {
-    Request {
-        parent: json!({"apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
+    Request::of(
+        json!({"apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
             "metadata": {"name": attack, "namespace": "default", "uid": "u"},
             "spec": {"attack": attack}}),
-        observed: vec![],
-        related: vec![],
-        deleting: false,
-    }
+    )
 }
 
 #[test]
@@ -191,14 +188,11 @@ fn what_a_guest_keeps_on_the_host_side_through_wasi_http_is_bounded() {
 fn a_reconcile_runs_at_the_hosts_time() {
     let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
     let guest = load(&runtime, "cache-operator", Limits::default());
-    let request = Request {
-        parent: json!({"apiVersion": "apps.example.com/v1alpha1", "kind": "Cache",
+    let request = Request::of(
+        json!({"apiVersion": "apps.example.com/v1alpha1", "kind": "Cache",
             "metadata": {"name": "clock", "namespace": "default", "uid": "u", "generation": 1},
             "spec": {"image": "redis:7.2", "replicas": 1, "port": 6379}}),
-        observed: vec![],
-        related: vec![],
-        deleting: false,
-    };
+    );
     let seconds = |at: SystemTime| at.duration_since(UNIX_EPOCH).unwrap().as_secs();
     let before = seconds(SystemTime::now());
     let answer = guest.reconcile(&request).unwrap();

@@ -29,24 +29,24 @@ use kube::ResourceExt as _;
 use kube::api::{Api, PostParams};
 use kube::core::DynamicObject;
 use serde_json::{Value, json};
+use support::guests::{Entry, GuestList};
 use support::lang::{Lang, compiled_modules, per_language};
 use support::{
     HostProcess, admin_identity, cache_crd, dyn_api, guest_module, install_crd, install_yaml,
     kubectl, put_guest_list, put_module, wait_for, webhook_host, webhook_host_with, workspace,
 };
 use wasmop_testenv::TestEnv;
-use wasmop_testenv::harness::{Test, run};
+use wasmop_testenv::harness::run;
 
 const LONG: Duration = Duration::from_secs(120);
 const LIST: &str = support::WEBHOOK_LIST;
 
 /// The guest list entry of the cache-operator in module ConfigMap `module`,
 /// for Caches of `group` in `version`, in `ns` only.
-fn cache_entry(ns: &str, group: &str, version: &str, extra: &str) -> String {
-    format!(
-        "guests:\n  - name: {}\n    module:\n      configMap: {{name: module, key: module.wasm}}\n    namespaces: [{ns}]\n    settings: {{apiGroup: {group}, version: {version}}}\n{extra}",
-        guest_of(group)
-    )
+fn cache_entry(ns: &str, group: &str, version: &str) -> Entry {
+    Entry::config_map(&guest_of(group), "module")
+        .namespaces([ns])
+        .with("settings", json!({"apiGroup": group, "version": version}))
 }
 
 /// The guest serving `group`: `cache-<first label>`, so that the
@@ -122,8 +122,8 @@ fn cache_yaml(group: &str, version: &str, ns: &str, name: &str, spec: &Value) ->
 
 /// The two-version Cache CRD under `group`, a namespace `prefix-…`, and
 /// in it the cache-operator's module and a guest list serving `group` in
-/// `v1beta1` (`extra`: more lines of its entry). Returns the namespace.
-async fn setup(env: &TestEnv, group: &str, prefix: &str, extra: &str) -> anyhow::Result<String> {
+/// `v1beta1` with the deadline `timeout`. Returns the namespace.
+async fn setup(env: &TestEnv, group: &str, prefix: &str, timeout: &str) -> anyhow::Result<String> {
     let client = env.client();
     install_two_versions(&client, group).await?;
     let ns = env.create_namespace(prefix).await?;
@@ -135,13 +135,8 @@ async fn setup(env: &TestEnv, group: &str, prefix: &str, extra: &str) -> anyhow:
         &std::fs::read(guest_module("cache-operator")?)?,
     )
     .await?;
-    put_guest_list(
-        &client,
-        &ns,
-        LIST,
-        &cache_entry(&ns, group, "v1beta1", extra),
-    )
-    .await?;
+    let entry = cache_entry(&ns, group, "v1beta1").with("timeout", timeout);
+    put_guest_list(&client, &ns, LIST, &GuestList::of([entry]).yaml()).await?;
     Ok(ns)
 }
 
@@ -150,7 +145,7 @@ async fn kubectl_apply_is_defaulted_and_refused_by_the_guest(
 ) -> anyhow::Result<()> {
     const GROUP: &str = "admit.example.com";
     let client = env.client();
-    let ns = setup(&env, GROUP, "admit", "    timeout: 2s\n").await?;
+    let ns = setup(&env, GROUP, "admit", "2s").await?;
     // The certificate from a Secret the host creates when absent.
     let secret_ref = format!("{ns}/webhook-tls");
     let mut host = webhook_host_with(&env, &ns, &["--webhook-cert-secret", &secret_ref]).await?;
@@ -313,7 +308,8 @@ async fn objects_read_back_in_both_versions_unchanged_in_meaning(
         &std::fs::read(guest_module("cache-operator")?)?,
     )
     .await?;
-    put_guest_list(&client, &ns, LIST, &cache_entry(&ns, GROUP, "v1beta1", "")).await?;
+    let list = GuestList::of([cache_entry(&ns, GROUP, "v1beta1")]);
+    put_guest_list(&client, &ns, LIST, &list.yaml()).await?;
     let mut host = webhook_host(&env, &ns).await?;
     host.wait_for_log("serving webhooks on", LONG).await?;
     converting(&client, GROUP).await?;
@@ -373,7 +369,7 @@ async fn a_swap_changes_verdicts_and_a_looping_admit_obeys_its_policy(
 ) -> anyhow::Result<()> {
     const GROUP: &str = "swap.example.com";
     let client = env.client();
-    let ns = setup(&env, GROUP, "admit-swap", "    timeout: 1s\n").await?;
+    let ns = setup(&env, GROUP, "admit-swap", "1s").await?;
     let mut host = webhook_host(&env, &ns).await?;
     host.wait_for_log("serving webhooks on", LONG).await?;
     configured(&client, GROUP).await?;
@@ -420,17 +416,15 @@ async fn a_swap_changes_verdicts_and_a_looping_admit_obeys_its_policy(
         &std::fs::read(guest_module("hostile")?)?,
     )
     .await?;
-    let hostile_entry = |policy: &str| {
-        format!(
-            "  - name: hostile\n    module:\n      configMap: {{name: hostile, key: module.wasm}}\n    namespaces: [{ns}]\n    timeout: 1s\n    admissionFailurePolicy: {policy}\n"
-        )
-    };
     let list = |policy: &str| {
-        format!(
-            "{}{}",
-            cache_entry(&ns, GROUP, "v1beta1", "    timeout: 1s\n"),
-            hostile_entry(policy)
-        )
+        GuestList::of([
+            cache_entry(&ns, GROUP, "v1beta1").with("timeout", "1s"),
+            Entry::config_map("hostile", "hostile")
+                .namespaces([&ns])
+                .with("timeout", "1s")
+                .with("admissionFailurePolicy", policy),
+        ])
+        .yaml()
     };
     put_guest_list(&client, &ns, LIST, &list("Fail")).await?;
     let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
@@ -513,7 +507,10 @@ async fn hostile_verdicts_are_refused_before_the_api_server_sees_them(
         &client,
         &ns,
         LIST,
-        &format!("guests:\n  - name: hostile-{ns}\n    module:\n      configMap: {{name: hostile, key: module.wasm}}\n    namespaces: [{ns}]\n    timeout: 1s\n"),
+        &GuestList::of([Entry::config_map(&format!("hostile-{ns}"), "hostile")
+            .namespaces([&ns])
+            .with("timeout", "1s")])
+        .yaml(),
     )
     .await?;
     let mut host = webhook_host(&env, &ns).await?;
@@ -603,7 +600,10 @@ async fn the_webhooks_run_under_the_generated_least_privilege_role(
         &client,
         &ns,
         LIST,
-        &format!("guests:\n  - name: cache-operator\n    module:\n      configMap: {{name: module, key: module.wasm}}\n    namespaces: [{ns}]\n    settings: {{version: v1beta1}}\n"),
+        &GuestList::of([Entry::config_map("cache-operator", "module")
+            .namespaces([&ns])
+            .with("settings", json!({"version": "v1beta1"}))])
+        .yaml(),
     )
     .await?;
     let settings = env.temp_dir().join("least-settings.yaml");
@@ -867,36 +867,13 @@ fn main() -> std::process::ExitCode {
                 .map(|test| test.with_timeout(Duration::from_secs(300))),
         );
     }
-    tests.extend(vec![
-        Test::new(
-            "a_guest_whose_crd_converts_is_refused_without_webhooks_with_the_flag_named",
-            a_guest_whose_crd_converts_is_refused_without_webhooks_with_the_flag_named,
-        ),
-        Test::new(
-            "kubectl_apply_is_defaulted_and_refused_by_the_guest",
-            kubectl_apply_is_defaulted_and_refused_by_the_guest,
-        )
-        .with_timeout(Duration::from_secs(240)),
-        Test::new(
-            "objects_read_back_in_both_versions_unchanged_in_meaning",
-            objects_read_back_in_both_versions_unchanged_in_meaning,
-        )
-        .with_timeout(Duration::from_secs(240)),
-        Test::new(
-            "a_swap_changes_verdicts_and_a_looping_admit_obeys_its_policy",
-            a_swap_changes_verdicts_and_a_looping_admit_obeys_its_policy,
-        )
-        .with_timeout(Duration::from_secs(300)),
-        Test::new(
-            "the_webhooks_run_under_the_generated_least_privilege_role",
-            the_webhooks_run_under_the_generated_least_privilege_role,
-        )
-        .with_timeout(Duration::from_secs(240)),
-        Test::new(
-            "hostile_verdicts_are_refused_before_the_api_server_sees_them",
-            hostile_verdicts_are_refused_before_the_api_server_sees_them,
-        )
-        .with_timeout(Duration::from_secs(240)),
+    tests.extend(wasmop_testenv::tests![
+        a_guest_whose_crd_converts_is_refused_without_webhooks_with_the_flag_named,
+        kubectl_apply_is_defaulted_and_refused_by_the_guest => Duration::from_secs(240),
+        objects_read_back_in_both_versions_unchanged_in_meaning => Duration::from_secs(240),
+        a_swap_changes_verdicts_and_a_looping_admit_obeys_its_policy => Duration::from_secs(300),
+        the_webhooks_run_under_the_generated_least_privilege_role => Duration::from_secs(240),
+        hostile_verdicts_are_refused_before_the_api_server_sees_them => Duration::from_secs(240),
     ]);
     run(tests)
 }

@@ -23,18 +23,7 @@ def request(spec, observed=(), deleting=False, status=None):
     }
     if status is not None:
         parent["status"] = status
-    return Request(
-        types.ReconcileRequest(
-            parent=json.dumps(parent),
-            observed=[
-                types.ObservedObject(o["apiVersion"], o["kind"], o["metadata"]["name"], json.dumps(o)) for o in observed
-            ],
-            deleting=deleting,
-            now=NOW,
-            settings=None,
-            related=[],
-        )
-    )
+    return Request.of(parent, observed, deleting=deleting, now=NOW)
 
 
 def test_describe_names_the_cache_kind_its_three_child_kinds_and_the_finalizer():

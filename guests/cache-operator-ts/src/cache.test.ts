@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { type Condition, type ReconcileRequest, Request, Response } from "../../sdk-ts/src/index.ts";
+import { type Condition, type JsonObject, Request, Response } from "../../sdk-ts/src/index.ts";
 import { CacheOperator, CONFIG_HASH_ANNOTATION, configHash, FINALIZER } from "./cache.ts";
 
 // Each stage's reconcile (new, paused, invalid, deleting, upgrading, rolled
@@ -15,30 +15,11 @@ function reconcileNow(request: Request): Response {
   return CacheOperator.reconcile(request);
 }
 
-function request(
-  spec: object,
-  observed: object[] = [],
-  extra: Partial<ReconcileRequest> = {},
-  status?: object,
-): Request {
-  return new Request({
-    parent: JSON.stringify({
-      apiVersion: "apps.example.com/v1alpha1",
-      kind: "Cache",
-      metadata: { name: "demo", generation: 1 },
-      spec,
-      ...(status === undefined ? {} : { status }),
-    }),
-    observed: observed.map((o) => {
-      const object = o as { apiVersion: string; kind: string; metadata: { name: string } };
-      return { apiVersion: object.apiVersion, kind: object.kind, name: object.metadata.name, object: JSON.stringify(o) };
-    }),
-    deleting: false,
-    now: NOW,
-    settings: undefined,
-    related: [],
-    ...extra,
-  });
+function request(spec: JsonObject, observed: object[] = []): Request {
+  return Request.of(
+    { apiVersion: "apps.example.com/v1alpha1", kind: "Cache", metadata: { name: "demo", generation: 1 }, spec },
+    { observed: observed as JsonObject[], now: NOW },
+  );
 }
 
 test("describe names the Cache kind, its three child kinds and the finalizer", () => {

@@ -12,6 +12,7 @@ from wasmop_sdk import (
     kinds,
     labels,
     object_meta,
+    request_wire,
     rfc3339,
     set_condition,
 )
@@ -21,14 +22,8 @@ LATER = "2024-05-01T12:05:00Z"
 
 
 def wire(name="p", observed=(), settings=None):
-    return types.ReconcileRequest(
-        parent='{"metadata": {"name": "%s", "generation": 3}, "status": {"phase": "Ready"}}' % name,
-        observed=list(observed),
-        deleting=False,
-        now=1_714_564_800,
-        settings=settings,
-        related=[],
-    )
+    parent = {"metadata": {"name": name, "generation": 3}, "status": {"phase": "Ready"}}
+    return request_wire(parent, observed, now=1_714_564_800, settings=settings)
 
 
 def test_times_are_whole_seconds_in_utc():
@@ -70,12 +65,7 @@ def test_a_child_the_host_would_refuse_is_refused_with_a_clear_message():
 
 
 def test_the_request_is_parsed_once_and_children_are_found_by_kind_and_name():
-    deployment = types.ObservedObject(
-        api_version="apps/v1",
-        kind="Deployment",
-        name="p",
-        object='{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "p"}}',
-    )
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "p"}}
     request = Request(wire(observed=[deployment], settings='{"a": 1}'))
     assert (request.name, request.generation, request.now) == ("p", 3, NOW)
     assert request.settings == {"a": 1}

@@ -35,7 +35,7 @@ from __future__ import annotations
 import datetime
 import json
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Protocol
+from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence
 
 from componentize_py_types import Err
 from wit_world import exports
@@ -80,6 +80,7 @@ __all__ = [
     "labels",
     "log",
     "object_meta",
+    "request_wire",
     "rfc3339",
     "set_condition",
 ]
@@ -253,8 +254,42 @@ def _parse_observed(wire: List[types.ObservedObject]) -> List[Observed]:
     ]
 
 
+def _observed_wire(obj: Dict[str, Any]) -> types.ObservedObject:
+    def text(value: Any) -> str:
+        return value if isinstance(value, str) else ""
+
+    metadata = obj.get("metadata") or {}
+    return types.ObservedObject(text(obj.get("apiVersion")), text(obj.get("kind")), text(metadata.get("name")), json.dumps(obj))
+
+
+def request_wire(
+    parent: Dict[str, Any],
+    observed: Sequence[Dict[str, Any]] = (),
+    *,
+    related: Sequence[Dict[str, Any]] = (),
+    deleting: bool = False,
+    now: int = 0,
+    settings: Optional[str] = None,
+) -> types.ReconcileRequest:
+    """A reconcile request as the host sends it, built from objects: what a
+    guest's tests hand to its ``reconcile``. ``settings`` is JSON text."""
+    return types.ReconcileRequest(
+        parent=json.dumps(parent),
+        observed=[_observed_wire(o) for o in observed],
+        deleting=deleting,
+        now=now,
+        settings=settings,
+        related=[_observed_wire(o) for o in related],
+    )
+
+
 class Request:
     """One reconcile's input, parsed once."""
+
+    @classmethod
+    def of(cls, parent: Dict[str, Any], observed: Sequence[Dict[str, Any]] = (), **parts: Any) -> "Request":
+        """The request :func:`request_wire` builds, parsed."""
+        return cls(request_wire(parent, observed, **parts))
 
     def __init__(self, wire: types.ReconcileRequest) -> None:
         #: The parent object.

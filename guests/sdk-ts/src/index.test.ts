@@ -71,21 +71,14 @@ test("a child the host would refuse is refused with a clear message", () => {
 });
 
 test("the request is parsed once and children are found by kind and name", () => {
-  const request = new Request({
-    parent: JSON.stringify({ metadata: { name: "p", generation: 3 }, status: { phase: "Ready" } }),
-    observed: [
-      {
-        apiVersion: "apps/v1",
-        kind: "Deployment",
-        name: "p",
-        object: JSON.stringify({ apiVersion: "apps/v1", kind: "Deployment", metadata: { name: "p" } }),
-      },
-    ],
-    deleting: false,
-    now: 1_714_564_800n,
-    settings: '{"a": 1}',
-    related: [],
-  });
+  const request = Request.of(
+    { metadata: { name: "p", generation: 3 }, status: { phase: "Ready" } },
+    {
+      observed: [{ apiVersion: "apps/v1", kind: "Deployment", metadata: { name: "p" } }],
+      now: 1_714_564_800n,
+      settings: '{"a": 1}',
+    },
+  );
   assert.equal(request.name, "p");
   assert.equal(request.generation, 3);
   assert.equal(request.now, NOW);

@@ -304,6 +304,46 @@ function parseObject(text: string, what: string): KubeObject {
   return value as KubeObject;
 }
 
+/** What [`requestWire`] builds a request from, beside its parent. */
+export interface RequestParts {
+  /** The observed children, as objects. */
+  observed?: JsonObject[];
+  /** The related objects, as objects. */
+  related?: JsonObject[];
+  /** The parent is being deleted. */
+  deleting?: boolean;
+  /** The host's time in Unix seconds. */
+  now?: bigint;
+  /** The entry's settings as JSON text. */
+  settings?: string;
+}
+
+function observedWire(object: JsonObject): ObservedObject {
+  const text = (value: unknown) => (typeof value === "string" ? value : "");
+  const metadata = object.metadata as { name?: unknown } | undefined;
+  return {
+    apiVersion: text(object.apiVersion),
+    kind: text(object.kind),
+    name: text(metadata?.name),
+    object: JSON.stringify(object),
+  };
+}
+
+/**
+ * A reconcile request as the host sends it, built from objects: what a
+ * guest's tests hand to its `reconcile`.
+ */
+export function requestWire(parent: JsonObject, parts: RequestParts = {}): ReconcileRequest {
+  return {
+    parent: JSON.stringify(parent),
+    observed: (parts.observed ?? []).map(observedWire),
+    deleting: parts.deleting ?? false,
+    now: parts.now ?? 0n,
+    settings: parts.settings,
+    related: (parts.related ?? []).map(observedWire),
+  };
+}
+
 /** One reconcile's input, parsed once. */
 export class Request {
   /** The parent object. */
@@ -318,6 +358,11 @@ export class Request {
   readonly now: string;
   /** The guest-list entry's settings, parsed; `undefined` when it has none. */
   readonly settings: unknown;
+
+  /** The request [`requestWire`] builds, parsed. */
+  static of(parent: JsonObject, parts: RequestParts = {}): Request {
+    return new Request(requestWire(parent, parts));
+  }
 
   constructor(wire: ReconcileRequest) {
     this.parent = parseObject(wire.parent, "the parent");

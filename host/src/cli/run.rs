@@ -9,13 +9,13 @@ use clap::ValueEnum;
 
 use super::{LimitArgs, config, name_and_value, outbound_hosts, read_settings};
 use crate::client::Clients;
-use crate::health::Health;
 use crate::host::{GuestSpec, Host, Origin};
 use crate::leader::{LeaderConfig, Leadership};
 use crate::protected::{ProtectedObjects, ProtectedRef};
 use crate::runtime::{
     CompileLimits, Compiler, Limits, ModuleBytes, Runtime, RuntimeConfig, limits::parse_duration,
 };
+use crate::server::health::Health;
 use crate::settings::ControllerSettings;
 use crate::source::watch;
 use crate::telemetry::Metrics;
@@ -339,7 +339,7 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Some(addr) = metrics_addr {
         let mut registry = metrics.registry();
         registry.register_collector(Box::new(health.gauges()));
-        let bound = crate::server::serve(addr, crate::server::metrics_router(registry)).await?;
+        let bound = crate::server::serve(addr, crate::server::metrics::router(registry)).await?;
         tracing::info!(%bound, "serving metrics on /metrics");
     }
     if let Some(addr) = probe_addr {
@@ -359,6 +359,7 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<()> {
     let mut host =
         Host::new(clients.clone(), runtime, protected, health).with_host_namespace(host_namespace);
     if let Some((ns, name)) = &list {
+        host = host.with_list(ns, name);
         host = host.with_board(crate::rollout::Board::new(
             clients.host(),
             ns,
@@ -367,7 +368,7 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<()> {
         ));
     }
     if let Some(config) = webhook {
-        let webhooks = crate::webhook::Webhooks::start(
+        let (webhooks, listening) = crate::webhook::Webhooks::start(
             config,
             clients.host(),
             leadership.clone(),
@@ -375,6 +376,7 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<()> {
             host.protected().clone(),
         )
         .await?;
+        crate::server::webhooks::spawn(listening, webhooks.clone());
         host = host.with_webhooks(webhooks);
     }
     for spec in specs {

@@ -16,6 +16,7 @@ pub mod backoff;
 pub mod compact;
 pub mod discovery;
 pub mod finalizer;
+pub mod gather;
 pub mod index;
 pub mod pacer;
 pub mod progress;
@@ -227,7 +228,8 @@ pub struct Environment {
     /// The host's metrics.
     pub telemetry: Arc<Telemetry>,
     /// The namespace of the host's own objects: related kinds are never
-    /// watched there.
+    /// watched there, nor parents and children by a guest of every
+    /// namespace.
     pub host_namespace: Option<String>,
 }
 
@@ -428,6 +430,14 @@ async fn run_scope(scope: Scope, signals: Signals) {
         client: &client,
         kinds: &kinds,
         namespace: ns,
+        // A guest of every namespace does not act in the host's: a parent
+        // there would have the guest write beside the host's own
+        // ServiceAccount and Secrets. An entry that names it explicitly
+        // does.
+        left_out: ns
+            .is_none()
+            .then_some(())
+            .and(env.host_namespace.as_deref()),
     };
     let parent_stream = triggers::parents(
         &watched,
@@ -517,6 +527,7 @@ async fn run_scope(scope: Scope, signals: Signals) {
     if !related_streams.is_empty() {
         controller = controller.reconcile_on(futures::stream::select_all(related_streams));
     }
+    let finishing = ctx.clone();
     tracing::info!(guest = %guest_name, kind = %kinds.primary.kind, namespace = ns.unwrap_or("<all>"), "controller started");
     controller
         .graceful_shutdown_on(async move {
@@ -534,6 +545,9 @@ async fn run_scope(scope: Scope, signals: Signals) {
         .await;
     sweeper.abort();
     watcher_sync.abort();
+    // The counts of Event series not written yet (within the graceful
+    // shutdown's time).
+    finishing.events.close().await;
 }
 
 /// Sets `synced` once the parents and every child kind have their first

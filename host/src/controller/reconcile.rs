@@ -27,7 +27,7 @@ use super::progress::{self, Refusal};
 use super::related::{RelatedBounds, RelatedTooLarge};
 use super::shadow::Shadow;
 use super::status::{self, HostCondition};
-use super::{Context, backoff, finalizer};
+use super::{Context, backoff, finalizer, gather};
 use crate::model::{EventType, Request};
 use crate::rollout::Assignment;
 use crate::runtime::{CallError, Guest};
@@ -378,39 +378,17 @@ fn request_for(
         |d| description.related.contains(d),
         &guest.limits().into(),
     )?;
-    let request = Request {
-        parent: object_value(parent),
-        observed: observed
+    let request = gather::request(
+        gather::value(parent),
+        observed
             .iter()
             .filter(|(kind, _)| declared(*kind))
-            .map(|(_, o)| {
-                let mut child = object_value(o);
-                // The host keeps its children's values for the drift
-                // check; the guest sees what its entry allows.
-                if !ctx.settings.secret_values {
-                    crate::secrets::conceal(&mut child);
-                }
-                child
-            })
-            .collect(),
+            .map(|(_, o)| gather::value(o)),
+        related.iter().map(|o| gather::value(o)),
         deleting,
-        // Concealed as they entered the cache, where they must be.
-        related: related.iter().map(|o| object_value(o)).collect(),
-    };
+        ctx.settings.secret_values,
+    );
     Ok((request, related))
-}
-
-/// An object as a guest gets it: without the managedFields entries the
-/// cache keeps for the host's own use.
-fn object_value(o: &DynamicObject) -> serde_json::Value {
-    let mut object = serde_json::to_value(o).expect("objects serialise");
-    if let Some(meta) = object
-        .get_mut("metadata")
-        .and_then(serde_json::Value::as_object_mut)
-    {
-        meta.remove("managedFields");
-    }
-    object
 }
 
 async fn reconcile_with(

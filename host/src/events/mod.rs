@@ -55,6 +55,8 @@ pub struct Events {
     instance: String,
     /// Started with the first Event.
     writers: OnceLock<Vec<Arc<Waiting>>>,
+    /// Ends when every writer has stopped (each holds a sender).
+    stopped: Mutex<Option<tokio::sync::mpsc::Receiver<()>>>,
     buckets: Mutex<HashMap<String, Bucket>>,
     leadership: Option<Leadership>,
 }
@@ -134,20 +136,24 @@ impl Waiting {
     }
 }
 
-/// Writes one queue's Events until its publisher is dropped.
+/// Writes one queue's Events until its publisher closes it, then the
+/// series counts not written yet.
 async fn write(waiting: Arc<Waiting>, mut series: Series, leadership: Option<Leadership>) {
     loop {
-        // An idle writer forgets expired series too (`next` looks at the
+        // An idle writer ends and refreshes series too (`next` looks at the
         // queue before it waits, so nothing pushed meanwhile is missed).
-        let (key, reference, event) =
-            match tokio::time::timeout(series::SERIES_TTL, waiting.next()).await {
-                Ok(Some(next)) => next,
-                Ok(None) => return,
-                Err(_) => {
-                    series.expire(Instant::now());
-                    continue;
-                }
-            };
+        let due = tokio::time::Instant::from_std(series.next_due());
+        let (key, reference, event) = match tokio::time::timeout_at(due, waiting.next()).await {
+            Ok(Some(next)) => next,
+            Ok(None) => {
+                series.close().await;
+                return;
+            }
+            Err(_) => {
+                series.maintain(Instant::now()).await;
+                continue;
+            }
+        };
         if leadership.as_ref().is_some_and(|l| !l.is_leader()) {
             continue;
         }
@@ -202,6 +208,7 @@ impl Events {
             client,
             instance: guest.to_owned(),
             writers: OnceLock::new(),
+            stopped: Mutex::default(),
             buckets: Mutex::default(),
             leadership: None,
         }
@@ -231,14 +238,19 @@ impl Events {
     /// The queue of the writer that writes `object`'s Events.
     fn writer_of(&self, object: &str) -> &Waiting {
         let writers = self.writers.get_or_init(|| {
+            let (running, stopped) = tokio::sync::mpsc::channel(1);
+            *self.stopped.lock().expect("events lock") = Some(stopped);
             (0..WRITERS)
                 .map(|_| {
                     let waiting = Arc::new(Waiting::default());
-                    tokio::spawn(write(
-                        waiting.clone(),
-                        Series::new(self.client.clone(), self.instance.clone()),
-                        self.leadership.clone(),
-                    ));
+                    let running = running.clone();
+                    let series = Series::new(self.client.clone(), self.instance.clone());
+                    let leadership = self.leadership.clone();
+                    let queue = waiting.clone();
+                    tokio::spawn(async move {
+                        write(queue, series, leadership).await;
+                        drop(running);
+                    });
                     waiting
                 })
                 .collect()
@@ -323,13 +335,32 @@ impl Events {
     }
 }
 
-impl Drop for Events {
-    /// The writers write what waits, then stop.
-    fn drop(&mut self) {
+impl Events {
+    /// Tells the writers to write what waits and the series counts not
+    /// written yet, then stop.
+    fn close_queues(&self) {
         for waiting in self.writers.get().into_iter().flatten() {
             waiting.queue.lock().expect("events queue lock").closed = true;
             waiting.wake.notify_one();
         }
+    }
+
+    /// Writes what waits and the series counts not written yet; returns
+    /// once the writers have stopped. Events published after it are not
+    /// written.
+    pub async fn close(&self) {
+        self.close_queues();
+        let stopped = self.stopped.lock().expect("events lock").take();
+        if let Some(mut stopped) = stopped {
+            while stopped.recv().await.is_some() {}
+        }
+    }
+}
+
+impl Drop for Events {
+    /// The writers write what waits, then stop.
+    fn drop(&mut self) {
+        self.close_queues();
     }
 }
 

@@ -1,19 +1,18 @@
-//! The host's HTTP endpoints: metrics, and the health probes.
+//! The host's endpoints, one file per family: metrics (`metrics.rs`), the
+//! health probes (`probes.rs`, over the state `health.rs` keeps) and the
+//! HTTPS webhooks (`webhooks.rs`, serving what `webhook/` answers).
 //!
 //! Addresses are written as controller-runtime writes them: `:8080` (every
 //! interface), `127.0.0.1:8080`, or `0` to turn the endpoint off.
 
+pub mod health;
+pub mod metrics;
 pub mod probes;
+pub mod webhooks;
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 use axum::Router;
-use axum::http::header::CONTENT_TYPE;
-use axum::routing::get;
-use prometheus_client::registry::Registry;
-
-use crate::telemetry::Metrics;
 
 /// Why an endpoint could not start.
 #[derive(Debug, thiserror::Error)]
@@ -62,26 +61,6 @@ pub async fn serve(addr: SocketAddr, router: Router) -> Result<SocketAddr, Error
         }
     });
     Ok(bound)
-}
-
-/// `GET /metrics`: every metric in the Prometheus text format.
-pub fn metrics_router(registry: Registry) -> Router {
-    let registry = Arc::new(registry);
-    Router::new().route(
-        "/metrics",
-        get(move || {
-            let registry = registry.clone();
-            async move {
-                (
-                    [(
-                        CONTENT_TYPE,
-                        prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
-                    )],
-                    Metrics::render(&registry),
-                )
-            }
-        }),
-    )
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::get;
 
-use crate::health::Health;
+use super::health::Health;
 use crate::leader::Leadership;
 use crate::runtime::Runtime;
 

@@ -3,8 +3,9 @@
 //! A guest whose module exports `admit` gets a mutating and a validating
 //! webhook for its primary kind; one that exports `convert` becomes its
 //! CRD's conversion webhook. The host serves both over HTTPS
-//! (`serve.rs`) with a certificate from a Secret or issued at start
-//! (`tls.rs`), writes the webhook configurations and the CRD's conversion
+//! (`server/webhooks.rs`, on the listener and TLS configuration
+//! [`Webhooks::start`] returns) with a certificate from a Secret or issued
+//! at start (`tls.rs`), writes the webhook configurations and the CRD's conversion
 //! (`configs.rs`), and checks every verdict and converted object before the
 //! API server sees it (`admission.rs`, `conversion.rs`). Each request is
 //! answered by the guest's current module version: a hot swap changes
@@ -17,7 +18,6 @@ pub mod admission;
 mod configs;
 pub mod conversion;
 pub mod offline;
-mod serve;
 mod tls;
 
 use std::collections::BTreeMap;
@@ -53,6 +53,15 @@ fn listen_shared(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
     socket.set_reuseport(true)?;
     socket.bind(addr)?;
     socket.listen(1024)
+}
+
+/// The bound address webhooks are served on, and its TLS configuration,
+/// whose certificate follows the Secret.
+pub struct Listening {
+    /// The listener, bound and listening.
+    pub listener: tokio::net::TcpListener,
+    /// The server's TLS configuration.
+    pub tls: Arc<rustls::ServerConfig>,
 }
 
 /// Where and how webhooks are served.
@@ -102,18 +111,19 @@ struct Inner {
 }
 
 impl Webhooks {
-    /// Loads or issues the certificate, starts serving on `config.bind` and
-    /// keeps the webhook configurations and CRD conversions of the served
-    /// guests written while this process leads (`client` writes them). The
+    /// Loads or issues the certificate, binds `config.bind` and keeps the
+    /// webhook configurations and CRD conversions of the served guests
+    /// written while this process leads (`client` writes them). The
     /// certificate's Secret and the configurations join `protected`: no
-    /// guest may write them.
+    /// guest may write them. Returns the listener the endpoint is served on
+    /// (`server::webhooks::spawn`).
     pub async fn start(
         config: Config,
         client: kube::Client,
         leadership: Leadership,
         metrics: Arc<Metrics>,
         protected: ProtectedObjects,
-    ) -> anyhow::Result<Self> {
+    ) -> anyhow::Result<(Self, Listening)> {
         let listener = listen_shared(config.bind)
             .with_context(|| format!("cannot listen on --webhook-bind-address {}", config.bind))?;
         let bound = listener.local_addr()?;
@@ -148,7 +158,6 @@ impl Webhooks {
                 protected,
             }),
         };
-        serve::spawn(listener, server, webhooks.clone());
         tokio::spawn(configs::keep_written(
             webhooks.clone(),
             client.clone(),
@@ -162,7 +171,13 @@ impl Webhooks {
             );
         }
         tracing::info!(%bound, url = %webhooks.inner.base_url, self_issued = config.cert_secret.is_none(), "serving webhooks on /mutate, /validate and /convert");
-        Ok(webhooks)
+        Ok((
+            webhooks,
+            Listening {
+                listener,
+                tls: server,
+            },
+        ))
     }
 
     /// Reads the certificate's Secret every minute and serves a renewed
@@ -269,7 +284,8 @@ impl Webhooks {
         self.inner.changed.send_modify(|n| *n += 1);
     }
 
-    fn served(&self, name: &str) -> Option<Served> {
+    /// The guest `name` as its webhooks serve it, if they do.
+    pub fn served(&self, name: &str) -> Option<Served> {
         self.inner
             .guests
             .read()
@@ -288,7 +304,7 @@ impl Webhooks {
 
     /// `path` when `name` is served, else `/unknown`: the metric label
     /// stays bounded whatever paths a client sends.
-    fn known_path(&self, name: &str, path: String) -> String {
+    pub fn known_path(&self, name: &str, path: String) -> String {
         if self.served(name).is_some() {
             path
         } else {
@@ -296,7 +312,8 @@ impl Webhooks {
         }
     }
 
-    fn metrics(&self) -> &Metrics {
+    /// The metrics webhook requests are counted in.
+    pub fn metrics(&self) -> &Metrics {
         &self.inner.metrics
     }
 

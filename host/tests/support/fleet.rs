@@ -4,6 +4,7 @@
 //! Cache stuck Terminating, the host alive, and no write by the host once
 //! converged.
 
+use super::guests::{Entry, GuestList};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -92,10 +93,7 @@ impl Fleet {
             &client,
             &case.ns,
             LIST,
-            &format!(
-                "guests:\n  - name: cache-operator\n    module:\n      configMap: {{name: cache-module, key: module.wasm}}\n    namespaces: [{}]\n    concurrency: 8\n",
-                case.ns
-            ),
+            &GuestList::of([Entry::cache_operator(&case.ns).with("concurrency", 8)]).yaml(),
         )
         .await?;
         Ok(case)

@@ -5,6 +5,8 @@
 #![allow(dead_code, missing_docs)]
 
 pub mod fleet;
+pub mod guests;
+pub mod hostile;
 pub mod lang;
 
 use std::path::{Path, PathBuf};
@@ -134,16 +136,18 @@ pub fn dyn_api(
     Api::namespaced_with(client.clone(), ns, &ar)
 }
 
+/// The group of the Cache CRD as `deploy/crds/` ships it.
+pub const CACHE_GROUP: &str = "apps.example.com";
+
 /// The Cache API in `ns`.
 pub fn caches(client: &Client, ns: &str) -> Api<DynamicObject> {
-    dyn_api(
-        client,
-        "apps.example.com",
-        "v1alpha1",
-        "Cache",
-        "caches",
-        ns,
-    )
+    caches_in(client, CACHE_GROUP, ns)
+}
+
+/// The `v1alpha1` Cache API of a Cache CRD installed under `group`
+/// ([`install_cache_crd_in`]) in `ns`.
+pub fn caches_in(client: &Client, group: &str, ns: &str) -> Api<DynamicObject> {
+    dyn_api(client, group, "v1alpha1", "Cache", "caches", ns)
 }
 
 /// The API of the hostile test guest's kind in `ns`.
@@ -165,13 +169,24 @@ pub async fn create_cache(
     name: &str,
     spec: Value,
 ) -> anyhow::Result<()> {
+    create_cache_in(client, CACHE_GROUP, ns, name, spec).await
+}
+
+/// [`create_cache`] of a Cache CRD installed under `group`.
+pub async fn create_cache_in(
+    client: &Client,
+    group: &str,
+    ns: &str,
+    name: &str,
+    spec: Value,
+) -> anyhow::Result<()> {
     let cache = serde_json::from_value(serde_json::json!({
-        "apiVersion": "apps.example.com/v1alpha1",
+        "apiVersion": format!("{group}/v1alpha1"),
         "kind": "Cache",
         "metadata": {"name": name},
         "spec": spec,
     }))?;
-    caches(client, ns)
+    caches_in(client, group, ns)
         .create(&kube::api::PostParams::default(), &cache)
         .await?;
     Ok(())
@@ -179,8 +194,19 @@ pub async fn create_cache(
 
 /// Creates a Cache of one `redis:7.2` replica named `name` in `ns`.
 pub async fn create_small_cache(client: &kube::Client, ns: &str, name: &str) -> anyhow::Result<()> {
-    create_cache(
+    create_small_cache_in(client, CACHE_GROUP, ns, name).await
+}
+
+/// [`create_small_cache`] of a Cache CRD installed under `group`.
+pub async fn create_small_cache_in(
+    client: &Client,
+    group: &str,
+    ns: &str,
+    name: &str,
+) -> anyhow::Result<()> {
+    create_cache_in(
         client,
+        group,
         ns,
         name,
         serde_json::json!({"image": "redis:7.2", "replicas": 1}),
@@ -401,6 +427,27 @@ pub async fn put_hostile_module(client: &Client, ns: &str) -> anyhow::Result<()>
 /// `wasmop run --guest` takes it.
 pub fn guest_arg(stem: &str) -> anyhow::Result<String> {
     Ok(format!("{stem}={}", guest_module(stem)?.display()))
+}
+
+/// Waits until `user` has stopped writing: the audit log shows no new
+/// write of theirs for two seconds (within a minute).
+pub async fn writes_settle(env: &TestEnv, user: &str) -> anyhow::Result<()> {
+    const QUIET: Duration = Duration::from_secs(2);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = (env.count_writes_by(user)?, Instant::now());
+    while last.1.elapsed() < QUIET {
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "{user} kept writing for a minute ({} writes)",
+            last.0
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let now = env.count_writes_by(user)?;
+        if now != last.0 {
+            last = (now, Instant::now());
+        }
+    }
+    Ok(())
 }
 
 /// Creates or replaces the guest list ConfigMap `name` with `guests_yaml`.
@@ -775,7 +822,17 @@ pub fn sample(metrics: &Value, family: &str, name: &str, labels: &[(&str, &str)]
 /// Waits until the Cache `name` is Ready at its generation
 /// ([`fleet::is_ready`]) and returns it.
 pub async fn wait_ready(client: &Client, ns: &str, name: &str) -> anyhow::Result<DynamicObject> {
-    let api = caches(client, ns);
+    wait_ready_in(client, CACHE_GROUP, ns, name).await
+}
+
+/// [`wait_ready`] of a Cache CRD installed under `group`.
+pub async fn wait_ready_in(
+    client: &Client,
+    group: &str,
+    ns: &str,
+    name: &str,
+) -> anyhow::Result<DynamicObject> {
+    let api = caches_in(client, group, ns);
     wait_for(Duration::from_secs(90), || async {
         let c = api.get(name).await?;
         Ok(fleet::is_ready(&c).then_some(c))

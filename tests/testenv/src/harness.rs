@@ -67,10 +67,26 @@ impl Test {
     }
 }
 
+/// A test's time limit, in seconds or as a `Duration`.
+#[doc(hidden)]
+pub struct Timeout(pub Duration);
+
+impl From<u64> for Timeout {
+    fn from(seconds: u64) -> Self {
+        Self(Duration::from_secs(seconds))
+    }
+}
+
+impl From<Duration> for Timeout {
+    fn from(timeout: Duration) -> Self {
+        Self(timeout)
+    }
+}
+
 /// Builds a `Vec<`[`Test`]`>` from async functions
 /// `async fn name(env: Arc<TestEnv>) -> anyhow::Result<()>`, each named after
 /// its function; `name => 300` gives that test 300 seconds instead of
-/// [`DEFAULT_TIMEOUT`].
+/// [`DEFAULT_TIMEOUT`], and `name => timeout` the `Duration` `timeout`.
 ///
 /// ```no_run
 /// use std::sync::Arc;
@@ -88,10 +104,10 @@ impl Test {
 /// ```
 #[macro_export]
 macro_rules! tests {
-    ($($test:ident $(=> $seconds:literal)?),* $(,)?) => {
+    ($($test:ident $(=> $timeout:expr)?),* $(,)?) => {
         ::std::vec![$({
             let test = $crate::harness::Test::new(::std::stringify!($test), $test);
-            $(let test = test.with_timeout(::std::time::Duration::from_secs($seconds));)?
+            $(let test = test.with_timeout($crate::harness::Timeout::from($timeout).0);)?
             test
         }),*]
     };

@@ -67,6 +67,7 @@ mod peers;
 mod pki;
 mod process;
 mod registry;
+mod window;
 
 pub use audit::{WRITE_VERBS, effective_user};
 pub use binaries::{Binaries, ensure_binaries};
@@ -77,6 +78,7 @@ pub use monitoring::{
 };
 pub use peers::ensure_kubebuilder_cache;
 pub use registry::{BasicAuth, REGISTRY_VERSION, Registry, ensure_registry_binary};
+pub use window::Window;
 
 /// The machine's CPU model, from /proc/cpuinfo ("unknown" elsewhere), for
 /// the benches' reports.

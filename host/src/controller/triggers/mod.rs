@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use kube::Client;
 use kube::core::ApiResource;
-use kube::runtime::reflector;
+use kube::runtime::{reflector, watcher};
 
 pub(super) use children::children;
 pub(super) use parents::parents;
@@ -42,6 +42,21 @@ pub(super) struct Watched<'a> {
     pub(super) kinds: &'a ResolvedKinds,
     /// The scope's namespace (`None`: all).
     pub(super) namespace: Option<&'a str>,
+    /// The host's own namespace, when the scope is every namespace: its
+    /// parents and children are left out of the watches.
+    pub(super) left_out: Option<&'a str>,
+}
+
+impl Watched<'_> {
+    /// How the scope's parents and children are watched: everywhere in the
+    /// scope but the namespace [`Self::left_out`] names (the API server
+    /// leaves it out of the list and the watch).
+    pub(super) fn config(&self) -> watcher::Config {
+        match self.left_out {
+            Some(ns) => watcher::Config::default().fields(&format!("metadata.namespace!={ns}")),
+            None => watcher::Config::default(),
+        }
+    }
 }
 
 /// Where a trigger puts a parent: the parents it may name, the queue's

@@ -1,28 +1,18 @@
 import json
 
-from wit_world.imports import types
-
 from guest import Guest
 from wasmop_sdk import Request
 
 
 def test_a_parent_gets_its_config_map_and_is_ready():
-    request = Request(
-        types.ReconcileRequest(
-            parent=json.dumps(
-                {
-                    "apiVersion": "{{group}}/v1alpha1",
-                    "kind": "{{Kind}}",
-                    "metadata": {"name": "sample", "generation": 1},
-                    "spec": {"data": {"greeting": "hello"}},
-                }
-            ),
-            observed=[],
-            deleting=False,
-            now=1_714_564_800,
-            settings=None,
-            related=[],
-        )
+    request = Request.of(
+        {
+            "apiVersion": "{{group}}/v1alpha1",
+            "kind": "{{Kind}}",
+            "metadata": {"name": "sample", "generation": 1},
+            "spec": {"data": {"greeting": "hello"}},
+        },
+        now=1_714_564_800,
     )
     response = Guest().reconcile(request).to_wire()
     config_map = json.loads(response.children[0])

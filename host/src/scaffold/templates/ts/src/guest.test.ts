@@ -6,19 +6,15 @@ import { Guest } from "./guest.ts";
 
 test("a parent gets its ConfigMap and is Ready", () => {
   const response = Guest.reconcile(
-    new Request({
-      parent: JSON.stringify({
+    Request.of(
+      {
         apiVersion: "{{group}}/v1alpha1",
         kind: "{{Kind}}",
         metadata: { name: "sample", generation: 1 },
         spec: { data: { greeting: "hello" } },
-      }),
-      observed: [],
-      deleting: false,
-      now: 1_714_564_800n,
-      settings: undefined,
-      related: [],
-    }),
+      },
+      { now: 1_714_564_800n },
+    ),
   ).toWire();
   const configMap = JSON.parse(response.children[0]);
   assert.equal(configMap.metadata.name, "sample-data");

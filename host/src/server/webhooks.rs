@@ -15,12 +15,11 @@ use kube::core::DynamicObject;
 use kube::core::Status;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse as KubeResponse, AdmissionReview};
 use kube::core::conversion::{ConversionRequest, ConversionResponse, ConversionReview};
-use tokio::net::TcpListener;
 
-use super::{Served, Webhooks, admission, conversion};
 use crate::runtime::Guest;
 use crate::settings::FailurePolicy;
 use crate::telemetry::metrics::{WebhookCodeLabels, WebhookLabels};
+use crate::webhook::{Listening, Served, Webhooks, admission, conversion};
 
 /// The largest AdmissionReview: two objects of the API server's ~3 MiB
 /// limit.
@@ -33,16 +32,16 @@ const MAX_CONNECTIONS: usize = 256;
 /// and its body.
 const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Serves `webhooks` on `listener` with TLS `config` until the process
-/// ends.
-pub(super) fn spawn(listener: TcpListener, config: Arc<rustls::ServerConfig>, webhooks: Webhooks) {
+/// Serves `webhooks` on `listening` until the process ends.
+pub fn spawn(listening: Listening, webhooks: Webhooks) {
+    let Listening { listener, tls } = listening;
     let router = Router::new()
         .route("/mutate/{guest}", post(mutate))
         .route("/validate/{guest}", post(validate))
         .route("/convert/{guest}", post(convert))
         .layer(DefaultBodyLimit::disable())
         .with_state(webhooks);
-    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
     let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     tokio::spawn(async move {
         loop {
