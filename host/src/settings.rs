@@ -50,6 +50,10 @@ pub struct ControllerSettings {
     /// The guest's own budget of API requests (`apiQPS`, `apiBurst`);
     /// none by default, so convergence is not slowed.
     pub api_budget: Option<ApiBudget>,
+    /// How many shards the guest's parents are split into
+    /// ([`crate::controller::shards`]); 1 (the default) watches them all as
+    /// one.
+    pub shards: u16,
 }
 
 /// A guest's own budget of API requests: a token bucket that refills at
@@ -96,6 +100,7 @@ impl Default for ControllerSettings {
             secret_values: false,
             admission_failure_policy: FailurePolicy::Fail,
             api_budget: None,
+            shards: 1,
         }
     }
 }

@@ -9,6 +9,11 @@ pub const HOST_PREFIX: &str = "wasmop.dev/";
 /// (interface contract).
 pub const GUEST_LABEL: &str = "wasmop.dev/guest";
 
+/// The label the host keeps on every parent of a guest with several shards,
+/// and stamps on each child it applies for that parent: the parent's shard,
+/// `0` to `shards - 1` (interface contract).
+pub const SHARD_LABEL: &str = "wasmop.dev/shard";
+
 /// The annotation holding the hash of what the host last applied for a
 /// child: its record of the guest's wish.
 pub const DESIRED_HASH_ANNOTATION: &str = "wasmop.dev/desired-hash";

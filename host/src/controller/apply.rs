@@ -36,7 +36,7 @@ use kube::core::ApiResource;
 use kube::{Client, ResourceExt};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
-use wasmop_contract::names::DESIRED_HASH_ANNOTATION;
+use wasmop_contract::names::{DESIRED_HASH_ANNOTATION, SHARD_LABEL};
 
 use super::index::controller_uid;
 use crate::validate::{DesiredChild, GUEST_LABEL};
@@ -54,10 +54,13 @@ pub struct Owner<'a> {
     pub uid: &'a str,
     /// Parent namespace (`None` when cluster-scoped).
     pub namespace: Option<&'a str>,
+    /// The parent's shard, when its guest has several.
+    pub shard: Option<u16>,
 }
 
 /// Returns the child as the host applies it: namespace, guest label,
-/// controller ownerReference and the desired-hash annotation added.
+/// controller ownerReference and the desired-hash annotation added, and the
+/// parent's shard label when its guest has several.
 pub fn stamp(child: &DesiredChild, owner: Owner<'_>, guest: &str) -> Value {
     let mut object = child.object.clone();
     let metadata = object.entry("metadata").or_insert_with(|| json!({}));
@@ -87,6 +90,11 @@ pub fn stamp(child: &DesiredChild, owner: Owner<'_>, guest: &str) -> Value {
         .and_then(Value::as_object_mut)
         .expect("inserted above");
     string_map(meta, "annotations").insert(DESIRED_HASH_ANNOTATION.into(), hash.into());
+    // Outside the hash: the guest's wish does not change with the shard
+    // its parent is in, and a moved child drifts from its new label.
+    if let Some(shard) = owner.shard {
+        string_map(meta, "labels").insert(SHARD_LABEL.into(), shard.to_string().into());
+    }
     Value::Object(object)
 }
 
@@ -414,7 +422,52 @@ mod tests {
         name: "demo",
         uid: "u-1",
         namespace: Some("team-a"),
+        shard: None,
     };
+
+    fn sharded_again(desired: &DesiredChild) -> Value {
+        stamp(
+            desired,
+            Owner {
+                shard: Some(2),
+                ..OWNER
+            },
+            "cache",
+        )
+    }
+
+    #[test]
+    fn a_shard_label_is_stamped_outside_the_desired_hash() {
+        let desired =
+            child(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "demo"}}));
+        let plain = stamp(&desired, OWNER, "cache");
+        let sharded = stamp(
+            &desired,
+            Owner {
+                shard: Some(2),
+                ..OWNER
+            },
+            "cache",
+        );
+        assert_eq!(sharded["metadata"]["labels"][SHARD_LABEL], "2");
+        assert!(plain["metadata"]["labels"].get(SHARD_LABEL).is_none());
+        let hash = |v: &Value| v["metadata"]["annotations"][DESIRED_HASH_ANNOTATION].clone();
+        assert_eq!(hash(&plain), hash(&sharded));
+        let moved = stamp(
+            &desired,
+            Owner {
+                shard: Some(0),
+                ..OWNER
+            },
+            "cache",
+        );
+        let observed: DynamicObject = serde_json::from_value(sharded).unwrap();
+        assert!(
+            drift(&moved, &observed).is_some_and(|why| why.contains(SHARD_LABEL)),
+            "a moved child drifts from its new shard"
+        );
+        assert_eq!(drift(&sharded_again(&desired), &observed), None);
+    }
 
     #[test]
     fn stamping_sets_namespace_label_controller_owner_and_hash() {

@@ -145,6 +145,13 @@ impl ChildIndex {
             .collect()
     }
 
+    /// How many objects of each child kind the index holds (those with a
+    /// controller owner).
+    pub fn counts(&self) -> Vec<usize> {
+        let state = self.state.read().expect("index lock");
+        state.kinds.iter().map(|k| k.owners.len()).collect()
+    }
+
     /// How many parents have children in the index.
     pub fn parents(&self) -> usize {
         self.state.read().expect("index lock").by_owner.len()

@@ -13,6 +13,7 @@
 
 pub mod apply;
 pub mod backoff;
+mod cached;
 pub mod compact;
 pub mod discovery;
 pub mod finalizer;
@@ -23,6 +24,7 @@ pub mod progress;
 pub mod reconcile;
 pub mod related;
 mod shadow;
+pub mod shards;
 pub mod status;
 mod triggers;
 
@@ -99,6 +101,8 @@ pub struct Context {
     related_kind_names: Vec<String>,
     /// The namespace this scope watches (`None`: all).
     scope: Option<String>,
+    /// The shard this scope reconciles (`None`: the guest is not sharded).
+    shard: Option<shards::Shard>,
     events: Events,
     backoff: Backoff<ParentRef>,
     progress: Progress,
@@ -269,7 +273,30 @@ impl RunningController {
         let mut tasks = Vec::new();
         let mut parent_scopes = Vec::new();
         let mut listed = Vec::new();
-        for namespace in scopes {
+        let shard_scopes = shards::Shard::all(settings.shards);
+        if settings.shards > 1 {
+            for namespace in &scopes {
+                let labelling = shards::Labelling {
+                    client: env.client.clone(),
+                    kinds: kinds.clone(),
+                    namespace: namespace.clone(),
+                    left_out: left_out(namespace.as_deref(), &env),
+                    guest: guest.clone(),
+                    count: settings.shards,
+                    leadership: env.leadership.clone(),
+                };
+                tasks.push(tokio::spawn(shards::keep_labelled(
+                    labelling,
+                    shutdown.subscribe(),
+                )));
+            }
+        }
+        let scopes = scopes.into_iter().flat_map(|namespace| {
+            shard_scopes
+                .iter()
+                .map(move |shard| (namespace.clone(), *shard))
+        });
+        for (namespace, shard) in scopes {
             let flag = Arc::new(AtomicBool::new(false));
             synced.push(flag.clone());
             let parents = reflector::store::Writer::<Compact>::new(kinds.primary.resource.clone());
@@ -287,6 +314,7 @@ impl RunningController {
                     kinds: kinds.clone(),
                     settings: settings.clone(),
                     namespace,
+                    shard,
                     permits: permits.clone(),
                     shadows: shadows.clone(),
                     metrics: metrics.clone(),
@@ -365,11 +393,24 @@ struct Scope {
     kinds: ResolvedKinds,
     settings: ControllerSettings,
     namespace: Option<String>,
+    /// The shard this scope reconciles (`None`: the guest is not sharded).
+    shard: Option<shards::Shard>,
     permits: Arc<tokio::sync::Semaphore>,
     shadows: Arc<shadow::Queue>,
     metrics: Arc<Metrics>,
     queue: Arc<QueueTracker>,
     synced: Arc<AtomicBool>,
+}
+
+/// The namespace a scope of `namespace` leaves out: the host's own, when
+/// the scope is every namespace. A guest of every namespace does not act in
+/// the host's: a parent there would have the guest write beside the host's
+/// own ServiceAccount and Secrets. An entry that names it explicitly does.
+fn left_out(namespace: Option<&str>, env: &Environment) -> Option<String> {
+    namespace
+        .is_none()
+        .then(|| env.host_namespace.clone())
+        .flatten()
 }
 
 /// The queue key of an object: `namespace/name`.
@@ -400,6 +441,7 @@ async fn run_scope(scope: Scope, signals: Signals) {
         kinds,
         settings,
         namespace,
+        shard,
         permits,
         shadows,
         metrics,
@@ -426,18 +468,13 @@ async fn run_scope(scope: Scope, signals: Signals) {
         primary: kinds.primary.resource.clone(),
         parents: parent_reader.clone(),
     };
+    let left_out_ns = left_out(ns, &env);
     let watched = triggers::Watched {
         client: &client,
         kinds: &kinds,
         namespace: ns,
-        // A guest of every namespace does not act in the host's: a parent
-        // there would have the guest write beside the host's own
-        // ServiceAccount and Secrets. An entry that names it explicitly
-        // does.
-        left_out: ns
-            .is_none()
-            .then_some(())
-            .and(env.host_namespace.as_deref()),
+        left_out: left_out_ns.as_deref(),
+        shard,
     };
     let parent_stream = triggers::parents(
         &watched,
@@ -483,6 +520,7 @@ async fn run_scope(scope: Scope, signals: Signals) {
             .map(|(k, _)| k.kind.to_string())
             .collect(),
         scope: namespace.clone(),
+        shard,
         kinds: kinds.clone(),
         settings: settings.clone(),
         children,
@@ -501,6 +539,31 @@ async fn run_scope(scope: Scope, signals: Signals) {
     });
 
     let sweeper = tokio::spawn(sweep(ctx.clone(), shutdown.clone()));
+    let report = {
+        let kinds: Vec<String> = std::iter::once(&kinds.primary)
+            .chain(&kinds.children)
+            .map(|k| k.resource.kind.clone())
+            .collect();
+        let report = cached::Report::new(
+            &env.telemetry,
+            &guest_name,
+            &kinds,
+            shard.map_or(0, |s| s.index),
+        );
+        let (reader, counted, leadership) = (
+            parent_reader.clone(),
+            ctx.children.clone(),
+            env.leadership.clone(),
+        );
+        tokio::spawn(report.follow(
+            move || {
+                std::iter::once(reader.state().len())
+                    .chain(counted.counts())
+                    .collect()
+            },
+            move || leadership.is_leader(),
+        ))
+    };
     let watcher_sync = tokio::spawn(report_synced(parents_listed, ctx.clone(), synced));
     let requeues = {
         let ctx = ctx.clone();
@@ -545,6 +608,7 @@ async fn run_scope(scope: Scope, signals: Signals) {
         .await;
     sweeper.abort();
     watcher_sync.abort();
+    report.abort();
     // The counts of Event series not written yet (within the graceful
     // shutdown's time).
     finishing.events.close().await;

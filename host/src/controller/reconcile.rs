@@ -206,6 +206,15 @@ pub async fn reconcile(parent: Arc<Compact>, ctx: Arc<Context>) -> Result<Action
             ctx.queue.forget(&queue_key);
             return Ok(Action::await_change());
         }
+        // A parent still labelled for another shard is that shard's until
+        // its label says otherwise.
+        if ctx
+            .shard
+            .is_some_and(|s| !s.owns(parent.metadata.namespace.as_deref(), &parent.name_any()))
+        {
+            ctx.queue.forget(&queue_key);
+            return Ok(Action::await_change());
+        }
         let Ok(_permit) = ctx.permits.clone().acquire_owned().await else {
             return Ok(Action::await_change());
         };
@@ -651,6 +660,7 @@ fn plan<'a>(
         name: &name,
         uid: &uid,
         namespace: parent.metadata.namespace.as_deref(),
+        shard: ctx.shard.map(|s| s.index),
     };
     let mut steps = Vec::new();
     let mut kept = vec![false; observed.len()];

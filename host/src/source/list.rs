@@ -15,6 +15,7 @@
 //!     maxEvents: 16
 //!     namespaces: []           # empty: all namespaces
 //!     resync: 10m
+//!     shards: 1                # split the parents over this many shards (1..=64)
 //!     adoptOrphans: false      # adopt existing objects no controller owns (never Secrets)
 //!     secretValues: false      # hand the guest Secret values, not their SHA-256
 //!     admissionFailurePolicy: Fail  # Fail|Ignore: what a failed admit answers
@@ -166,6 +167,10 @@ pub struct GuestEntry {
     /// Resync period, e.g. `10m` (default 10m).
     #[serde(default)]
     pub resync: Option<String>,
+    /// How many shards the parents are split into, 1 to
+    /// [`crate::controller::shards::MAX_SHARDS`] (default 1).
+    #[serde(default)]
+    pub shards: Option<u16>,
     /// For an `oci` tag: how often it is resolved again, e.g. `30s`
     /// (default 1m).
     #[serde(default)]
@@ -349,8 +354,16 @@ impl GuestEntry {
             (None, Some(_)) => return Err("apiBurst needs apiQPS".into()),
             (Some(qps), burst) => Some(crate::settings::ApiBudget::new(qps, burst)?),
         };
+        let shards = self.shards.unwrap_or(d.shards);
+        if !(1..=crate::controller::shards::MAX_SHARDS).contains(&shards) {
+            return Err(format!(
+                "shards must be between 1 and {}, got {shards}",
+                crate::controller::shards::MAX_SHARDS
+            ));
+        }
         Ok(ControllerSettings {
             api_budget,
+            shards,
             concurrency: self.concurrency.unwrap_or(d.concurrency).max(1),
             resync,
             namespaces: self.namespaces.clone(),
@@ -529,6 +542,26 @@ guests:
         );
         let err = GuestList::parse(&huge).unwrap_err();
         assert!(err.to_string().contains("settings are"), "{err}");
+    }
+
+    #[test]
+    fn shards_default_to_one_and_out_of_range_counts_are_refused() {
+        let shards = |extra: &str| {
+            GuestList::parse(&format!(
+                "guests:\n  - name: x\n    module: {{file: a}}\n{extra}"
+            ))
+            .map(|list| list.guests[0].controller().unwrap().shards)
+        };
+        assert_eq!(shards("").unwrap(), 1);
+        assert_eq!(shards("    shards: 3\n").unwrap(), 3);
+        assert_eq!(shards("    shards: 64\n").unwrap(), 64);
+        for bad in ["0", "65"] {
+            let err = shards(&format!("    shards: {bad}\n")).unwrap_err();
+            assert!(
+                err.to_string().contains("shards must be between 1 and 64"),
+                "{err}"
+            );
+        }
     }
 
     #[test]

@@ -68,6 +68,24 @@ pub struct RestLabels {
     pub controller: String,
 }
 
+/// `guest`, `kind` of the objects a host caches for a guest.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CachedLabels {
+    /// The guest's name.
+    pub guest: String,
+    /// The kind (the primary kind for the parents).
+    pub kind: String,
+}
+
+/// `guest`, `shard` of a guest's shard.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ShardLabels {
+    /// The guest's name.
+    pub guest: String,
+    /// The shard, `0` for a guest of one shard.
+    pub shard: String,
+}
+
 /// `guest`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct GuestLabels {
@@ -261,6 +279,12 @@ pub struct Metrics {
     /// verdict or conversion for (it failed, was not running, or its answer
     /// was refused), decided by the failure policy.
     pub webhook_failures: Family<WebhookLabels, Counter>,
+    /// `wasmop_cached_objects{guest,kind}`: the objects this host caches
+    /// for each guest, parents and children of the shards it watches.
+    pub cached_objects: Family<CachedLabels, Gauge>,
+    /// `wasmop_shard_held{guest,shard}`: 1 while this host reconciles the
+    /// shard, 0 while it does not.
+    pub shard_held: Family<ShardLabels, Gauge>,
     queues: Arc<Mutex<BTreeMap<String, Arc<QueueTracker>>>>,
 }
 
@@ -295,6 +319,8 @@ impl Default for Metrics {
             rollout_parents: Family::default(),
             guest_deadline: Family::default(),
             webhook_failures: Family::default(),
+            cached_objects: Family::default(),
+            shard_held: Family::default(),
             queues: Arc::default(),
         }
     }
@@ -444,6 +470,16 @@ impl Metrics {
             "wasmop_webhook_failures",
             "Webhook requests the guest gave no answer for, decided by the failure policy.",
             self.webhook_failures.clone(),
+        );
+        r.register(
+            "wasmop_cached_objects",
+            "Objects this host caches for each guest: parents and children of the shards it watches.",
+            self.cached_objects.clone(),
+        );
+        r.register(
+            "wasmop_shard_held",
+            "1 while this host reconciles the guest's shard, 0 while it does not.",
+            self.shard_held.clone(),
         );
         r.register_collector(Box::new(QueueGauges(self.queues.clone())));
         r.register_collector(Box::new(ProcessCollector));

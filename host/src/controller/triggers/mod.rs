@@ -33,6 +33,7 @@ pub(super) use requeue::{at_once, every_parent};
 
 use super::compact::Compact;
 use super::pacer::Pacer;
+use super::shards::Shard;
 use super::{ResolvedKinds, queue_key};
 use crate::telemetry::{Metrics as Telemetry, QueueTracker};
 
@@ -45,6 +46,9 @@ pub(super) struct Watched<'a> {
     /// The host's own namespace, when the scope is every namespace: its
     /// parents and children are left out of the watches.
     pub(super) left_out: Option<&'a str>,
+    /// The scope's shard: only the parents and children labelled with it
+    /// are watched.
+    pub(super) shard: Option<Shard>,
 }
 
 impl Watched<'_> {
@@ -52,10 +56,24 @@ impl Watched<'_> {
     /// scope but the namespace [`Self::left_out`] names (the API server
     /// leaves it out of the list and the watch).
     pub(super) fn config(&self) -> watcher::Config {
-        match self.left_out {
+        self.config_selecting(None)
+    }
+
+    /// [`Self::config`], selecting also by the label selector `labels`.
+    pub(super) fn config_selecting(&self, labels: Option<&str>) -> watcher::Config {
+        let mut config = match self.left_out {
             Some(ns) => watcher::Config::default().fields(&format!("metadata.namespace!={ns}")),
             None => watcher::Config::default(),
+        };
+        let selector: Vec<String> = labels
+            .map(str::to_owned)
+            .into_iter()
+            .chain(self.shard.map(|s| s.selector()))
+            .collect();
+        if !selector.is_empty() {
+            config = config.labels(&selector.join(","));
         }
+        config
     }
 }
 
