@@ -281,6 +281,31 @@ impl Clients {
         name: &str,
         budget: Option<crate::settings::ApiBudget>,
     ) -> kube::Result<kube::Client> {
+        self.for_guest_unit(name, &Budget::new(budget), &self.leadership)
+    }
+
+    /// [`Clients::for_guest`] for one unit of the guest's work: its writes
+    /// fenced by `fence`, its requests held to `budget`, which every
+    /// client of the guest shares.
+    pub fn for_guest_unit(
+        &self,
+        name: &str,
+        budget: &Budget,
+        fence: &Leadership,
+    ) -> kube::Result<kube::Client> {
+        self.for_guest_doing(name, budget, fence, None)
+    }
+
+    /// [`Clients::for_guest_unit`] for one of the host's duties for the
+    /// guest, named in its user agent after the guest's name
+    /// (`… guest/<name> <duty>`), so the audit log tells it apart.
+    pub fn for_guest_doing(
+        &self,
+        name: &str,
+        budget: &Budget,
+        fence: &Leadership,
+        duty: Option<&str>,
+    ) -> kube::Result<kube::Client> {
         let mut config = self.config.clone();
         if let GuestIdentity::Impersonate { namespace } = &self.identity {
             config.auth_info.impersonate = Some(guest_user(namespace, name));
@@ -290,12 +315,15 @@ impl Clients {
         }
         build(
             &config,
-            format!("{} guest/{name}", user_agent()),
+            match duty {
+                Some(duty) => format!("{} guest/{name} {duty}", user_agent()),
+                None => format!("{} guest/{name}", user_agent()),
+            },
             name,
             &self.metrics,
             &self.health,
-            Some(&self.leadership),
-            budget,
+            Some(fence),
+            budget.0.clone(),
         )
     }
 
@@ -336,6 +364,25 @@ impl std::fmt::Debug for Clients {
     }
 }
 
+/// A guest's own budget of API requests (`apiQPS`, `apiBurst`), shared by
+/// every client made for the guest.
+#[derive(Clone, Default)]
+pub struct Budget(Option<Arc<governor::DefaultDirectRateLimiter>>);
+
+impl Budget {
+    /// The bucket of `budget`, or none.
+    pub fn new(budget: Option<crate::settings::ApiBudget>) -> Self {
+        Self(budget.map(|budget| {
+            let burst =
+                std::num::NonZeroU32::new(budget.burst).unwrap_or(std::num::NonZeroU32::MIN);
+            let quota = governor::Quota::with_period(budget.period())
+                .expect("a budget's period is positive")
+                .allow_burst(burst);
+            Arc::new(governor::RateLimiter::direct(quota))
+        }))
+    }
+}
+
 fn build(
     config: &kube::Config,
     agent: String,
@@ -343,7 +390,7 @@ fn build(
     metrics: &Arc<Metrics>,
     health: &ApiHealth,
     fence: Option<&Leadership>,
-    budget: Option<crate::settings::ApiBudget>,
+    budget: Option<Arc<governor::DefaultDirectRateLimiter>>,
 ) -> kube::Result<kube::Client> {
     let mut config = config.clone();
     config
@@ -365,14 +412,7 @@ fn build(
         controller: Arc::from(controller),
         health: health.clone(),
         fence: fence.cloned(),
-        budget: budget.map(|budget| {
-            let burst =
-                std::num::NonZeroU32::new(budget.burst).unwrap_or(std::num::NonZeroU32::MIN);
-            let quota = governor::Quota::with_period(budget.period())
-                .expect("a budget's period is positive")
-                .allow_burst(burst);
-            Arc::new(governor::RateLimiter::direct(quota))
-        }),
+        budget,
     };
     Ok(ClientBuilder::try_from(config)?.with_layer(&layer).build())
 }

@@ -18,7 +18,8 @@ use std::collections::HashMap;
 use wasmop_contract::Reason;
 
 use crate::client::Clients;
-use crate::controller::{Environment, GuestSlot, Metrics, RunningController, discovery};
+use crate::controller::{Environment, GuestSlot, Metrics, RunningController, UnitEnv, discovery};
+use crate::leader::units::Units;
 use crate::model::Description;
 use crate::protected::ProtectedObjects;
 use crate::rollout::{
@@ -266,6 +267,8 @@ pub struct Host {
     /// `<namespace>/<name>` of the guest list, whose guests claim their
     /// kinds (`claims`).
     list: Option<String>,
+    /// The units of work of the guests, spread over the replicas.
+    units: Units,
 }
 
 impl Host {
@@ -277,6 +280,7 @@ impl Host {
         health: Health,
     ) -> Self {
         Self {
+            units: Units::unelected(clients.leadership().clone()),
             clients,
             runtime,
             protected,
@@ -287,6 +291,13 @@ impl Host {
             host_namespace: None,
             list: None,
         }
+    }
+
+    /// The guests' units of work are spread over the replicas by `units`.
+    #[must_use]
+    pub fn with_units(mut self, units: Units) -> Self {
+        self.units = units;
+        self
     }
 
     /// The guests of the list `<namespace>/<name>` claim their primary
@@ -544,7 +555,7 @@ impl Host {
             .for_guest(&spec.name, spec.controller.api_budget)
             .map_err(Error::Client)?;
         let kinds = discovery::resolve(&client, &running.watched).await?;
-        let env = self.environment(client);
+        let env = self.environment(client, &spec.name, &spec.controller)?;
         let running = self.guests.get_mut(&spec.name).expect("a running guest");
         let controller =
             RunningController::start(env, running.slot.clone(), kinds, &spec.controller);
@@ -642,28 +653,67 @@ impl Host {
         Ok(())
     }
 
-    /// The environment a guest's controller runs in.
-    fn environment(&self, client: kube::Client) -> Environment {
-        Environment {
+    /// The environment a guest's controller runs in: its units of work
+    /// (one per shard) registered for the balance.
+    fn environment(
+        &self,
+        client: kube::Client,
+        guest: &str,
+        settings: &ControllerSettings,
+    ) -> Result<Environment, Error> {
+        let budget = crate::client::Budget::new(settings.api_budget);
+        let units = crate::controller::shards::Shard::all(settings.shards)
+            .into_iter()
+            .map(|shard| {
+                let held = self.units.hold(guest, shard.map(|s| s.index));
+                Ok(UnitEnv {
+                    client: self
+                        .clients
+                        .for_guest_unit(guest, &budget, &held.leadership)?,
+                    labeller: match shard {
+                        Some(s) if s.index == 0 => Some(self.clients.for_guest_doing(
+                            guest,
+                            &budget,
+                            &held.leadership,
+                            Some(crate::controller::shards::LABELLER),
+                        )?),
+                        _ => None,
+                    },
+                    leadership: held.leadership.clone(),
+                    held: std::sync::Arc::new(held),
+                })
+            })
+            .collect::<kube::Result<Vec<_>>>()
+            .map_err(Error::Client)?;
+        Ok(Environment {
+            units,
             client,
             protected: self.protected.clone(),
             leadership: self.clients.leadership().clone(),
             api_health: self.clients.health().clone(),
             telemetry: self.runtime.metrics().clone(),
             host_namespace: self.host_namespace.clone(),
-        }
+        })
     }
 
     /// What a guest's rollout needs from the host.
-    fn rollout_parts(&self, name: &str, slot: &GuestSlot, origin: Origin) -> Parts {
+    fn rollout_parts(&self, name: &str, slot: &GuestSlot, origin: Origin, shards: u16) -> Parts {
         let webhooks = self.webhooks.clone();
+        // Driven where the guest is reconciled: by the holder of its unit
+        // (of shard 0 for a guest with several).
+        let unit = self.units.hold(name, (shards > 1).then_some(0));
+        let board = self.board.clone().filter(|_| origin == Origin::List);
+        if let Some(board) = &board {
+            board.lead(name, unit.leadership.clone());
+        }
         Parts {
+            leadership: unit.leadership.clone(),
+            unit: Some(unit),
             guest: name.to_owned(),
             slot: slot.clone(),
             // Guests given with --guest are not the list's.
-            board: self.board.clone().filter(|_| origin == Origin::List),
+            board,
             telemetry: self.runtime.metrics().clone(),
-            leadership: self.clients.leadership().clone(),
             on_promote: Box::new(move || {
                 if let Some(webhooks) = &webhooks {
                     webhooks.changed();
@@ -754,7 +804,7 @@ impl Host {
         let primary = kinds.primary.resource.clone();
         let converted_by_webhook = kinds.converted_by_webhook;
         let controller = RunningController::start(
-            self.environment(client),
+            self.environment(client, &spec.name, &spec.controller)?,
             slot.clone(),
             kinds,
             &spec.controller,
@@ -766,7 +816,7 @@ impl Host {
             _ => spec.source.clone(),
         };
         let rollout = Rollout::start(
-            self.rollout_parts(&spec.name, &slot, spec.origin),
+            self.rollout_parts(&spec.name, &slot, spec.origin, spec.controller.shards),
             spec.rollout.clone(),
             stable_source,
             resume.filter(|_| !propose_after).map(|r| Resume {
@@ -831,7 +881,8 @@ impl Host {
                 .for_guest(&spec.name, budget)
                 .map_err(Error::Client)?;
             let kinds = discovery::resolve(&client, &watched).await?;
-            let env = self.environment(client);
+            let settings = running.controller_settings.clone();
+            let env = self.environment(client, &spec.name, &settings)?;
             let running = self.guests.get_mut(&spec.name).expect("a running guest");
             let controller = RunningController::start(
                 env,
@@ -896,7 +947,7 @@ impl Host {
         let old_crd = self.guests.get(&spec.name).map(|r| crd_of(&r.primary));
         // The kinds or namespaces changed: only this guest's watches restart,
         // gracefully (running reconciles finish on the old version).
-        let env = self.environment(client);
+        let env = self.environment(client, &spec.name, &spec.controller)?;
         let running = self.guests.get_mut(&spec.name).expect("a running guest");
         running
             .rollout

@@ -17,8 +17,9 @@
 //! And a Role in the guest list's namespace: configmaps get, list, watch
 //! (the guest list and the module ConfigMaps it names), nothing
 //! cluster-wide; the rollout status ConfigMap beside the list (`create`,
-//! which Kubernetes cannot limit by name, and `patch` on that one name); and the leader-election Lease: create, and get, list,
-//! watch, patch, update on that one Lease by name; and `get` on the guest
+//! which Kubernetes cannot limit by name, and `patch` on that one name); and the Leases of leader election (the host's, each guest's
+//! or shard's, each replica's, whose identity is not known ahead): create,
+//! get, list, watch, patch, update, in that namespace only; and `get` on the guest
 //! list's pull Secrets by name (`--pull-secret`), none without. Every description is checked as the host checks it when a
 //! module loads, so no wildcard and no built-in primary kind ever reaches a
 //! rule; a rule that grants Secrets, RBAC objects or a cluster-scoped kind
@@ -353,8 +354,10 @@ fn host_role(name: &str, host: HostObjects<'_>, extra: &str) -> String {
          \x20 # name), then patched by name only\n\
          \x20 - apiGroups: [\"\"]\n    resources: [configmaps]\n    verbs: [create]\n\
          \x20 - apiGroups: [\"\"]\n    resources: [configmaps]\n    resourceNames: [{status}]\n    verbs: [patch]\n\
-         \x20 - apiGroups: [coordination.k8s.io]\n    resources: [leases]\n    verbs: [create]\n\
-         \x20 - apiGroups: [coordination.k8s.io]\n    resources: [leases]\n    resourceNames: [{lease}]\n    verbs: [get, list, patch, update, watch]\n"
+         \x20 # The Leases of leader election: the host's ({lease}), each guest's or shard's\n\
+         \x20 # ({lease}-<guest>[-<k>]) and each replica's ({lease}-replica-<identity>, an\n\
+         \x20 # identity not known ahead), all read from one watch: in this namespace only\n\
+         \x20 - apiGroups: [coordination.k8s.io]\n    resources: [leases]\n    verbs: [create, get, list, patch, update, watch]\n"
     );
     if !pull_secrets.is_empty() {
         let mut names: Vec<&str> = pull_secrets.iter().map(String::as_str).collect();

@@ -42,6 +42,7 @@ const ALERTS: &[&str] = &[
     "WasmopWorkQueueStuck",
     "WasmopWebhookErrors",
     "WasmopNoLeader",
+    "WasmopShardWithoutHolder",
 ];
 
 /// The labels Prometheus adds to every series it scrapes through the

@@ -5,13 +5,14 @@
 
 mod support;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail, ensure};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
@@ -20,9 +21,9 @@ use support::guests::{Entry, GuestList};
 use support::{
     HostProcess, caches, guest_module, install_cache_crd, put_guest_list, put_module, wait_for,
 };
-use wasmop_host::controller::shards::{SHARD_LABEL, Shard};
-use wasmop_testenv::TestEnv;
+use wasmop_host::controller::shards::{LABELLER, SHARD_LABEL, Shard};
 use wasmop_testenv::harness::run;
+use wasmop_testenv::{TestEnv, Window};
 
 const LONG: Duration = Duration::from_secs(120);
 const LIST: &str = "wasmop-guests";
@@ -236,8 +237,365 @@ async fn a_shard_count_out_of_range_is_refused_and_the_running_version_kept(
     Ok(())
 }
 
+/// Short leases keep the failover cases quick; the defaults (15 s, 10 s,
+/// 2 s) are controller-runtime's.
+const LEASE: &[&str] = &[
+    "--leader-elect",
+    "--leader-elect-lease-duration",
+    "6s",
+    "--leader-elect-renew-deadline",
+    "4s",
+    "--leader-elect-retry-period",
+    "1s",
+];
+const LEASE_DURATION: Duration = Duration::from_secs(6);
+
+/// Six guests of one module, one API group each, and the cache-operator of
+/// `apps.example.com` with three shards: nine units of work.
+const GROUPS: [&str; 6] = [
+    "g1.example.com",
+    "g2.example.com",
+    "g3.example.com",
+    "g4.example.com",
+    "g5.example.com",
+    "g6.example.com",
+];
+
+/// Writes by object (`resource`, `name`): when, and by whom.
+type WritesByObject = BTreeMap<(String, String), Vec<(Timestamp, String)>>;
+
+/// A fleet of hosts on one guest list, each with an admin identity of its
+/// own and its metrics served.
+struct Fleet {
+    env: Arc<TestEnv>,
+    ns: String,
+    hosts: Vec<Option<HostProcess>>,
+    users: Vec<String>,
+}
+
+impl Fleet {
+    async fn start_host(&mut self) -> anyhow::Result<()> {
+        let i = self.hosts.len();
+        let user = format!("wasmop-{}-{i}", self.ns);
+        let (_, kubeconfig) = support::admin_identity(&self.env, &user).await?;
+        let list = format!("{}/{LIST}", self.ns);
+        let mut args = vec![
+            "--guests-configmap",
+            list.as_str(),
+            "--metrics-bind-address",
+            "127.0.0.1:0",
+        ];
+        args.extend_from_slice(LEASE);
+        let host = HostProcess::start(&self.env, &kubeconfig, &format!("{}-{i}", self.ns), &args)?;
+        self.hosts.push(Some(host));
+        self.users.push(user);
+        Ok(())
+    }
+
+    /// The units each live host holds, as `<guest>/<shard>`, from its
+    /// `wasmop_shard_held`.
+    async fn held(&mut self) -> anyhow::Result<Vec<Option<BTreeSet<String>>>> {
+        let mut all = Vec::new();
+        for host in &mut self.hosts {
+            let Some(host) = host.as_mut() else {
+                all.push(None);
+                continue;
+            };
+            let addr = host.endpoint("metrics").await?;
+            let (_, text) = support::http_get(addr, "/metrics").await?;
+            let metrics = support::parse_prometheus(&text)?;
+            let held = metrics["wasmop_shard_held"]["samples"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|s| s["value"] == 1.0)
+                .map(|s| {
+                    format!(
+                        "{}/{}",
+                        s["labels"]["guest"].as_str().unwrap_or_default(),
+                        s["labels"]["shard"].as_str().unwrap_or_default()
+                    )
+                })
+                .collect();
+            all.push(Some(held));
+        }
+        Ok(all)
+    }
+
+    /// Waits until every one of the nine units is held by exactly one live
+    /// host, and each live host holds `share` of them at most.
+    async fn balanced(&mut self, share: usize) -> anyhow::Result<Vec<Option<BTreeSet<String>>>> {
+        let deadline = std::time::Instant::now() + LONG;
+        loop {
+            let held = self.held().await?;
+            let mut units: Vec<&String> = held.iter().flatten().flatten().collect();
+            let total = units.len();
+            units.sort();
+            units.dedup();
+            let fair = held.iter().flatten().all(|h| h.len() <= share);
+            if total == 9 && units.len() == 9 && fair {
+                return Ok(held);
+            }
+            ensure!(
+                std::time::Instant::now() < deadline,
+                "not balanced (share {share}): {held:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// The successful writes of the fleet's users to the guests' objects,
+    /// by object, in the order the API server received them.
+    fn writes_by_object(&self) -> anyhow::Result<WritesByObject> {
+        let mut by_object = WritesByObject::new();
+        for user in &self.users {
+            for event in self.env.audit_events_of(user)? {
+                let field = |k: &str| {
+                    event["objectRef"][k]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned()
+                };
+                let (resource, name) = (field("resource"), field("name"));
+                let written = wasmop_testenv::effective_user(&event) == Some(user)
+                    && event["verb"]
+                        .as_str()
+                        .is_some_and(|v| wasmop_testenv::WRITE_VERBS.contains(&v))
+                    && event["responseStatus"]["code"]
+                        .as_u64()
+                        .is_some_and(|c| c < 300);
+                // The Leases are the election itself; the claims of the
+                // kinds are the same from every replica; the guest list's
+                // Events are the host Lease holder's; a new parent's shard
+                // label is written by shard 0's holder before any shard
+                // watches it (its user agent names the duty).
+                if !written
+                    || resource == "leases"
+                    || resource == "customresourcedefinitions"
+                    || (resource == "events" && name.starts_with(&format!("{LIST}.")))
+                    || event["userAgent"]
+                        .as_str()
+                        .is_some_and(|agent| agent.ends_with(LABELLER))
+                {
+                    continue;
+                }
+                let at: Timestamp = event["requestReceivedTimestamp"]
+                    .as_str()
+                    .and_then(|t| t.parse().ok())
+                    .with_context(|| format!("an audit event without a readable time: {event}"))?;
+                by_object
+                    .entry((resource, name))
+                    .or_default()
+                    .push((at, user.clone()));
+            }
+        }
+        for writes in by_object.values_mut() {
+            writes.sort();
+        }
+        Ok(by_object)
+    }
+}
+
+/// The guest list of the six guests and the sharded one, in `ns`.
+fn fleet_list(ns: &str) -> String {
+    let mut list = GuestList::of([Entry::cache_operator(ns).with("shards", 3)]);
+    for (i, group) in GROUPS.iter().enumerate() {
+        list = list.and(
+            Entry::config_map(&format!("cache-{i}"), "cache-module")
+                .namespaces([ns])
+                .with("settings", json!({"apiGroup": group})),
+        );
+    }
+    list.yaml()
+}
+
+/// Creates `n` Caches named `<prefix>-<i>` for every guest, and waits
+/// until they are Ready.
+async fn create_everywhere(
+    client: &Client,
+    ns: &str,
+    prefix: &str,
+    n: usize,
+) -> anyhow::Result<()> {
+    let groups = std::iter::once(support::CACHE_GROUP).chain(GROUPS);
+    let mut names = Vec::new();
+    for (g, group) in groups.enumerate() {
+        for i in 0..n {
+            let name = format!("{prefix}-{g}-{i}");
+            support::create_small_cache_in(client, group, ns, &name).await?;
+            names.push((group, name));
+        }
+    }
+    for (group, name) in &names {
+        support::wait_ready_in(client, group, ns, name).await?;
+    }
+    Ok(())
+}
+
+async fn three_replicas_share_nine_units_and_hand_them_over_without_two_writers(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    let client = env.client();
+    install_cache_crd(&client).await?;
+    for group in GROUPS {
+        support::install_cache_crd_in(&client, group).await?;
+    }
+    let ns = env.create_namespace("spread").await?;
+    let module = std::fs::read(guest_module("cache-operator")?)?;
+    put_module(&client, &ns, "cache-module", "module.wasm", &module).await?;
+    put_guest_list(&client, &ns, LIST, &fleet_list(&ns)).await?;
+    let mut fleet = Fleet {
+        env: env.clone(),
+        ns: ns.clone(),
+        hosts: Vec::new(),
+        users: Vec::new(),
+    };
+    for _ in 0..3 {
+        fleet.start_host().await?;
+    }
+    // Three replicas, nine units: three each.
+    let held = fleet.balanced(3).await?;
+    eprintln!("three replicas hold {held:?}");
+    // `wasmop status` names each unit's holder.
+    let (_, kubeconfig) = support::admin_identity(&env, &format!("status-{ns}")).await?;
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmop"))
+        .args([
+            "status",
+            "--guests-configmap",
+            &format!("{ns}/{LIST}"),
+            "--kubeconfig",
+        ])
+        .arg(&kubeconfig)
+        .output()?;
+    let table = String::from_utf8(out.stdout)?;
+    ensure!(
+        out.status.success(),
+        "wasmop status: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let units: Vec<&str> = table
+        .lines()
+        .skip_while(|l| !l.starts_with("GUEST") || !l.contains("HOLDER"))
+        .skip(1)
+        .collect();
+    let holders: BTreeSet<&str> = units
+        .iter()
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .collect();
+    ensure!(
+        units.len() == 9 && holders.len() == 3,
+        "wasmop status does not show nine units over three replicas:\n{table}"
+    );
+    create_everywhere(&client, &ns, "a", 3).await?;
+    // Every replica wrote: each works on its own units.
+    for user in &fleet.users {
+        let writes = support::successful_writes_by(&env, user)?
+            .into_iter()
+            .filter(|(_, r, _, _)| r != "leases" && r != "customresourcedefinitions")
+            .count();
+        ensure!(writes > 0, "{user} wrote nothing");
+    }
+    // Converged: no writes but the Leases', once the last Events and
+    // status writes have landed.
+    let counts = |fleet: &Fleet| -> anyhow::Result<usize> {
+        Ok(fleet.writes_by_object()?.values().map(Vec::len).sum())
+    };
+    let settling = std::time::Instant::now();
+    let mut last = (counts(&fleet)?, std::time::Instant::now());
+    while last.1.elapsed() < Duration::from_secs(2) {
+        ensure!(
+            settling.elapsed() < LONG,
+            "the fleet kept writing ({} writes)",
+            last.0
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let now = counts(&fleet)?;
+        if now != last.0 {
+            last = (now, std::time::Instant::now());
+        }
+    }
+    let before = last.0;
+    let mut window = Window::new(Duration::from_secs(5));
+    while window.next().await {
+        ensure!(counts(&fleet)? == before, "a converged fleet wrote");
+    }
+
+    // kill -9 of a replica: the others take its units once their Leases
+    // expire.
+    let lost = held[0].clone().context("host 0 runs")?;
+    fleet.hosts[0].as_mut().context("host 0")?.stop();
+    fleet.hosts[0] = None;
+    let killed = std::time::Instant::now();
+    let takeover = loop {
+        let held = fleet.held().await?;
+        let taken: BTreeSet<&String> = held.iter().flatten().flatten().collect();
+        if lost.iter().all(|unit| taken.contains(unit)) {
+            break killed.elapsed();
+        }
+        ensure!(
+            killed.elapsed() < LONG,
+            "the killed replica's units were not taken: {held:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    eprintln!(
+        "kill -9 of a replica: its units {lost:?} were taken {:.2} s later (lease {LEASE_DURATION:?})",
+        takeover.as_secs_f64()
+    );
+    ensure!(
+        takeover <= LEASE_DURATION + Duration::from_secs(3),
+        "takeover after kill -9 took {takeover:?}, more than the lease duration + 2 s (and 1 s of slack)"
+    );
+    fleet.balanced(5).await?;
+    create_everywhere(&client, &ns, "k", 1).await?;
+
+    // A fourth replica joins and takes its share: three each again.
+    fleet.start_host().await?;
+    let held = fleet.balanced(3).await?;
+    let joined = held[3].clone().unwrap_or_default();
+    ensure!(joined.len() == 3, "the fourth replica holds {joined:?}");
+    create_everywhere(&client, &ns, "j", 1).await?;
+
+    // SIGTERM: a replica hands its units over without waiting for expiry.
+    let leaving = held[1].clone().context("host 1 runs")?;
+    let terminated = std::time::Instant::now();
+    let status = fleet.hosts[1]
+        .as_mut()
+        .context("host 1")?
+        .terminate(Duration::from_secs(40))?;
+    ensure!(status.success(), "SIGTERM: the host exited with {status}");
+    fleet.hosts[1] = None;
+    fleet.balanced(5).await?;
+    let handover = terminated.elapsed();
+    eprintln!(
+        "SIGTERM of a replica: its units {leaving:?} were taken {:.2} s later",
+        handover.as_secs_f64()
+    );
+    ensure!(
+        handover < LEASE_DURATION,
+        "handover after SIGTERM took {handover:?}: the Leases expired instead"
+    );
+    create_everywhere(&client, &ns, "t", 1).await?;
+
+    // For every object, no two identities wrote within one lease duration
+    // of each other.
+    for ((resource, name), writes) in fleet.writes_by_object()? {
+        for pair in writes.windows(2) {
+            let ((a, who_a), (b, who_b)) = (&pair[0], &pair[1]);
+            let gap = b.duration_since(*a);
+            ensure!(
+                who_a == who_b
+                    || gap >= k8s_openapi::jiff::SignedDuration::try_from(LEASE_DURATION)?,
+                "{resource} {name}: {who_a} and {who_b} wrote {gap:?} apart"
+            );
+        }
+    }
+    Ok(())
+}
+
 fn main() -> std::process::ExitCode {
     run(wasmop_testenv::tests![
+        three_replicas_share_nine_units_and_hand_them_over_without_two_writers => Duration::from_secs(400),
         parents_and_children_carry_their_shard_and_move_when_the_count_changes => Duration::from_secs(300),
         a_shard_count_out_of_range_is_refused_and_the_running_version_kept,
     ])

@@ -10,6 +10,7 @@ use clap::ValueEnum;
 use super::{LimitArgs, config, name_and_value, outbound_hosts, read_settings};
 use crate::client::Clients;
 use crate::host::{GuestSpec, Host, Origin};
+use crate::leader::units::Units;
 use crate::leader::{LeaderConfig, Leadership};
 use crate::protected::{ProtectedObjects, ProtectedRef};
 use crate::runtime::{
@@ -285,7 +286,7 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<()> {
     let metrics = Metrics::new();
     let protected = ProtectedObjects::new();
     let api_health = crate::client::ApiHealth::default();
-    let (leadership, elector) = if prod.leader_elect {
+    let (leadership, elector, units) = if prod.leader_elect {
         let client = crate::client::for_leader_election(&config, &metrics, &api_health)?;
         protected.set(
             "lease",
@@ -296,21 +297,22 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<()> {
                 &prod.leader_elect_lease_name,
             )],
         );
-        let (leadership, elector) = crate::leader::start(
-            client,
-            LeaderConfig {
-                lease_name: prod.leader_elect_lease_name.clone(),
-                namespace: lease_namespace.clone(),
-                identity: identity(),
-                lease_duration: prod.leader_elect_lease_duration,
-                renew_deadline: prod.leader_elect_renew_deadline,
-                retry_period: prod.leader_elect_retry_period,
-            },
-            metrics.clone(),
-        );
-        (leadership, Some(elector))
+        let base = LeaderConfig {
+            lease_name: prod.leader_elect_lease_name.clone(),
+            namespace: lease_namespace.clone(),
+            identity: identity(),
+            lease_duration: prod.leader_elect_lease_duration,
+            renew_deadline: prod.leader_elect_renew_deadline,
+            retry_period: prod.leader_elect_retry_period,
+            announce: true,
+        };
+        let (leadership, elector) =
+            crate::leader::start(client.clone(), base.clone(), metrics.clone());
+        let units = Units::start(client, base, metrics.clone(), leadership.clone());
+        (leadership, Some(elector), units)
     } else {
-        (Leadership::always(), None)
+        let always = Leadership::always();
+        (always.clone(), None, Units::unelected(always))
     };
     let clients = Clients::new(config, metrics.clone(), leadership.clone(), api_health)?
         .with_guest_identity(guest_identity);
@@ -356,8 +358,9 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<()> {
         Some((ns, _)) => Some(ns.clone()),
         None => Some(lease_namespace.clone()),
     };
-    let mut host =
-        Host::new(clients.clone(), runtime, protected, health).with_host_namespace(host_namespace);
+    let mut host = Host::new(clients.clone(), runtime, protected, health)
+        .with_host_namespace(host_namespace)
+        .with_units(units.clone());
     if let Some((ns, name)) = &list {
         host = host.with_list(ns, name);
         host = host.with_board(crate::rollout::Board::new(
@@ -405,6 +408,10 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<()> {
     // the timeout), then the lease goes so a standby takes over at once.
     let deadline = std::time::Instant::now() + prod.graceful_shutdown_timeout;
     host.shutdown(prod.graceful_shutdown_timeout).await;
+    let left = deadline.saturating_duration_since(std::time::Instant::now());
+    units
+        .release(left.max(std::time::Duration::from_secs(1)))
+        .await;
     if let Some(elector) = elector {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         elector

@@ -1,11 +1,14 @@
 //! `wasmop status [--guests-configmap <ns>/<name>] [--kubeconfig <path>]
-//! [-o text|json|yaml]` (interface contract): one row per guest from the
-//! status ConfigMap beside the guest list, with its version and rollout.
+//! [--leader-elect-lease-name <name>] [-o text|json|yaml]` (interface
+//! contract): one row per guest from the status ConfigMap beside the guest
+//! list, with its version and rollout; in text, then, one row per unit of
+//! work (a guest, or a shard of one) with the replica that holds its Lease.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 
@@ -24,6 +27,10 @@ pub struct StatusArgs {
     /// Kubeconfig file; default: $KUBECONFIG, ~/.kube/config or in-cluster.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
+    /// The hosts' `--leader-elect-lease-name`: the units' Leases are
+    /// `<name>-<guest>` and `<name>-<guest>-<shard>`.
+    #[arg(long, value_name = "NAME", default_value = "wasmop")]
+    pub leader_elect_lease_name: String,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value = "text")]
     pub output: Report,
@@ -39,7 +46,7 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
             )
         })?;
     let client = kube::Client::try_from(config(args.kubeconfig.as_ref()).await?)?;
-    let api: Api<ConfigMap> = Api::namespaced(client, &namespace);
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
     let name = status_name(&list);
     let recorded = api
         .get_opt(&name)
@@ -60,9 +67,58 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
     match args.output {
         Report::Json => println!("{}", serde_json::to_string_pretty(&recorded)?),
         Report::Yaml => print!("{}", serde_saphyr::to_string(&recorded)?),
-        Report::Text => print!("{}", table(&recorded, &listed)),
+        Report::Text => {
+            print!("{}", table(&recorded, &listed));
+            // Leader election may be off: then no unit has a Lease.
+            let leases: Api<Lease> = Api::namespaced(client, &namespace);
+            if let Ok(leases) = leases.list(&Default::default()).await {
+                let holders = holders(&args.leader_elect_lease_name, &listed, &leases.items);
+                if !holders.is_empty() {
+                    print!("\n{}", columns(holders));
+                }
+            }
+        }
     }
     Ok(())
+}
+
+/// The rows of the units' holders: `GUEST SHARD HOLDER`, one per Lease
+/// `<base>-<guest>` or `<base>-<guest>-<shard>` of a listed guest.
+fn holders(base: &str, listed: &[String], leases: &[Lease]) -> Vec<[String; 3]> {
+    let mut rows = Vec::new();
+    for lease in leases {
+        let Some(rest) = lease
+            .metadata
+            .name
+            .as_deref()
+            .and_then(|n| n.strip_prefix(base))
+            .and_then(|n| n.strip_prefix('-'))
+        else {
+            continue;
+        };
+        let unit = listed.iter().find_map(|guest| {
+            let tail = rest.strip_prefix(guest.as_str())?;
+            match tail.strip_prefix('-') {
+                None if tail.is_empty() => Some((guest, "0".to_owned())),
+                Some(k) if !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()) => {
+                    Some((guest, k.to_owned()))
+                }
+                _ => None,
+            }
+        });
+        let Some((guest, shard)) = unit else { continue };
+        let holder = lease
+            .spec
+            .as_ref()
+            .and_then(|s| s.holder_identity.clone())
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "-".to_owned());
+        rows.push([guest.clone(), shard, holder]);
+    }
+    rows.sort_by(|a, b| (&a[0], a[1].parse::<u16>().ok()).cmp(&(&b[0], b[1].parse::<u16>().ok())));
+    let mut out = vec![["GUEST".to_owned(), "SHARD".to_owned(), "HOLDER".to_owned()]];
+    out.extend(rows);
+    out
 }
 
 /// The table `wasmop status` prints.
@@ -106,7 +162,12 @@ pub fn table(recorded: &BTreeMap<String, Record>, listed: &[String]) -> String {
             "listed, not running on the leader yet".into(),
         ]);
     }
-    let widths: Vec<usize> = (0..8)
+    columns(rows)
+}
+
+/// `rows` (the first one the header) in aligned columns.
+fn columns<const N: usize>(rows: Vec<[String; N]>) -> String {
+    let widths: Vec<usize> = (0..N)
         .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
         .collect();
     let mut out = String::new();
@@ -129,6 +190,46 @@ pub fn table(recorded: &BTreeMap<String, Record>, listed: &[String]) -> String {
 mod tests {
     use super::*;
     use crate::rollout::Phase;
+
+    fn lease(name: &str, holder: Option<&str>) -> Lease {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name},
+            "spec": {"holderIdentity": holder},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn each_unit_of_a_listed_guest_gets_a_row_with_its_holder() {
+        let listed = ["cache".to_owned(), "cache-2".to_owned()];
+        let leases = [
+            lease("wasmop", Some("host-a")),
+            lease("wasmop-replica-host-a", Some("host-a")),
+            lease("wasmop-cache-10", Some("host-b")),
+            lease("wasmop-cache-2", Some("host-a")),
+            lease("wasmop-cache-2-0", None),
+            lease("other-cache", Some("x")),
+        ];
+        let rows = holders("wasmop", &listed, &leases);
+        let text = columns(rows);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        assert!(lines[0].starts_with("GUEST"), "{text}");
+        // `wasmop-cache-2` would be both the guest cache-2 of one shard and
+        // shard 2 of cache: the first listed guest it fits gets the row.
+        assert!(
+            lines[1].starts_with("cache ") && lines[1].contains(" 2 "),
+            "{text}"
+        );
+        assert!(
+            lines[2].starts_with("cache ") && lines[2].ends_with("host-b"),
+            "{text}"
+        );
+        assert!(
+            lines[3].starts_with("cache-2") && lines[3].ends_with("-"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn every_guest_gets_a_row_with_its_phase_and_versions() {

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use prometheus_client::metrics::gauge::Gauge;
 
+use crate::leader::Leadership;
 use crate::telemetry::Metrics as Telemetry;
 use crate::telemetry::metrics::{CachedLabels, ShardLabels};
 
@@ -71,12 +72,19 @@ impl Report {
         self.held.set(i64::from(held));
     }
 
-    /// Reports every [`PERIOD`] what `counts` and `held` say, until the
-    /// task is dropped.
-    pub(super) async fn follow(mut self, counts: impl Fn() -> Vec<usize>, held: impl Fn() -> bool) {
+    /// Reports what `counts` say every [`PERIOD`] and whether `leadership`
+    /// lets the scope work whenever that changes, until the task is
+    /// dropped.
+    pub(super) async fn follow(mut self, counts: impl Fn() -> Vec<usize>, leadership: Leadership) {
+        let mut changes = leadership.subscribe();
         loop {
-            self.set(&counts(), held());
-            tokio::time::sleep(PERIOD).await;
+            self.set(&counts(), leadership.may_start());
+            tokio::select! {
+                () = tokio::time::sleep(PERIOD) => {}
+                changed = changes.changed() => if changed.is_err() {
+                    tokio::time::sleep(PERIOD).await;
+                },
+            }
         }
     }
 }

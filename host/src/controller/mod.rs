@@ -235,6 +235,38 @@ pub struct Environment {
     /// watched there, nor parents and children by a guest of every
     /// namespace.
     pub host_namespace: Option<String>,
+    /// The guest's units of work, by shard (one for a guest of one shard):
+    /// each scope of a shard reconciles while its unit's leadership says so,
+    /// and writes through its client, fenced by it. Empty: the guest's
+    /// `client` and `leadership` for every scope.
+    pub units: Vec<UnitEnv>,
+}
+
+/// One unit of a guest's work as its scopes run it.
+#[derive(Clone)]
+pub struct UnitEnv {
+    /// Whether this host may work on the unit.
+    pub leadership: Leadership,
+    /// The guest's client, its writes fenced by that leadership.
+    pub client: Client,
+    /// For shard 0 of a guest with several: the client that keeps the
+    /// parents' shard labels (the same, named apart in the audit log).
+    pub labeller: Option<Client>,
+    /// The unit's registration, kept while a scope runs.
+    pub held: Arc<crate::leader::units::Held>,
+}
+
+impl Environment {
+    /// The environment of the scopes of `shard`.
+    fn for_shard(&self, shard: Option<shards::Shard>) -> Environment {
+        let index = shard.map_or(0, |s| usize::from(s.index));
+        let mut env = self.clone();
+        if let Some(unit) = self.units.get(index) {
+            env.leadership = unit.leadership.clone();
+            env.client = unit.client.clone();
+        }
+        env
+    }
 }
 
 impl RunningController {
@@ -276,14 +308,20 @@ impl RunningController {
         let shard_scopes = shards::Shard::all(settings.shards);
         if settings.shards > 1 {
             for namespace in &scopes {
+                // Kept by whoever holds shard 0.
+                let first = env.for_shard(shard_scopes[0]);
                 let labelling = shards::Labelling {
-                    client: env.client.clone(),
+                    client: env
+                        .units
+                        .first()
+                        .and_then(|u| u.labeller.clone())
+                        .unwrap_or_else(|| first.client.clone()),
                     kinds: kinds.clone(),
                     namespace: namespace.clone(),
                     left_out: left_out(namespace.as_deref(), &env),
                     guest: guest.clone(),
                     count: settings.shards,
-                    leadership: env.leadership.clone(),
+                    leadership: first.leadership.clone(),
                 };
                 tasks.push(tokio::spawn(shards::keep_labelled(
                     labelling,
@@ -309,7 +347,7 @@ impl RunningController {
                     parents,
                     parents_listed,
                     at_once: at_once_rx,
-                    env: env.clone(),
+                    env: env.for_shard(shard),
                     slot: slot.clone(),
                     kinds: kinds.clone(),
                     settings: settings.clone(),
@@ -561,7 +599,7 @@ async fn run_scope(scope: Scope, signals: Signals) {
                     .chain(counted.counts())
                     .collect()
             },
-            move || leadership.is_leader(),
+            leadership,
         ))
     };
     let watcher_sync = tokio::spawn(report_synced(parents_listed, ctx.clone(), synced));

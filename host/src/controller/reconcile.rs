@@ -200,9 +200,12 @@ pub async fn reconcile(parent: Arc<Compact>, ctx: Arc<Context>) -> Result<Action
     );
     async move {
         ctx.pacer.started(&key);
+        // Counted before the check: a lease handed back waits for this
+        // reconcile to finish, or it sees the lease going and does not start.
+        let _work = ctx.leadership.work();
         // A standby keeps its caches warm but does not reconcile; the
         // leader it becomes reconciles every parent.
-        if !ctx.leadership.is_leader() {
+        if !ctx.leadership.may_start() {
             ctx.queue.forget(&queue_key);
             return Ok(Action::await_change());
         }

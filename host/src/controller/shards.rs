@@ -27,6 +27,10 @@ use super::{ResolvedKinds, scoped_api};
 use crate::leader::Leadership;
 use crate::validate::GUEST_LABEL;
 
+/// The duty the labeller's requests name in their user agent
+/// (`… guest/<guest> shard-labeller`).
+pub const LABELLER: &str = "shard-labeller";
+
 /// The most shards a guest may have.
 pub const MAX_SHARDS: u16 = 64;
 

@@ -91,8 +91,11 @@ pub struct Parts {
     pub board: Option<Board>,
     /// The host's metrics.
     pub telemetry: Arc<Metrics>,
-    /// Whether this host moves rollouts on.
+    /// Whether this host moves the rollout on: it holds the guest's unit
+    /// of work (of shard 0), or leads, without units.
     pub leadership: Leadership,
+    /// The guest's unit registration, kept while the rollout runs.
+    pub unit: Option<crate::leader::units::Held>,
     /// Called after a promotion (the webhooks serve the new stable
     /// version's exports).
     pub on_promote: Box<dyn Fn() + Send + Sync>,

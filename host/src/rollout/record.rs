@@ -210,6 +210,9 @@ struct Inner {
     /// One Event recorder per guest, so two guests' Events of one reason
     /// stay apart.
     events: Mutex<HashMap<String, Events>>,
+    /// Who writes each guest's record and Events: the holder of the
+    /// guest's unit of work (the host's leadership for the others).
+    leaders: Mutex<HashMap<String, Leadership>>,
 }
 
 impl Board {
@@ -222,6 +225,7 @@ impl Board {
                 client,
                 list: Mutex::default(),
                 events: Mutex::default(),
+                leaders: Mutex::default(),
                 name: status_name(list),
                 namespace: namespace.to_owned(),
                 leadership,
@@ -243,6 +247,16 @@ impl Board {
     /// The status ConfigMap's namespace.
     pub fn namespace(&self) -> &str {
         &self.inner.namespace
+    }
+
+    /// `guest`'s record and Events are written while `leadership` leads.
+    pub fn lead(&self, guest: &str, leadership: Leadership) {
+        self.inner
+            .leaders
+            .lock()
+            .expect("board lock")
+            .insert(guest.to_owned(), leadership);
+        self.inner.wake.notify_one();
     }
 
     /// Records `record` for `guest`.
@@ -311,8 +325,7 @@ impl Board {
         events
             .entry(guest.to_owned())
             .or_insert_with(|| {
-                Events::new(self.inner.client.clone(), guest)
-                    .fenced_by(self.inner.leadership.clone())
+                Events::new(self.inner.client.clone(), guest).fenced_by(self.inner.leader_of(guest))
             })
             .host(&reference, kind, reason, message, "Rollout");
     }
@@ -329,6 +342,18 @@ impl Board {
     }
 }
 
+impl Inner {
+    /// Who writes `guest`'s record.
+    fn leader_of(&self, guest: &str) -> Leadership {
+        self.leaders
+            .lock()
+            .expect("board lock")
+            .get(guest)
+            .cloned()
+            .unwrap_or_else(|| self.leadership.clone())
+    }
+}
+
 /// The longest a failed write of the status waits before it is tried again.
 const MAX_RETRY: Duration = Duration::from_secs(60);
 
@@ -338,65 +363,69 @@ async fn write_loop(inner: Arc<Inner>) {
     loop {
         let _ = tokio::time::timeout(Duration::from_secs(2), inner.wake.notified()).await;
         tokio::time::sleep(retry).await;
-        if !inner.leadership.is_leader() {
-            continue;
-        }
-        let (desired, differs) = {
+        // Each record is written by its guest's writer; a removed guest's
+        // record goes by the host's leader.
+        let changes: BTreeMap<String, Option<String>> = {
             let observed = inner.observed.lock().expect("board lock");
             let Some(observed) = observed.as_ref() else {
                 continue;
             };
-            let removed = inner.removed.lock().expect("board lock");
-            // The cluster's records of guests this host does not run (one
-            // that failed to start) stay as they are.
-            let mut desired: BTreeMap<String, String> = observed
-                .iter()
-                .filter(|(guest, _)| !removed.contains(*guest))
-                .map(|(guest, text)| (guest.clone(), text.clone()))
-                .collect();
-            desired.extend(
-                inner
-                    .desired
-                    .lock()
-                    .expect("board lock")
-                    .iter()
-                    .map(|(guest, record)| (guest.clone(), record.to_yaml())),
-            );
-            let differs = *observed != desired;
-            (desired, differs)
+            let mut changes = BTreeMap::new();
+            for (guest, record) in inner.desired.lock().expect("board lock").iter() {
+                let text = record.to_yaml();
+                if observed.get(guest) != Some(&text) && inner.leader_of(guest).is_leader() {
+                    changes.insert(guest.clone(), Some(text));
+                }
+            }
+            if inner.leadership.is_leader() {
+                for guest in inner.removed.lock().expect("board lock").iter() {
+                    if observed.contains_key(guest) {
+                        changes.insert(guest.clone(), None);
+                    }
+                }
+            }
+            changes
         };
-        if !differs {
+        if changes.is_empty() {
             continue;
         }
-        let cm = ConfigMap {
-            metadata: kube::api::ObjectMeta {
-                name: Some(inner.name.clone()),
-                namespace: Some(inner.namespace.clone()),
-                labels: Some(
-                    [(
-                        "app.kubernetes.io/managed-by".to_owned(),
-                        "wasmop".to_owned(),
-                    )]
-                    .into(),
-                ),
-                ..Default::default()
-            },
-            data: Some(desired.clone()),
+        let labels = serde_json::json!({"app.kubernetes.io/managed-by": "wasmop"});
+        let patch = serde_json::json!({"metadata": {"labels": labels}, "data": changes});
+        let params = PatchParams {
+            field_manager: Some(MANAGER.to_owned()),
             ..Default::default()
         };
-        match inner
+        let written = match inner
             .api
-            .patch(
-                &inner.name,
-                &PatchParams::apply(MANAGER).force(),
-                &Patch::Apply(&cm),
-            )
+            .patch(&inner.name, &params, &Patch::Merge(&patch))
             .await
         {
+            Err(kube::Error::Api(e)) if e.code == 404 => {
+                let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+                    "metadata": {"name": inner.name, "namespace": inner.namespace, "labels": labels},
+                    "data": changes.iter().filter_map(|(k, v)| Some((k, v.as_ref()?))).collect::<BTreeMap<_, _>>(),
+                }))
+                .expect("a ConfigMap");
+                let post = kube::api::PostParams {
+                    field_manager: Some(MANAGER.to_owned()),
+                    ..Default::default()
+                };
+                inner.api.create(&post, &cm).await
+            }
+            other => other,
+        };
+        match written {
             Ok(_) => {
                 retry = Duration::ZERO;
                 last_error.clear();
-                *inner.observed.lock().expect("board lock") = Some(desired);
+                if let Some(observed) = inner.observed.lock().expect("board lock").as_mut() {
+                    for (guest, text) in changes {
+                        match text {
+                            Some(text) => observed.insert(guest, text),
+                            None => observed.remove(&guest),
+                        };
+                    }
+                }
             }
             Err(e) => {
                 retry = (retry * 2).clamp(Duration::from_secs(1), MAX_RETRY);

@@ -235,9 +235,18 @@ impl GuestList {
                 return Err(bad("sha256 must be 64 hex digits".into()));
             }
             entry.limits().map_err(bad)?;
-            entry.controller().map_err(bad)?;
+            let controller = entry.controller().map_err(bad)?;
             entry.settings_json().map_err(bad)?;
-            entry.rollout_settings().map_err(bad)?;
+            let rollout = entry.rollout_settings().map_err(bad)?;
+            // A rollout's verdict counts the candidate's failures where it
+            // is driven, the holder of shard 0: the other shards' would go
+            // uncounted.
+            if controller.shards > 1 && rollout.is_progressive() {
+                return Err(bad(
+                    "shards above 1 take the Immediate rollout only: a Shadow or Canary verdict would not see the other shards' failures"
+                        .into(),
+                ));
+            }
         }
         Ok(list)
     }
@@ -555,6 +564,9 @@ guests:
         assert_eq!(shards("").unwrap(), 1);
         assert_eq!(shards("    shards: 3\n").unwrap(), 3);
         assert_eq!(shards("    shards: 64\n").unwrap(), 64);
+        let err =
+            shards("    shards: 2\n    rollout: {strategy: Canary, steps: [50]}\n").unwrap_err();
+        assert!(err.to_string().contains("Immediate rollout only"), "{err}");
         for bad in ["0", "65"] {
             let err = shards(&format!("    shards: {bad}\n")).unwrap_err();
             assert!(

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result, bail};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -181,19 +182,22 @@ async fn demo(keep: bool, ha: bool, oci: bool) -> Result<()> {
         "   host running as PID {pid}, identity `wasmop-host` bound only to the generated roles; the guest's requests impersonate its ServiceAccount; log: {}",
         log_path.display()
     );
-    let standby = if ha {
+    let mut others = Vec::new();
+    if ha {
         wait_log(&log_path, "became the leader", Duration::from_secs(60)).await?;
-        let standby_log = env.temp_dir().join("wasmop-standby.log");
-        let standby = start_host(&wasmop, &kubeconfig, &standby_log, &webhooks, lease)?;
-        wait_log(&standby_log, "controller started", Duration::from_secs(60)).await?;
+        for i in 1..3 {
+            let other_log = env.temp_dir().join(format!("wasmop-{i}.log"));
+            let other = start_host(&wasmop, &kubeconfig, &other_log, &webhooks, lease)?;
+            wait_log(&other_log, "controller started", Duration::from_secs(60)).await?;
+            others.push((other, other_log));
+        }
+        let (holder, _) = unit_holder(&client).await?;
         println!(
-            "   --ha: PID {pid} leads the Lease wasmop-system/wasmop; a warm standby, PID {}, follows the same list (guest loaded, caches synced, no writes)",
-            standby.id()
+            "   --ha: three replicas (PIDs {pid}, {}, {}) follow the same list, each with a Lease of its own; the guest's Lease {NS}/{GUEST_LEASE} is held by {holder}, the other two keep their caches warm",
+            others[0].0.id(),
+            others[1].0.id()
         );
-        Some((standby, standby_log))
-    } else {
-        None
-    };
+    }
 
     step(
         5,
@@ -295,19 +299,41 @@ async fn demo(keep: bool, ha: bool, oci: bool) -> Result<()> {
     )
     .await?;
 
-    let mut standby = standby;
-    if let Some((standby, standby_log)) = standby.as_mut() {
+    if ha {
         step(
             next,
-            "high availability: kill -9 the leader; the warm standby takes over once the lease expires",
+            "high availability: kill -9 the replica that holds the guest's Lease; another takes it once it expires",
         );
+        let (holder, _) = unit_holder(&client).await?;
+        let mut logs = vec![log_path.clone()];
+        logs.extend(others.iter().map(|(_, log)| log.clone()));
+        let victim = logs
+            .iter()
+            .position(|log| identity_in(log).is_ok_and(|id| id == holder))
+            .context("no replica's log names the holder")?;
         let killed = Instant::now();
-        let _ = host.kill();
-        let _ = host.wait();
-        wait_log(standby_log, "became the leader", Duration::from_secs(60)).await?;
+        let victim_pid = if victim == 0 {
+            let _ = host.kill();
+            let _ = host.wait();
+            pid
+        } else {
+            let (other, _) = &mut others[victim - 1];
+            let _ = other.kill();
+            let _ = other.wait();
+            other.id()
+        };
+        let successor = loop {
+            let (now, renewed) = unit_holder(&client).await?;
+            if now != holder && renewed {
+                break now;
+            }
+            if killed.elapsed() > Duration::from_secs(60) {
+                bail!("the killed replica's Lease was not taken");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
         println!(
-            "   PID {pid} killed; PID {} became the leader {:.1} s later (lease 6 s) with nothing to compile or list",
-            standby.id(),
+            "   PID {victim_pid} ({holder}) killed; {successor} took the guest's Lease {:.1} s later (lease 6 s) with nothing to compile or list",
             killed.elapsed().as_secs_f64()
         );
         let patch = serde_json::json!({"spec": {"replicas": 3}});
@@ -321,15 +347,12 @@ async fn demo(keep: bool, ha: bool, oci: bool) -> Result<()> {
                 break;
             }
             if changed.elapsed() > Duration::from_secs(60) {
-                bail!(
-                    "the new leader did not reconcile; log: {}",
-                    standby_log.display()
-                );
+                bail!("the surviving replicas did not reconcile");
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         println!(
-            "   spec.replicas: 3 reached the Deployment {:.2} s later, written by the new leader",
+            "   spec.replicas: 3 reached the Deployment {:.2} s later, written by the new holder of the guest's Lease",
             changed.elapsed().as_secs_f64()
         );
         next += 1;
@@ -356,9 +379,9 @@ async fn demo(keep: bool, ha: bool, oci: bool) -> Result<()> {
     step(next, "stop the hosts and the control plane");
     let _ = host.kill();
     let _ = host.wait();
-    if let Some((mut standby, _)) = standby {
-        let _ = standby.kill();
-        let _ = standby.wait();
+    for (mut other, _) in others {
+        let _ = other.kill();
+        let _ = other.wait();
     }
     drop(env);
     println!("   done: everything the demo started is stopped and removed.");
@@ -676,6 +699,43 @@ fn demo_guest_list(reference: Option<&str>) -> Value {
         "metadata": {"name": "wasmop-guests", "namespace": NS},
         "data": {"guests.yaml": guests},
     }])
+}
+
+/// The Lease of the cache-operator's work.
+const GUEST_LEASE: &str = "wasmop-cache-operator";
+
+/// The holder of the cache-operator's Lease, and whether it holds it now
+/// (renewed within the lease's duration).
+async fn unit_holder(client: &Client) -> Result<(String, bool)> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), NS);
+    let started = Instant::now();
+    loop {
+        if let Some(spec) = leases.get_opt(GUEST_LEASE).await?.and_then(|l| l.spec)
+            && let Some(holder) = spec.holder_identity.filter(|h| !h.is_empty())
+        {
+            let duration = i64::from(spec.lease_duration_seconds.unwrap_or(15));
+            let live = spec.renew_time.is_some_and(|t| {
+                t.0 + k8s_openapi::jiff::SignedDuration::from_secs(duration)
+                    > k8s_openapi::jiff::Timestamp::now()
+            });
+            return Ok((holder, live));
+        }
+        if started.elapsed() > Duration::from_secs(60) {
+            bail!("no replica holds {NS}/{GUEST_LEASE}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The leader-election identity a host's log names.
+fn identity_in(log: &Path) -> Result<String> {
+    let text = std::fs::read_to_string(log)?;
+    text.lines()
+        .filter(|l| l.contains("became the leader"))
+        .find_map(|l| l.split("identity=").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .map(str::to_owned)
+        .with_context(|| format!("no identity in {}", log.display()))
 }
 
 /// Bindings of deploy/rbac/roles.yaml to the demo host's user.

@@ -19,6 +19,15 @@
 //!   holder's expiry.
 //! - the renew cadence of the retry period: the holder renews when the
 //!   lease has `duration - retry_period` left.
+//!
+//! With leader election on, each guest (each shard of a guest) is a unit of
+//! work with a Lease of its own, spread over the replicas (`units.rs`,
+//! decided by `balance.rs`); the Lease of this module's election of one
+//! host is then the host's own duties' (the guest list's Events, rollout
+//! records, webhook configurations).
+
+mod balance;
+pub mod units;
 
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -50,6 +59,9 @@ pub struct LeaderConfig {
     pub renew_deadline: Duration,
     /// How often the holder renews and a standby retries (2 s).
     pub retry_period: Duration,
+    /// Whether winning and losing the lease are logged at info (a
+    /// replica's own Lease, which nobody else contends, is not).
+    pub announce: bool,
 }
 
 /// Whether this host may write. Cheap to clone and to ask.
@@ -66,6 +78,11 @@ struct State {
     held: AtomicBool,
     /// When a renewal of our lease was last observed.
     renewed: Mutex<Option<Instant>>,
+    /// The lease is being handed back: no new work starts, the work
+    /// running finishes and may still write.
+    draining: AtomicBool,
+    /// Work (reconciles) running under this lease.
+    active: std::sync::atomic::AtomicUsize,
     renew_deadline: Duration,
     changes: tokio::sync::watch::Sender<bool>,
 }
@@ -83,6 +100,8 @@ impl Leadership {
                 elected,
                 held: AtomicBool::new(false),
                 renewed: Mutex::new(None),
+                draining: AtomicBool::new(false),
+                active: std::sync::atomic::AtomicUsize::new(0),
                 renew_deadline,
                 changes,
             }),
@@ -109,7 +128,32 @@ impl Leadership {
                 .is_some_and(|at| at.elapsed() < state.renew_deadline)
     }
 
-    /// A receiver that sees every change of [`Leadership::is_leader`].
+    /// Whether new work may start: this host may write and is not handing
+    /// the lease back.
+    pub fn may_start(&self) -> bool {
+        self.is_leader() && !self.inner.draining.load(Ordering::Acquire)
+    }
+
+    /// Counts a piece of work as running under this lease until the guard
+    /// is dropped (a lease handed back waits for it).
+    pub fn work(&self) -> Work {
+        self.inner.active.fetch_add(1, Ordering::AcqRel);
+        Work(self.clone())
+    }
+
+    /// Work running under this lease.
+    fn active(&self) -> usize {
+        self.inner.active.load(Ordering::Acquire)
+    }
+
+    /// Starts or ends handing the lease back: while draining, no new work
+    /// starts.
+    fn set_draining(&self, draining: bool) {
+        self.inner.draining.store(draining, Ordering::Release);
+        self.publish();
+    }
+
+    /// A receiver that sees every change of [`Leadership::may_start`].
     pub fn subscribe(&self) -> tokio::sync::watch::Receiver<bool> {
         self.inner.changes.subscribe()
     }
@@ -117,6 +161,7 @@ impl Leadership {
     fn set_held(&self, held: bool) {
         self.inner.held.store(held, Ordering::Release);
         if held {
+            self.inner.draining.store(false, Ordering::Release);
             self.renewed();
         }
         self.publish();
@@ -148,12 +193,21 @@ impl Leadership {
 
     /// Publishes the current state if it changed.
     fn publish(&self) {
-        let now = self.is_leader();
+        let now = self.may_start();
         self.inner.changes.send_if_modified(|was| {
             let changed = *was != now;
             *was = now;
             changed
         });
+    }
+}
+
+/// A piece of work running under a lease ([`Leadership::work`]).
+pub struct Work(Leadership);
+
+impl Drop for Work {
+    fn drop(&mut self) {
+        self.0.inner.active.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -181,9 +235,21 @@ pub fn start(
     metrics: Arc<Metrics>,
 ) -> (Leadership, Elector) {
     let leadership = Leadership::new(true, config.renew_deadline);
+    let elector = start_on(client, config, leadership.clone(), metrics);
+    (leadership, elector)
+}
+
+/// Starts an election that drives `leadership`, which no other election
+/// may drive meanwhile.
+fn start_on(
+    client: kube::Client,
+    config: LeaderConfig,
+    leadership: Leadership,
+    metrics: Arc<Metrics>,
+) -> Elector {
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let task = tokio::spawn(elect(client, config, leadership.clone(), metrics, stopped));
-    (leadership, Elector { stop, task })
+    let task = tokio::spawn(elect(client, config, leadership, metrics, stopped));
+    Elector { stop, task }
 }
 
 async fn elect(
@@ -262,11 +328,15 @@ async fn elect(
             };
             match step {
                 Step::Changed(Ok(true)) => {
-                    tracing::info!(lease = %config.lease_name, identity = %config.identity, "became the leader");
+                    if config.announce {
+                        tracing::info!(lease = %config.lease_name, identity = %config.identity, "became the leader");
+                    }
                     leadership.set_held(true);
                 }
                 Step::Changed(Ok(false)) => {
-                    tracing::warn!(lease = %config.lease_name, "lost the lease; writes are fenced");
+                    if config.announce {
+                        tracing::warn!(lease = %config.lease_name, "lost the lease; writes are fenced");
+                    }
                     leadership.set_held(false);
                 }
                 Step::Changed(Err(e)) => {
@@ -330,7 +400,9 @@ async fn release(
     // took a released lease just as it was stopped): release whenever the
     // API server shows this identity as the holder, which `release` checks.
     match manager.release().await {
-        Ok(()) if was_leader => tracing::info!(lease = %config.lease_name, "released the lease"),
+        Ok(()) if was_leader && config.announce => {
+            tracing::info!(lease = %config.lease_name, "released the lease");
+        }
         Ok(()) => {}
         Err(e) => tracing::warn!(lease = %config.lease_name, "could not release the lease: {e}"),
     }

@@ -1,0 +1,203 @@
+//! What a replica does with the units of work, given what the Leases say:
+//! with R live replicas and S units in all, it holds at most ceil(S/R)
+//! units, takes free ones while it holds fewer, and hands extra ones back.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+
+/// A unit's Lease as the API server shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Lease {
+    /// No Lease, no holder, or its holder let it expire.
+    Free,
+    /// Held by this replica.
+    Ours,
+    /// Held by another live replica.
+    Theirs,
+}
+
+/// What this replica does about a unit now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Doing {
+    /// Nothing: no election runs for it here.
+    Idle,
+    /// Its election runs here and has not won (yet).
+    Contending,
+    /// This replica holds it.
+    Holding,
+    /// This replica is handing it back.
+    Releasing,
+}
+
+/// One unit: its Lease's name, its Lease and what this replica does.
+#[derive(Clone, Debug)]
+pub(super) struct Unit {
+    pub(super) name: String,
+    pub(super) lease: Lease,
+    pub(super) doing: Doing,
+    /// This replica handed it back a moment ago: not taken again until the
+    /// others had a chance.
+    pub(super) cooling: bool,
+}
+
+/// What to change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Action {
+    /// Start the unit's election.
+    Contend(String),
+    /// Stop an election that another replica's live holding makes vain.
+    Stop(String),
+    /// Hand the unit back: finish its work, then release its Lease.
+    Release(String),
+}
+
+/// The units this replica holds at most: ceil(units / replicas).
+pub(super) fn share(units: usize, replicas: usize) -> usize {
+    units.div_ceil(replicas.max(1))
+}
+
+/// What `identity` does with `units` while `replicas` replicas live.
+pub(super) fn decide(identity: &str, units: &[Unit], replicas: usize) -> Vec<Action> {
+    let share = share(units.len(), replicas);
+    let mut actions = Vec::new();
+    let mut held: Vec<&Unit> = units.iter().filter(|u| u.doing == Doing::Holding).collect();
+    if held.len() > share {
+        // The last ones by name go back: each replica over its share hands
+        // back what the others are most likely to take.
+        held.sort_by(|a, b| b.name.cmp(&a.name));
+        let extra = held.len() - share;
+        for unit in held.drain(..extra) {
+            actions.push(Action::Release(unit.name.clone()));
+        }
+    }
+    let mut busy = held.len() + units.iter().filter(|u| u.doing == Doing::Releasing).count();
+    for unit in units {
+        if unit.doing == Doing::Contending {
+            if unit.lease == Lease::Theirs {
+                actions.push(Action::Stop(unit.name.clone()));
+            } else {
+                busy += 1;
+            }
+        }
+    }
+    // Free units, in an order of this replica's own, so that replicas
+    // starting together contend for different ones.
+    let mut free: Vec<&Unit> = units
+        .iter()
+        .filter(|u| u.doing == Doing::Idle && u.lease == Lease::Free && !u.cooling)
+        .collect();
+    free.sort_by_key(|u| {
+        let mut hasher = DefaultHasher::new();
+        (identity, &u.name).hash(&mut hasher);
+        hasher.finish()
+    });
+    for unit in free.into_iter().take(share.saturating_sub(busy)) {
+        actions.push(Action::Contend(unit.name.clone()));
+    }
+    actions
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unit(name: &str, lease: Lease, doing: Doing) -> Unit {
+        Unit {
+            name: name.into(),
+            lease,
+            doing,
+            cooling: false,
+        }
+    }
+
+    fn names(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("u{i}")).collect()
+    }
+
+    #[test]
+    fn the_share_is_the_ceiling_of_units_over_replicas() {
+        assert_eq!(share(9, 3), 3);
+        assert_eq!(share(9, 4), 3);
+        assert_eq!(share(10, 3), 4);
+        assert_eq!(share(1, 3), 1);
+        assert_eq!(share(0, 3), 0);
+        assert_eq!(share(5, 0), 5, "no replica Lease seen yet: this one");
+    }
+
+    #[test]
+    fn a_lone_replica_contends_for_every_free_unit() {
+        let units: Vec<Unit> = names(4)
+            .iter()
+            .map(|n| unit(n, Lease::Free, Doing::Idle))
+            .collect();
+        let actions = decide("a", &units, 1);
+        assert_eq!(actions.len(), 4);
+        assert!(actions.iter().all(|a| matches!(a, Action::Contend(_))));
+    }
+
+    #[test]
+    fn a_replica_contends_only_up_to_its_share() {
+        let units: Vec<Unit> = names(9)
+            .iter()
+            .map(|n| unit(n, Lease::Free, Doing::Idle))
+            .collect();
+        assert_eq!(decide("a", &units, 3).len(), 3);
+        let mut units = units;
+        units[0].doing = Doing::Holding;
+        units[0].lease = Lease::Ours;
+        units[1].doing = Doing::Contending;
+        let actions = decide("a", &units, 3);
+        assert_eq!(actions.len(), 1, "{actions:?}");
+    }
+
+    #[test]
+    fn replicas_starting_together_prefer_different_units() {
+        let units: Vec<Unit> = names(9)
+            .iter()
+            .map(|n| unit(n, Lease::Free, Doing::Idle))
+            .collect();
+        let picks: Vec<Vec<Action>> = ["host-a_1", "host-b_2", "host-c_3"]
+            .iter()
+            .map(|id| decide(id, &units, 3))
+            .collect();
+        assert!(picks[0] != picks[1] || picks[1] != picks[2], "{picks:?}");
+    }
+
+    #[test]
+    fn a_replica_over_its_share_hands_back_the_extra_units_when_another_joins() {
+        let units: Vec<Unit> = names(6)
+            .iter()
+            .map(|n| unit(n, Lease::Ours, Doing::Holding))
+            .collect();
+        let actions = decide("a", &units, 2);
+        assert_eq!(
+            actions,
+            vec![
+                Action::Release("u5".into()),
+                Action::Release("u4".into()),
+                Action::Release("u3".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn an_election_another_live_holder_wins_is_stopped_and_taken_units_are_left_alone() {
+        let units = vec![
+            unit("u0", Lease::Theirs, Doing::Contending),
+            unit("u1", Lease::Theirs, Doing::Idle),
+            unit("u2", Lease::Free, Doing::Idle),
+        ];
+        let actions = decide("a", &units, 3);
+        assert_eq!(
+            actions,
+            vec![Action::Stop("u0".into()), Action::Contend("u2".into())]
+        );
+    }
+
+    #[test]
+    fn a_unit_just_handed_back_is_not_taken_again_at_once() {
+        let mut cooling = unit("u0", Lease::Free, Doing::Idle);
+        cooling.cooling = true;
+        assert!(decide("a", &[cooling], 1).is_empty());
+    }
+}
