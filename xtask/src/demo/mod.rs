@@ -479,13 +479,37 @@ fn webhook_address() -> Result<String> {
     Ok(listener.local_addr()?.to_string())
 }
 
+/// A host process the demo started, killed when dropped (the demo ends, or
+/// fails on the way).
+struct HostChild(Child);
+
+impl std::ops::Deref for HostChild {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for HostChild {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for HostChild {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 fn start_host(
     wasmop: &Path,
     kubeconfig: &Path,
     log: &Path,
     webhooks: &str,
     extra: &[&str],
-) -> Result<Child> {
+) -> Result<HostChild> {
     let file = std::fs::File::create(log)?;
     Command::new(wasmop)
         .args([
@@ -516,6 +540,7 @@ fn start_host(
         .stdout(Stdio::null())
         .stderr(file)
         .spawn()
+        .map(HostChild)
         .with_context(|| format!("starting {}", wasmop.display()))
 }
 
