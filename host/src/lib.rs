@@ -22,6 +22,7 @@
 //! watches' retry schedule. Each module imports only the layers below its
 //! own (ARCHITECTURE.md; checked by `host/tests/layers.rs`).
 
+pub mod app;
 pub mod cases;
 pub mod claims;
 pub mod cli;

@@ -1,6 +1,6 @@
 //! `wasmop run`: the host against a cluster. Its flags (`RunArgs`, the
-//! production flags) become the runtime, the clients, the election, the
-//! endpoints and the host with its guests.
+//! production flags) become the app's [`Config`], checked, and the app
+//! ([`crate::app`]) starts from it.
 
 use std::path::PathBuf;
 
@@ -8,18 +8,12 @@ use anyhow::{Context as _, bail};
 use clap::ValueEnum;
 
 use super::{LimitArgs, config, name_and_value, outbound_hosts, read_settings};
-use crate::client::Clients;
-use crate::host::{GuestSpec, Host, Origin};
-use crate::leader::units::Units;
-use crate::leader::{LeaderConfig, Leadership};
-use crate::protected::{ProtectedObjects, ProtectedRef};
-use crate::runtime::{
-    CompileLimits, Compiler, Limits, ModuleBytes, Runtime, RuntimeConfig, limits::parse_duration,
-};
-use crate::server::health::Health;
+use crate::app::{App, Config};
+use crate::host::{GuestSpec, Origin};
+use crate::leader::LeaderConfig;
+use crate::runtime::{CompileLimits, Limits, ModuleBytes, limits::parse_duration};
 use crate::settings::ControllerSettings;
 use crate::source::watch;
-use crate::telemetry::Metrics;
 use crate::telemetry::logs::LogFormat;
 
 /// `wasmop run`.
@@ -81,7 +75,8 @@ pub struct RunArgs {
 /// Flags for running in a cluster (interface contract).
 #[derive(Debug, clap::Args)]
 pub struct ProductionArgs {
-    /// Elect a leader on a Lease; only the leader writes.
+    /// Elect, on Leases, which replica works on each guest (and each shard
+    /// of one) and which does the host's own duties: one writer for each.
     #[arg(long)]
     pub leader_elect: bool,
     /// The Lease's name.
@@ -240,7 +235,15 @@ fn identity() -> String {
 }
 
 pub(super) async fn run(args: RunArgs) -> anyhow::Result<()> {
-    let specs = file_guests(&args)?;
+    let config = app_config(&args).await?;
+    App::start(config).await?.run().await;
+    Ok(())
+}
+
+/// The app's configuration from the flags, checked before anything talks
+/// to the cluster (the kubeconfig aside).
+async fn app_config(args: &RunArgs) -> anyhow::Result<Config> {
+    let guests = file_guests(args)?;
     let list = match (&args.guests_configmap, args.guests.is_empty()) {
         (Some(list), _) => Some(list.clone()),
         (None, true) => Some(watch::DEFAULT_LIST.to_string()),
@@ -254,9 +257,9 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<()> {
         })
         .transpose()?;
     let prod = &args.production;
-    let metrics_addr = crate::server::parse_bind(&prod.metrics_bind_address)?;
-    let probe_addr = crate::server::parse_bind(&prod.health_probe_bind_address)?;
-    let webhook = webhook_config(prod)?;
+    let metrics = crate::server::parse_bind(&prod.metrics_bind_address)?;
+    let probes = crate::server::parse_bind(&prod.health_probe_bind_address)?;
+    let webhooks = webhook_config(prod)?;
     let lease_namespace = match (&prod.leader_elect_namespace, &list) {
         (Some(ns), _) => ns.clone(),
         (None, Some((ns, _))) => ns.clone(),
@@ -280,148 +283,38 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<()> {
     if prod.leader_elect && prod.leader_elect_renew_deadline >= prod.leader_elect_lease_duration {
         bail!("--leader-elect-renew-deadline must be shorter than --leader-elect-lease-duration");
     }
-
-    let config = config(args.kubeconfig.as_ref()).await?;
-    let trimmer = tokio::spawn(crate::memory::trim_periodically());
-    let metrics = Metrics::new();
-    let protected = ProtectedObjects::new();
-    let api_health = crate::client::ApiHealth::default();
-    let (leadership, elector, units) = if prod.leader_elect {
-        let client = crate::client::for_leader_election(&config, &metrics, &api_health)?;
-        protected.set(
-            "lease",
-            [ProtectedRef::namespaced(
-                "coordination.k8s.io",
-                "Lease",
-                &lease_namespace,
-                &prod.leader_elect_lease_name,
-            )],
-        );
-        let base = LeaderConfig {
-            lease_name: prod.leader_elect_lease_name.clone(),
-            namespace: lease_namespace.clone(),
-            identity: identity(),
-            lease_duration: prod.leader_elect_lease_duration,
-            renew_deadline: prod.leader_elect_renew_deadline,
-            retry_period: prod.leader_elect_retry_period,
-            announce: true,
-        };
-        let (leadership, elector) =
-            crate::leader::start(client.clone(), base.clone(), metrics.clone());
-        let units = Units::start(client, base, metrics.clone(), leadership.clone());
-        (leadership, Some(elector), units)
-    } else {
-        let always = Leadership::always();
-        (always.clone(), None, Units::unelected(always))
-    };
-    let clients = Clients::new(config, metrics.clone(), leadership.clone(), api_health)?
-        .with_guest_identity(guest_identity);
-    let prober = clients.health().probe(clients.host());
-    let runtime = Runtime::new(RuntimeConfig {
+    let election = prod.leader_elect.then(|| LeaderConfig {
+        lease_name: prod.leader_elect_lease_name.clone(),
+        namespace: lease_namespace.clone(),
+        identity: identity(),
+        lease_duration: prod.leader_elect_lease_duration,
+        renew_deadline: prod.leader_elect_renew_deadline,
+        retry_period: prod.leader_elect_retry_period,
+        announce: true,
+    });
+    let host_namespace = Some(match &list {
+        Some((ns, _)) => ns.clone(),
+        None => lease_namespace,
+    });
+    Ok(Config {
+        kube: config(args.kubeconfig.as_ref()).await?,
+        guests,
+        list,
+        metrics,
+        probes,
+        readyz_requires_leader: prod.readyz_requires_leader,
+        webhooks,
+        election,
+        host_namespace,
+        guest_identity,
         cache_dir: args.cache_dir.clone(),
         instance_pool: args.instance_pool,
-        metrics: metrics.clone(),
-        // Compiling in a child process leaves Cranelift's code and memory
-        // out of the host's, and bounds what one module's compile may use.
-        compiler: match std::env::current_exe() {
-            Ok(exe) => Compiler::Worker {
-                exe,
-                limits: CompileLimits {
-                    cpu_seconds: args.compile_cpu_seconds,
-                    memory_mib: args.compile_memory_mib,
-                },
-            },
-            Err(e) => {
-                tracing::warn!("compiling guests in this process: cannot find its executable: {e}");
-                Compiler::InProcess
-            }
+        compile_limits: CompileLimits {
+            cpu_seconds: args.compile_cpu_seconds,
+            memory_mib: args.compile_memory_mib,
         },
-    })?;
-    let health = Health::new();
-    if let Some(addr) = metrics_addr {
-        let mut registry = metrics.registry();
-        registry.register_collector(Box::new(health.gauges()));
-        let bound = crate::server::serve(addr, crate::server::metrics::router(registry)).await?;
-        tracing::info!(%bound, "serving metrics on /metrics");
-    }
-    if let Some(addr) = probe_addr {
-        let probes = crate::server::probes::Probes {
-            health: health.clone(),
-            leadership: leadership.clone(),
-            requires_leader: prod.readyz_requires_leader,
-            runtime: runtime.clone(),
-        };
-        let bound = crate::server::serve(addr, crate::server::probes::router(probes)).await?;
-        tracing::info!(%bound, "serving probes on /healthz and /readyz");
-    }
-    let host_namespace = match &list {
-        Some((ns, _)) => Some(ns.clone()),
-        None => Some(lease_namespace.clone()),
-    };
-    let mut host = Host::new(clients.clone(), runtime, protected, health)
-        .with_host_namespace(host_namespace)
-        .with_units(units.clone());
-    if let Some((ns, name)) = &list {
-        host = host.with_list(ns, name);
-        host = host.with_board(crate::rollout::Board::new(
-            clients.host(),
-            ns,
-            name,
-            leadership.clone(),
-        ));
-    }
-    if let Some(config) = webhook {
-        let (webhooks, listening) = crate::webhook::Webhooks::start(
-            config,
-            clients.host(),
-            leadership.clone(),
-            metrics.clone(),
-            host.protected().clone(),
-        )
-        .await?;
-        crate::server::webhooks::spawn(listening, webhooks.clone());
-        host = host.with_webhooks(webhooks);
-    }
-    for spec in specs {
-        let name = spec.name.clone();
-        host.upsert(spec)
-            .await
-            .with_context(|| format!("loading guest {name:?}"))?;
-    }
-    tracing::info!(
-        pid = std::process::id(),
-        leader_elect = prod.leader_elect,
-        "wasmop host running"
-    );
-    let shutdown = shutdown_signal();
-    match list {
-        Some((ns, name)) => {
-            tracing::info!(list = %format!("{ns}/{name}"), "following the guest list");
-            tokio::select! {
-                () = watch::follow(clients.host(), &mut host, &ns, &name) => {}
-                () = shutdown => {}
-            }
-        }
-        None => shutdown.await,
-    }
-    // Graceful shutdown: no new reconciles, the running ones finish (within
-    // the timeout), then the lease goes so a standby takes over at once.
-    let deadline = std::time::Instant::now() + prod.graceful_shutdown_timeout;
-    host.shutdown(prod.graceful_shutdown_timeout).await;
-    let left = deadline.saturating_duration_since(std::time::Instant::now());
-    units
-        .release(left.max(std::time::Duration::from_secs(1)))
-        .await;
-    if let Some(elector) = elector {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        elector
-            .release(left.max(std::time::Duration::from_secs(1)))
-            .await;
-    }
-    prober.abort();
-    trimmer.abort();
-    tracing::info!("wasmop host stopped");
-    Ok(())
+        graceful_shutdown_timeout: prod.graceful_shutdown_timeout,
+    })
 }
 
 /// The webhooks' settings, or none when they are off.
@@ -454,13 +347,4 @@ fn webhook_config(prod: &ProductionArgs) -> anyhow::Result<Option<crate::webhook
         host: host.clone(),
         cert_secret,
     }))
-}
-
-async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
-    }
-    tracing::info!("shutdown requested");
 }
