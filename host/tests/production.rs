@@ -16,26 +16,15 @@ use serde_json::{Value, json};
 use support::guests::{Entry, GuestList};
 use support::hostile::HostileHost;
 use support::{
-    HostProcess, guest_module, http_get, install_cache_crd, install_yaml, parse_prometheus,
-    put_guest_list, put_module, sample, successful_writes_by, wait_for, workspace,
+    HostProcess, LEASE, LEASE_DURATION, guest_module, http_get, install_cache_crd, install_yaml,
+    parse_prometheus, put_guest_list, put_module, sample, successful_writes_by, wait_for,
+    workspace,
 };
 use wasmop_testenv::harness::run;
 use wasmop_testenv::{TestEnv, Window};
 
 const LONG: Duration = Duration::from_secs(90);
 const LIST: &str = "wasmop-guests";
-/// Short leases keep the failover cases quick; the defaults (15 s, 10 s,
-/// 2 s) are controller-runtime's.
-const LEASE: &[&str] = &[
-    "--leader-elect",
-    "--leader-elect-lease-duration",
-    "6s",
-    "--leader-elect-renew-deadline",
-    "4s",
-    "--leader-elect-retry-period",
-    "1s",
-];
-const LEASE_DURATION: Duration = Duration::from_secs(6);
 
 /// A namespace with the CRD, the cache-operator in a module ConfigMap and a
 /// guest list naming it.

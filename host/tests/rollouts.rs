@@ -21,8 +21,8 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use support::guests::{Entry, GuestList};
 use support::{
-    HostProcess, admin_identity, caches, create_small_cache, events_about, guest_module, http_get,
-    install_cache_crd, parse_prometheus, put_guest_list, put_module, sample, sha256_hex,
+    HostProcess, LEASE, admin_identity, caches, create_small_cache, events_about, guest_module,
+    http_get, install_cache_crd, parse_prometheus, put_guest_list, put_module, sample, sha256_hex,
     timed_successful_writes_by, wait_for, wait_for_event,
 };
 use wasmop_testenv::TestEnv;
@@ -31,16 +31,6 @@ const LONG: Duration = Duration::from_secs(120);
 const LIST: &str = "wasmop-guests";
 const STATUS: &str = "wasmop-guests-status";
 const GUEST: &str = "cache-operator";
-/// Short leases, as in the production suite.
-const LEASE: &[&str] = &[
-    "--leader-elect",
-    "--leader-elect-lease-duration",
-    "6s",
-    "--leader-elect-renew-deadline",
-    "4s",
-    "--leader-elect-retry-period",
-    "1s",
-];
 
 /// A canary over 10 % and 50 % of the parents, each step `step` long.
 fn canary(step: &str, progress_deadline: &str) -> Value {

@@ -19,7 +19,8 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 use support::guests::{Entry, GuestList};
 use support::{
-    HostProcess, caches, guest_module, install_cache_crd, put_guest_list, put_module, wait_for,
+    HostProcess, LEASE, LEASE_DURATION, caches, guest_module, install_cache_crd, put_guest_list,
+    put_module, wait_for,
 };
 use wasmop_host::controller::shards::{LABELLER, SHARD_LABEL, Shard};
 use wasmop_testenv::harness::run;
@@ -236,19 +237,6 @@ async fn a_shard_count_out_of_range_is_refused_and_the_running_version_kept(
     );
     Ok(())
 }
-
-/// Short leases keep the failover cases quick; the defaults (15 s, 10 s,
-/// 2 s) are controller-runtime's.
-const LEASE: &[&str] = &[
-    "--leader-elect",
-    "--leader-elect-lease-duration",
-    "6s",
-    "--leader-elect-renew-deadline",
-    "4s",
-    "--leader-elect-retry-period",
-    "1s",
-];
-const LEASE_DURATION: Duration = Duration::from_secs(6);
 
 /// Six guests of one module, one API group each, and the cache-operator of
 /// `apps.example.com` with three shards: nine units of work.

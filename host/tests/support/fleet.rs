@@ -19,25 +19,14 @@ use serde_json::{Value, json};
 use wasmop_testenv::TestEnv;
 
 use super::{
-    HostProcess, Write, at, caches, dyn_api, guest_module, install_cache_crd, put_guest_list,
-    put_module, timed_successful_writes_by, wait_for,
+    HostProcess, LEASE, Write, at, caches, dyn_api, guest_module, install_cache_crd,
+    put_guest_list, put_module, timed_successful_writes_by, wait_for,
 };
 
 /// How long a fleet may take to converge.
 pub const CONVERGE: Duration = Duration::from_secs(300);
 const LIST: &str = "wasmop-guests";
 const GUEST_LABEL: &str = "wasmop.dev/guest=cache-operator";
-/// Short leases, as in the production suite, so a restarted host (a new
-/// identity) waits 6 s, not 15 s, for the lease its predecessor held.
-const LEASE: &[&str] = &[
-    "--leader-elect",
-    "--leader-elect-lease-duration",
-    "6s",
-    "--leader-elect-renew-deadline",
-    "4s",
-    "--leader-elect-retry-period",
-    "1s",
-];
 
 /// A namespace of Caches under the production setup: the guest list
 /// ConfigMap with the cache-operator's module, a least-privilege identity
