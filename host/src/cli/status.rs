@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 
 use super::{Report, config};
+use crate::leader::units::lease_name;
 use crate::rollout::Record;
 use crate::rollout::record::{records, status_name};
 use crate::source::list::{GuestList, LIST_KEY};
@@ -56,14 +57,23 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
         .with_context(|| {
             format!("{namespace}/{name} does not exist: no host follows the guest list {namespace}/{list} yet")
         })?;
-    // Listed guests no host runs yet have no record.
-    let listed: Vec<String> = api
+    // Listed guests no host runs yet have no record; each has its shards.
+    let units: Vec<(String, u16)> = api
         .get_opt(&list)
         .await?
         .and_then(|cm| cm.data.and_then(|d| d.get(LIST_KEY).cloned()))
         .and_then(|text| GuestList::parse(&text).ok())
-        .map(|l| l.guests.into_iter().map(|g| g.name).collect())
+        .map(|l| {
+            l.guests
+                .into_iter()
+                .map(|g| {
+                    let shards = g.controller().map_or(1, |c| c.shards);
+                    (g.name, shards)
+                })
+                .collect()
+        })
         .unwrap_or_default();
+    let listed: Vec<String> = units.iter().map(|(name, _)| name.clone()).collect();
     match args.output {
         Report::Json => println!("{}", serde_json::to_string_pretty(&recorded)?),
         Report::Yaml => print!("{}", serde_saphyr::to_string(&recorded)?),
@@ -72,7 +82,7 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
             // Leader election may be off: then no unit has a Lease.
             let leases: Api<Lease> = Api::namespaced(client, &namespace);
             if let Ok(leases) = leases.list(&Default::default()).await {
-                let holders = holders(&args.leader_elect_lease_name, &listed, &leases.items);
+                let holders = holders(&args.leader_elect_lease_name, &units, &leases.items);
                 if !holders.is_empty() {
                     print!("\n{}", columns(holders));
                 }
@@ -82,40 +92,35 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The rows of the units' holders: `GUEST SHARD HOLDER`, one per Lease
-/// `<base>-<guest>` or `<base>-<guest>-<shard>` of a listed guest.
-fn holders(base: &str, listed: &[String], leases: &[Lease]) -> Vec<[String; 3]> {
+/// The rows of the units' holders, `GUEST SHARD HOLDER` (the header
+/// first): one per unit of a listed guest (with its shard count) whose
+/// Lease ([`lease_name`] of `base`) is among `leases`; none when no unit
+/// has a Lease (leader election off).
+fn holders(base: &str, guests: &[(String, u16)], leases: &[Lease]) -> Vec<[String; 3]> {
+    let holder_of: BTreeMap<&str, String> = leases
+        .iter()
+        .filter_map(|lease| {
+            let holder = lease
+                .spec
+                .as_ref()
+                .and_then(|s| s.holder_identity.clone())
+                .filter(|h| !h.is_empty())
+                .unwrap_or_else(|| "-".to_owned());
+            Some((lease.metadata.name.as_deref()?, holder))
+        })
+        .collect();
     let mut rows = Vec::new();
-    for lease in leases {
-        let Some(rest) = lease
-            .metadata
-            .name
-            .as_deref()
-            .and_then(|n| n.strip_prefix(base))
-            .and_then(|n| n.strip_prefix('-'))
-        else {
-            continue;
-        };
-        let unit = listed.iter().find_map(|guest| {
-            let tail = rest.strip_prefix(guest.as_str())?;
-            match tail.strip_prefix('-') {
-                None if tail.is_empty() => Some((guest, "0".to_owned())),
-                Some(k) if !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()) => {
-                    Some((guest, k.to_owned()))
-                }
-                _ => None,
+    for (guest, shards) in guests {
+        for shard in 0..*shards {
+            let name = lease_name(base, guest, (*shards > 1).then_some(shard));
+            if let Some(holder) = holder_of.get(name.as_str()) {
+                rows.push([guest.clone(), shard.to_string(), holder.clone()]);
             }
-        });
-        let Some((guest, shard)) = unit else { continue };
-        let holder = lease
-            .spec
-            .as_ref()
-            .and_then(|s| s.holder_identity.clone())
-            .filter(|h| !h.is_empty())
-            .unwrap_or_else(|| "-".to_owned());
-        rows.push([guest.clone(), shard, holder]);
+        }
     }
-    rows.sort_by(|a, b| (&a[0], a[1].parse::<u16>().ok()).cmp(&(&b[0], b[1].parse::<u16>().ok())));
+    if rows.is_empty() {
+        return rows;
+    }
     let mut out = vec![["GUEST".to_owned(), "SHARD".to_owned(), "HOLDER".to_owned()]];
     out.extend(rows);
     out
@@ -201,33 +206,40 @@ mod tests {
 
     #[test]
     fn each_unit_of_a_listed_guest_gets_a_row_with_its_holder() {
-        let listed = ["cache".to_owned(), "cache-2".to_owned()];
+        let guests = [("cache".to_owned(), 3), ("cache-2".to_owned(), 1)];
         let leases = [
             lease("wasmop", Some("host-a")),
             lease("wasmop-replica-host-a", Some("host-a")),
-            lease("wasmop-cache-10", Some("host-b")),
+            lease("wasmop-cache-0", Some("host-b")),
             lease("wasmop-cache-2", Some("host-a")),
-            lease("wasmop-cache-2-0", None),
-            lease("other-cache", Some("x")),
+            lease("wasmop-cache", None),
+            lease("other-cache-1", Some("x")),
         ];
-        let rows = holders("wasmop", &listed, &leases);
-        let text = columns(rows);
+        let text = columns(holders("wasmop", &guests, &leases));
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 4, "{text}");
         assert!(lines[0].starts_with("GUEST"), "{text}");
-        // `wasmop-cache-2` would be both the guest cache-2 of one shard and
-        // shard 2 of cache: the first listed guest it fits gets the row.
         assert!(
-            lines[1].starts_with("cache ") && lines[1].contains(" 2 "),
+            lines[1].starts_with("cache ")
+                && lines[1].contains(" 0 ")
+                && lines[1].ends_with("host-b"),
+            "{text}"
+        );
+        // `wasmop-cache-2` is both shard 2 of cache and the Lease of
+        // cache-2's one shard: each guest's row names it.
+        assert!(
+            lines[2].starts_with("cache ")
+                && lines[2].contains(" 2 ")
+                && lines[2].ends_with("host-a"),
             "{text}"
         );
         assert!(
-            lines[2].starts_with("cache ") && lines[2].ends_with("host-b"),
+            lines[3].starts_with("cache-2") && lines[3].ends_with("host-a"),
             "{text}"
         );
         assert!(
-            lines[3].starts_with("cache-2") && lines[3].ends_with("-"),
-            "{text}"
+            holders("wasmop", &guests, &leases[..2]).is_empty(),
+            "no unit has a Lease: no rows"
         );
     }
 

@@ -425,48 +425,28 @@ mod tests {
         shard: None,
     };
 
-    fn sharded_again(desired: &DesiredChild) -> Value {
-        stamp(
-            desired,
-            Owner {
-                shard: Some(2),
-                ..OWNER
-            },
-            "cache",
-        )
+    /// `desired` stamped for [`OWNER`] in `shard`.
+    fn stamped_in(desired: &DesiredChild, shard: Option<u16>) -> Value {
+        stamp(desired, Owner { shard, ..OWNER }, "cache")
     }
 
     #[test]
     fn a_shard_label_is_stamped_outside_the_desired_hash() {
         let desired =
             child(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "demo"}}));
-        let plain = stamp(&desired, OWNER, "cache");
-        let sharded = stamp(
-            &desired,
-            Owner {
-                shard: Some(2),
-                ..OWNER
-            },
-            "cache",
-        );
+        let plain = stamped_in(&desired, None);
+        let sharded = stamped_in(&desired, Some(2));
         assert_eq!(sharded["metadata"]["labels"][SHARD_LABEL], "2");
         assert!(plain["metadata"]["labels"].get(SHARD_LABEL).is_none());
         let hash = |v: &Value| v["metadata"]["annotations"][DESIRED_HASH_ANNOTATION].clone();
         assert_eq!(hash(&plain), hash(&sharded));
-        let moved = stamp(
-            &desired,
-            Owner {
-                shard: Some(0),
-                ..OWNER
-            },
-            "cache",
-        );
+        let moved = stamped_in(&desired, Some(0));
         let observed: DynamicObject = serde_json::from_value(sharded).unwrap();
         assert!(
             drift(&moved, &observed).is_some_and(|why| why.contains(SHARD_LABEL)),
             "a moved child drifts from its new shard"
         );
-        assert_eq!(drift(&sharded_again(&desired), &observed), None);
+        assert_eq!(drift(&stamped_in(&desired, Some(2)), &observed), None);
     }
 
     #[test]

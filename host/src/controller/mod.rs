@@ -307,9 +307,9 @@ impl RunningController {
         let mut listed = Vec::new();
         let shard_scopes = shards::Shard::all(settings.shards);
         if settings.shards > 1 {
+            // Kept by whoever holds shard 0.
+            let first = env.for_shard(shard_scopes[0]);
             for namespace in &scopes {
-                // Kept by whoever holds shard 0.
-                let first = env.for_shard(shard_scopes[0]);
                 let labelling = shards::Labelling {
                     client: env
                         .units

@@ -22,6 +22,7 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 pub use wasmop_contract::names::SHARD_LABEL;
 
+use super::apply::api_for;
 use super::triggers::Watched;
 use super::{ResolvedKinds, scoped_api};
 use crate::leader::Leadership;
@@ -148,23 +149,17 @@ impl Labelling {
             return;
         }
         let Some(uid) = parent.uid() else { return };
+        let api = scoped_api(&self.client, &self.kinds.primary, namespace.as_deref());
         for attempt in 1..=3 {
-            let moved = match have {
+            let labelled = async {
                 // Labelled for another shard: its children move first.
-                Some(_) => {
+                if have.is_some() {
                     self.relabel_children(namespace.as_deref(), &uid, &want)
-                        .await
+                        .await?;
                 }
-                None => Ok(()),
+                label(&api, &name, &uid, &want).await
             };
-            let labelled = match moved {
-                Ok(()) => {
-                    let api = scoped_api(&self.client, &self.kinds.primary, namespace.as_deref());
-                    label(&api, &name, &uid, &want).await
-                }
-                Err(e) => Err(e),
-            };
-            match labelled {
+            match labelled.await {
                 Ok(()) => {
                     tracing::debug!(guest = %self.guest, parent = %name, shard = %want, "labelled its shard");
                     return;
@@ -197,17 +192,10 @@ impl Labelling {
                     .iter()
                     .any(|o| o.controller == Some(true) && o.uid == uid)
             }) {
-                let (Some(child_uid), child_api) = (
-                    child.uid(),
-                    match child.namespace() {
-                        Some(ns) if kind.namespaced => {
-                            Api::namespaced_with(self.client.clone(), &ns, &kind.resource)
-                        }
-                        _ => api.clone(),
-                    },
-                ) else {
+                let Some(child_uid) = child.uid() else {
                     continue;
                 };
+                let child_api = api_for(&self.client, &kind.resource, child.namespace().as_deref());
                 match label(&child_api, &child.name_any(), &child_uid, want).await {
                     Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
                     other => other?,

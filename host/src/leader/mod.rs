@@ -1,9 +1,9 @@
 //! Leader election on a Lease, with fencing.
 //!
-//! Several hosts follow one guest list; one of them, the leader, writes.
-//! The others are warm standbys: they follow the list, compile modules and
-//! keep their caches synced, so a takeover needs no compile and no initial
-//! list, only a reconcile of every parent.
+//! Several hosts follow one guest list; for each Lease, one of them, its
+//! holder, writes. The others stay warm: they follow the list, compile
+//! modules and keep their caches synced, so a takeover needs no compile and
+//! no initial list, only a reconcile of every parent.
 //!
 //! The lease protocol is `kube-lease-manager`'s (server-side apply on a
 //! Lease). Around it this module adds what controller-runtime's leader
@@ -23,8 +23,8 @@
 //! With leader election on, each guest (each shard of a guest) is a unit of
 //! work with a Lease of its own, spread over the replicas (`units.rs`,
 //! decided by `balance.rs`); the Lease of this module's election of one
-//! host is then the host's own duties' (the guest list's Events, rollout
-//! records, webhook configurations).
+//! host is then the host's own duties' (the guest list's Events, the
+//! webhook configurations, the records of guests that left the list).
 
 mod balance;
 pub mod units;

@@ -216,19 +216,6 @@ impl Units {
         }
     }
 
-    /// The units this host holds now, by Lease name.
-    pub fn held(&self) -> Vec<String> {
-        let Some(inner) = &self.inner else {
-            return Vec::new();
-        };
-        let units = inner.units.lock().expect("units lock");
-        units
-            .iter()
-            .filter(|(_, e)| e.doing() == Doing::Holding)
-            .map(|(name, _)| name.clone())
-            .collect()
-    }
-
     /// Stops balancing and releases every unit this host holds and its own
     /// Lease, so the others take them at once (call once the controllers
     /// have stopped).
@@ -433,6 +420,5 @@ mod tests {
         let units = Units::unelected(Leadership::always());
         let held = units.hold("cache", None);
         assert!(held.leadership.may_start());
-        assert!(units.held().is_empty());
     }
 }
