@@ -561,9 +561,12 @@ impl Host {
             RunningController::start(env, running.slot.clone(), kinds, &spec.controller);
         let old = std::mem::replace(&mut running.controller, controller);
         drop(old.stop());
+        let before = running.controller_settings.shards;
+        let shards = spec.controller.shards;
         running.controller_settings = spec.controller;
         running.rollout.set_parents(running.controller.parents());
         self.health.running(&spec.name, running.controller.synced());
+        self.follow_shards(&spec.name, before, shards);
         tracing::info!(guest = %spec.name, "controller settings changed during a rollout: the watches restarted");
         Ok(Change::Unchanged)
     }
@@ -694,6 +697,20 @@ impl Host {
             telemetry: self.runtime.metrics().clone(),
             host_namespace: self.host_namespace.clone(),
         })
+    }
+
+    /// Moves `name`'s rollout to the unit of shard 0 of `shards` shards
+    /// when its shards changed from `before` (the unit's Lease is another).
+    fn follow_shards(&mut self, name: &str, before: u16, shards: u16) {
+        if (before > 1) == (shards > 1) {
+            return;
+        }
+        let unit = self.units.hold(name, (shards > 1).then_some(0));
+        if let Some(running) = self.guests.get(name) {
+            running
+                .rollout
+                .set_unit(unit.leadership.clone(), Some(unit));
+        }
     }
 
     /// What a guest's rollout needs from the host.
@@ -964,9 +981,12 @@ impl Host {
         running.converted_by_webhook = kinds.converted_by_webhook;
         running.watched = guest.description().clone();
         running.limits = spec.limits;
+        let before = running.controller_settings.shards;
+        let shards = spec.controller.shards;
         running.controller_settings = spec.controller;
         running.rollout.set_parents(running.controller.parents());
         self.health.running(&spec.name, running.controller.synced());
+        self.follow_shards(&spec.name, before, shards);
         self.evict_unused();
         self.publish(&spec.name);
         tracing::info!(guest = %spec.name, to = %short(&outcome.digest), cache = ?outcome.hit, elapsed_us = micros(&outcome), watches_restarted = true, "swapped guest module");

@@ -310,6 +310,32 @@ impl Fleet {
         Ok(all)
     }
 
+    /// The sharded guest's Caches and Deployments each live host caches,
+    /// from its `wasmop_cached_objects`.
+    async fn cached(&mut self) -> anyhow::Result<Vec<Option<(f64, f64)>>> {
+        let mut all = Vec::new();
+        for host in &mut self.hosts {
+            let Some(host) = host.as_mut() else {
+                all.push(None);
+                continue;
+            };
+            let addr = host.endpoint("metrics").await?;
+            let (_, text) = support::http_get(addr, "/metrics").await?;
+            let metrics = support::parse_prometheus(&text)?;
+            let count = |kind: &str| {
+                support::sample(
+                    &metrics,
+                    "wasmop_cached_objects",
+                    "wasmop_cached_objects",
+                    &[("guest", "cache-operator"), ("kind", kind)],
+                )
+                .unwrap_or(0.0)
+            };
+            all.push(Some((count("Cache"), count("Deployment"))));
+        }
+        Ok(all)
+    }
+
     /// Waits until every one of the nine units is held by exactly one live
     /// host, and each live host holds `share` of them at most.
     async fn balanced(&mut self, share: usize) -> anyhow::Result<Vec<Option<BTreeSet<String>>>> {
@@ -475,6 +501,74 @@ async fn three_replicas_share_nine_units_and_hand_them_over_without_two_writers(
         "wasmop status does not show nine units over three replicas:\n{table}"
     );
     create_everywhere(&client, &ns, "a", 3).await?;
+    // Caches split, not filtered: each replica caches the sharded guest's
+    // parents and children of the shards it holds, and nothing else of it.
+    // Named so that each shard has nine more; the names' shards are fixed
+    // by the namespace, so they are picked here.
+    let mut per_shard = [0usize; 3];
+    let mut names = Vec::new();
+    for i in 0.. {
+        if per_shard.iter().all(|n| *n == 9) {
+            break;
+        }
+        let name = format!("s-{i}");
+        let shard = usize::from(Shard::of(Some(&ns), &name, 3));
+        if per_shard[shard] < 9 {
+            per_shard[shard] += 1;
+            names.push(name);
+        }
+    }
+    for name in &names {
+        support::create_small_cache(&client, &ns, name).await?;
+    }
+    for name in &names {
+        support::wait_ready(&client, &ns, name).await?;
+    }
+    let sharded: Vec<String> = (0..3).map(|i| format!("a-0-{i}")).chain(names).collect();
+    let mut in_shard = [0usize; 3];
+    for name in &sharded {
+        in_shard[usize::from(Shard::of(Some(&ns), name, 3))] += 1;
+    }
+    let total = sharded.len() as f64;
+    let deadline = std::time::Instant::now() + LONG;
+    let cached = loop {
+        let held = fleet.held().await?;
+        let cached = fleet.cached().await?;
+        let want: Vec<Option<f64>> = held
+            .iter()
+            .map(|h| {
+                h.as_ref().map(|h| {
+                    (0..3)
+                        .filter(|k| h.contains(&format!("cache-operator/{k}")))
+                        .map(|k| in_shard[k] as f64)
+                        .sum()
+                })
+            })
+            .collect();
+        let split = cached.iter().zip(&want).all(|(c, w)| {
+            c.map(|(caches, deployments)| (caches, deployments)) == w.map(|w| (w, w))
+        });
+        if split {
+            break cached;
+        }
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "the replicas do not cache the shards they hold: held {held:?}, cached (Caches, Deployments) {cached:?}, Caches per shard {in_shard:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    for (i, replica) in cached.iter().enumerate() {
+        let (caches, _) = replica.context("three replicas run")?;
+        let part = caches / total;
+        ensure!(
+            (0.20..=0.45).contains(&part),
+            "replica {i} caches {caches} of the sharded guest's {total} Caches ({:.0} %)",
+            part * 100.0
+        );
+    }
+    eprintln!(
+        "the sharded guest's Caches and Deployments each replica caches, of {total}: {cached:?}"
+    );
     // Every replica wrote: each works on its own units.
     for user in &fleet.users {
         let writes = support::successful_writes_by(&env, user)?
@@ -581,10 +675,80 @@ async fn three_replicas_share_nine_units_and_hand_them_over_without_two_writers(
     Ok(())
 }
 
+/// A guest of one shard that takes three under leader election: its three
+/// units spread over the three replicas, one each, and its former unit's
+/// Lease is let go by every replica (the rollout follows the unit of
+/// shard 0).
+async fn a_guest_that_takes_shards_under_leader_election_spreads_them_and_lets_its_old_unit_go(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    let client = env.client();
+    install_cache_crd(&client).await?;
+    let ns = env.create_namespace("reshard").await?;
+    let module = std::fs::read(guest_module("cache-operator")?)?;
+    put_module(&client, &ns, "cache-module", "module.wasm", &module).await?;
+    put_guest_list(&client, &ns, LIST, &list(&ns, 1)).await?;
+    let mut fleet = Fleet {
+        env: env.clone(),
+        ns: ns.clone(),
+        hosts: Vec::new(),
+        users: Vec::new(),
+    };
+    for _ in 0..3 {
+        fleet.start_host().await?;
+    }
+    let holders = |held: &[Option<BTreeSet<String>>], unit: &str| {
+        held.iter().flatten().filter(|h| h.contains(unit)).count()
+    };
+    let deadline = std::time::Instant::now() + LONG;
+    loop {
+        let held = fleet.held().await?;
+        if holders(&held, "cache-operator/0") == 1 {
+            break;
+        }
+        ensure!(std::time::Instant::now() < deadline, "held {held:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    put_guest_list(&client, &ns, LIST, &list(&ns, 3)).await?;
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), &ns);
+    let deadline = std::time::Instant::now() + LONG;
+    let held = loop {
+        let held = fleet.held().await?;
+        let spread = held.iter().flatten().all(|h| h.len() == 1)
+            && (0..3).all(|k| holders(&held, &format!("cache-operator/{k}")) == 1);
+        // The former unit's Lease (the default lease name `wasmop`):
+        // released, without a holder.
+        let former = leases
+            .get_opt("wasmop-cache-operator")
+            .await?
+            .and_then(|l| l.spec)
+            .and_then(|s| s.holder_identity)
+            .filter(|h| !h.is_empty());
+        if spread && former.is_none() {
+            break held;
+        }
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "the three shards are not one on each replica ({held:?}) or the former unit is still held (by {former:?})"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    eprintln!("after shards 1 -> 3: {held:?}");
+    for name in ["r0", "r1", "r2", "r3", "r4", "r5"] {
+        support::create_small_cache(&client, &ns, name).await?;
+    }
+    for name in ["r0", "r1", "r2", "r3", "r4", "r5"] {
+        support::wait_ready(&client, &ns, name).await?;
+    }
+    Ok(())
+}
+
 fn main() -> std::process::ExitCode {
     run(wasmop_testenv::tests![
         three_replicas_share_nine_units_and_hand_them_over_without_two_writers => Duration::from_secs(400),
         parents_and_children_carry_their_shard_and_move_when_the_count_changes => Duration::from_secs(300),
         a_shard_count_out_of_range_is_refused_and_the_running_version_kept,
+        a_guest_that_takes_shards_under_leader_election_spreads_them_and_lets_its_old_unit_go => Duration::from_secs(300),
     ])
 }

@@ -469,9 +469,17 @@ where
     }
 }
 
+/// A scope's parents' store, filled by the watch of each hold of the scope
+/// (a store outlives its watches: the rollout reads it).
+type ParentWriter = Arc<std::sync::Mutex<reflector::store::Writer<Compact>>>;
+
+/// Runs a scope: for a guest of one shard, once, its caches kept warm on a
+/// standby; for a shard, each time this host holds it, its watches started
+/// when it takes the shard and stopped, its caches emptied, when it lets it
+/// go. A replica caches only the shards it holds.
 async fn run_scope(scope: Scope, signals: Signals) {
     let Scope {
-        parents: parent_writer,
+        parents,
         parents_listed,
         at_once,
         env,
@@ -490,10 +498,159 @@ async fn run_scope(scope: Scope, signals: Signals) {
         requeue,
         mut shutdown,
     } = signals;
+    let guest_name = slot.current().name().to_string();
+    let parent_reader = parents.as_reader();
+    let parents: ParentWriter = Arc::new(std::sync::Mutex::new(parents));
+    let at_once = Arc::new(tokio::sync::Mutex::new(at_once));
+    let empty = || Arc::new(ChildIndex::new(kinds.children.len()));
+    let children = Arc::new(std::sync::Mutex::new(empty()));
+    let report = {
+        let kind_names: Vec<String> = std::iter::once(&kinds.primary)
+            .chain(&kinds.children)
+            .map(|k| k.resource.kind.clone())
+            .collect();
+        let report = cached::Report::new(
+            &env.telemetry,
+            &guest_name,
+            &kind_names,
+            shard.map_or(0, |s| s.index),
+        );
+        let (reader, counted) = (parent_reader.clone(), children.clone());
+        tokio::spawn(report.follow(
+            move || {
+                let index = counted.lock().expect("children lock").clone();
+                std::iter::once(reader.state().len())
+                    .chain(index.counts())
+                    .collect()
+            },
+            env.leadership.clone(),
+        ))
+    };
+    let held_only = shard.is_some();
+    if held_only {
+        // Readiness does not wait for the caches of shards: a replica that
+        // holds none has none to fill.
+        synced.store(true, Ordering::Release);
+    }
+    let mut leading = env.leadership.subscribe();
+    loop {
+        if held_only {
+            tokio::select! {
+                led = leading.wait_for(|leads| *leads) => if led.is_err() { break },
+                _ = shutdown.wait_for(|stop| *stop) => break,
+            }
+        }
+        let index = empty();
+        *children.lock().expect("children lock") = index.clone();
+        let stop = {
+            let (mut shutdown, mut leading) = (shutdown.clone(), leading.clone());
+            async move {
+                tokio::select! {
+                    _ = shutdown.wait_for(|stop| *stop) => {}
+                    _ = leading.wait_for(|leads| !*leads), if held_only => {}
+                }
+            }
+        };
+        let held = Held {
+            parents: parents.clone(),
+            parent_reader: parent_reader.clone(),
+            parents_listed: parents_listed.clone(),
+            at_once: at_once.clone(),
+            children: index,
+            requeue: requeue.resubscribe(),
+            shutdown: shutdown.clone(),
+        };
+        hold(
+            held,
+            stop,
+            Scoped {
+                env: &env,
+                slot: &slot,
+                kinds: &kinds,
+                settings: &settings,
+                namespace: namespace.as_deref(),
+                shard,
+                permits: &permits,
+                shadows: &shadows,
+                metrics: &metrics,
+                queue: &queue,
+                synced: &synced,
+            },
+        )
+        .await;
+        if !held_only || *shutdown.borrow() {
+            break;
+        }
+        // The shard went to another replica: what its caches held goes.
+        let mut writer = parents.lock().expect("parents lock");
+        writer.apply_watcher_event(&watcher::Event::Init);
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+        drop(writer);
+        parents_listed.store(false, Ordering::Release);
+        *children.lock().expect("children lock") = empty();
+        tracing::info!(guest = %guest_name, shard = shard.map_or(0, |s| s.index), "shard let go, its caches emptied");
+    }
+    report.abort();
+}
+
+/// What a scope keeps from one hold to the next.
+struct Held {
+    parents: ParentWriter,
+    parent_reader: reflector::Store<Compact>,
+    parents_listed: Arc<AtomicBool>,
+    at_once: Arc<tokio::sync::Mutex<tokio::sync::mpsc::UnboundedReceiver<ParentRef>>>,
+    /// This hold's index of the children.
+    children: Arc<ChildIndex>,
+    requeue: tokio::sync::broadcast::Receiver<()>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+}
+
+/// What a scope is, for each of its holds.
+struct Scoped<'a> {
+    env: &'a Environment,
+    slot: &'a GuestSlot,
+    kinds: &'a ResolvedKinds,
+    settings: &'a ControllerSettings,
+    namespace: Option<&'a str>,
+    shard: Option<shards::Shard>,
+    permits: &'a Arc<tokio::sync::Semaphore>,
+    shadows: &'a Arc<shadow::Queue>,
+    metrics: &'a Arc<Metrics>,
+    queue: &'a Arc<QueueTracker>,
+    synced: &'a Arc<AtomicBool>,
+}
+
+/// One hold of a scope: its watches, its queue and its reconciles, until
+/// `stop` (running reconciles finish).
+async fn hold(
+    held: Held,
+    stop: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+    scope: Scoped<'_>,
+) {
+    let Held {
+        parents: parent_writer,
+        parent_reader,
+        parents_listed,
+        at_once,
+        children,
+        requeue,
+        shutdown,
+    } = held;
+    let Scoped {
+        env,
+        slot,
+        kinds,
+        settings,
+        namespace: ns,
+        shard,
+        permits,
+        shadows,
+        metrics,
+        queue,
+        synced,
+    } = scope;
     let client = env.client.clone();
     let guest_name = slot.current().name().to_string();
-    let ns = namespace.as_deref();
-    let parent_reader = parent_writer.as_reader();
     let related = Arc::new(RelatedIndex::new(
         kinds.related.iter().map(|(_, r)| r.clone()).collect(),
     ));
@@ -506,10 +663,10 @@ async fn run_scope(scope: Scope, signals: Signals) {
         primary: kinds.primary.resource.clone(),
         parents: parent_reader.clone(),
     };
-    let left_out_ns = left_out(ns, &env);
+    let left_out_ns = left_out(ns, env);
     let watched = triggers::Watched {
         client: &client,
-        kinds: &kinds,
+        kinds,
         namespace: ns,
         left_out: left_out_ns.as_deref(),
         shard,
@@ -526,7 +683,6 @@ async fn run_scope(scope: Scope, signals: Signals) {
         queueing.clone(),
     );
     let selector = format!("{GUEST_LABEL}={guest_name}");
-    let children = Arc::new(ChildIndex::new(kinds.children.len()));
     let mut child_streams: Vec<_> = (0..kinds.children.len())
         .map(|i| triggers::children(&watched, i, &selector, children.clone(), queueing.clone()))
         .collect();
@@ -549,7 +705,7 @@ async fn run_scope(scope: Scope, signals: Signals) {
         events: Events::new(client.clone(), &guest_name).fenced_by(env.leadership.clone()),
         guest_name: guest_name.clone(),
         client: client.clone(),
-        slot,
+        slot: slot.clone(),
         child_kind_names: kinds.children.iter().map(|k| k.kind.to_string()).collect(),
         related: related.clone(),
         related_kind_names: kinds
@@ -557,7 +713,7 @@ async fn run_scope(scope: Scope, signals: Signals) {
             .iter()
             .map(|(k, _)| k.kind.to_string())
             .collect(),
-        scope: namespace.clone(),
+        scope: ns.map(str::to_owned),
         shard,
         kinds: kinds.clone(),
         settings: settings.clone(),
@@ -566,43 +722,18 @@ async fn run_scope(scope: Scope, signals: Signals) {
         progress: Progress::default(),
         last_writes,
         parents: parent_reader.clone(),
-        metrics,
-        permits,
-        shadows,
-        protected: env.protected,
+        metrics: metrics.clone(),
+        permits: permits.clone(),
+        shadows: shadows.clone(),
+        protected: env.protected.clone(),
         leadership: env.leadership.clone(),
         telemetry: env.telemetry.clone(),
         queue: queue.clone(),
         pacer: pacer.clone(),
     });
 
-    let sweeper = tokio::spawn(sweep(ctx.clone(), shutdown.clone()));
-    let report = {
-        let kinds: Vec<String> = std::iter::once(&kinds.primary)
-            .chain(&kinds.children)
-            .map(|k| k.resource.kind.clone())
-            .collect();
-        let report = cached::Report::new(
-            &env.telemetry,
-            &guest_name,
-            &kinds,
-            shard.map_or(0, |s| s.index),
-        );
-        let (reader, counted, leadership) = (
-            parent_reader.clone(),
-            ctx.children.clone(),
-            env.leadership.clone(),
-        );
-        tokio::spawn(report.follow(
-            move || {
-                std::iter::once(reader.state().len())
-                    .chain(counted.counts())
-                    .collect()
-            },
-            leadership,
-        ))
-    };
-    let watcher_sync = tokio::spawn(report_synced(parents_listed, ctx.clone(), synced));
+    let sweeper = tokio::spawn(sweep(ctx.clone(), shutdown));
+    let watcher_sync = tokio::spawn(report_synced(parents_listed, ctx.clone(), synced.clone()));
     let requeues = {
         let ctx = ctx.clone();
         triggers::every_parent(
@@ -629,11 +760,9 @@ async fn run_scope(scope: Scope, signals: Signals) {
         controller = controller.reconcile_on(futures::stream::select_all(related_streams));
     }
     let finishing = ctx.clone();
-    tracing::info!(guest = %guest_name, kind = %kinds.primary.kind, namespace = ns.unwrap_or("<all>"), "controller started");
+    tracing::info!(guest = %guest_name, kind = %kinds.primary.kind, namespace = ns.unwrap_or("<all>"), shard = shard.map(|s| s.index), "controller started");
     controller
-        .graceful_shutdown_on(async move {
-            let _ = shutdown.wait_for(|stop| *stop).await;
-        })
+        .graceful_shutdown_on(stop)
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
         .for_each(|result| async move {
             if let Err(e) = result {
@@ -646,7 +775,6 @@ async fn run_scope(scope: Scope, signals: Signals) {
         .await;
     sweeper.abort();
     watcher_sync.abort();
-    report.abort();
     // The counts of Event series not written yet (within the graceful
     // shutdown's time).
     finishing.events.close().await;

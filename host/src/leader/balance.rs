@@ -1,7 +1,11 @@
 //! What a replica does with the units of work, given what the Leases say:
 //! with R live replicas and S units in all, it holds at most ceil(S/R)
 //! units, takes free ones while it holds fewer, and hands extra ones back.
+//! The shards of one guest are spread: a replica takes first the free units
+//! of the guests it holds fewest of (the guests of most shards first), and
+//! hands back first the units of the guest it holds most of.
 
+use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 
@@ -33,6 +37,8 @@ pub(super) enum Doing {
 #[derive(Clone, Debug)]
 pub(super) struct Unit {
     pub(super) name: String,
+    /// The guest whose unit it is.
+    pub(super) group: String,
     pub(super) lease: Lease,
     pub(super) doing: Doing,
     /// This replica handed it back a moment ago: not taken again until the
@@ -62,12 +68,17 @@ pub(super) fn decide(identity: &str, units: &[Unit], replicas: usize) -> Vec<Act
     let mut actions = Vec::new();
     let mut held: Vec<&Unit> = units.iter().filter(|u| u.doing == Doing::Holding).collect();
     if held.len() > share {
-        // The last ones by name go back: each replica over its share hands
-        // back what the others are most likely to take.
-        held.sort_by(|a, b| b.name.cmp(&a.name));
-        let extra = held.len() - share;
-        for unit in held.drain(..extra) {
-            actions.push(Action::Release(unit.name.clone()));
+        // One at a time from the guest this replica holds most of, the
+        // last by name first: each replica over its share hands back what
+        // the others are most likely to take.
+        for _ in share..held.len() {
+            let Some(i) = (0..held.len()).max_by(|&a, &b| {
+                let count = |u: &Unit| held.iter().filter(|h| h.group == u.group).count();
+                (count(held[a]), &held[a].name).cmp(&(count(held[b]), &held[b].name))
+            }) else {
+                break;
+            };
+            actions.push(Action::Release(held.remove(i).name.clone()));
         }
     }
     let mut busy = held.len() + units.iter().filter(|u| u.doing == Doing::Releasing).count();
@@ -80,18 +91,45 @@ pub(super) fn decide(identity: &str, units: &[Unit], replicas: usize) -> Vec<Act
             }
         }
     }
-    // Free units, in an order of this replica's own, so that replicas
-    // starting together contend for different ones.
+    // What this replica holds or goes for, by guest.
+    let mut mine: HashMap<&str, usize> = HashMap::new();
+    let stopped = |u: &Unit| u.doing == Doing::Contending && u.lease == Lease::Theirs;
+    for unit in units
+        .iter()
+        .filter(|u| u.doing != Doing::Idle && !stopped(u))
+    {
+        *mine.entry(unit.group.as_str()).or_default() += 1;
+    }
+    let mut sizes: HashMap<&str, usize> = HashMap::new();
+    for unit in units {
+        *sizes.entry(unit.group.as_str()).or_default() += 1;
+    }
+    // Free units, one at a time: of the guest this replica has fewest of,
+    // the guests of most units first, then in an order of this replica's
+    // own, so that replicas starting together contend for different ones.
     let mut free: Vec<&Unit> = units
         .iter()
         .filter(|u| u.doing == Doing::Idle && u.lease == Lease::Free && !u.cooling)
         .collect();
-    free.sort_by_key(|u| {
+    let order = |u: &Unit| {
         let mut hasher = DefaultHasher::new();
         (identity, &u.name).hash(&mut hasher);
         hasher.finish()
-    });
-    for unit in free.into_iter().take(share.saturating_sub(busy)) {
+    };
+    for _ in 0..share.saturating_sub(busy) {
+        let Some(i) = (0..free.len()).min_by_key(|&i| {
+            let u = free[i];
+            let group = u.group.as_str();
+            (
+                mine.get(group).copied().unwrap_or(0),
+                std::cmp::Reverse(sizes[group]),
+                order(u),
+            )
+        }) else {
+            break;
+        };
+        let unit = free.remove(i);
+        *mine.entry(unit.group.as_str()).or_default() += 1;
         actions.push(Action::Contend(unit.name.clone()));
     }
     actions
@@ -104,6 +142,7 @@ mod tests {
     fn unit(name: &str, lease: Lease, doing: Doing) -> Unit {
         Unit {
             name: name.into(),
+            group: name.into(),
             lease,
             doing,
             cooling: false,
@@ -199,5 +238,60 @@ mod tests {
         let mut cooling = unit("u0", Lease::Free, Doing::Idle);
         cooling.cooling = true;
         assert!(decide("a", &[cooling], 1).is_empty());
+    }
+
+    /// Units of one guest of three shards and six guests of one.
+    fn fleet() -> Vec<Unit> {
+        let mut units: Vec<Unit> = names(6)
+            .iter()
+            .map(|n| unit(n, Lease::Free, Doing::Idle))
+            .collect();
+        for k in 0..3 {
+            let mut shard = unit(&format!("cache-{k}"), Lease::Free, Doing::Idle);
+            shard.group = "cache".into();
+            units.push(shard);
+        }
+        units
+    }
+
+    #[test]
+    fn a_replica_goes_first_for_one_shard_of_the_guest_of_most_shards() {
+        for id in ["host-a_1", "host-b_2", "host-c_3", "d"] {
+            let actions = decide(id, &fleet(), 3);
+            let shards = actions
+                .iter()
+                .filter(|a| matches!(a, Action::Contend(n) if n.starts_with("cache-")))
+                .count();
+            assert_eq!(actions.len(), 3, "{actions:?}");
+            assert_eq!(shards, 1, "{id}: {actions:?}");
+            assert!(
+                matches!(&actions[0], Action::Contend(n) if n.starts_with("cache-")),
+                "{actions:?}"
+            );
+        }
+        // The shard it lost to another replica: it goes for another one.
+        let mut units = fleet();
+        units[6].lease = Lease::Theirs;
+        units[6].doing = Doing::Contending;
+        units[0].doing = Doing::Contending;
+        units[1].doing = Doing::Contending;
+        let actions = decide("a", &units, 3);
+        assert_eq!(actions[0], Action::Stop("cache-0".into()));
+        assert!(
+            matches!(&actions[1], Action::Contend(n) if n.starts_with("cache-")),
+            "{actions:?}"
+        );
+    }
+
+    #[test]
+    fn a_replica_over_its_share_hands_back_the_guest_it_holds_most_of() {
+        let mut units = fleet();
+        for i in [0, 6, 7, 8] {
+            units[i].lease = Lease::Ours;
+            units[i].doing = Doing::Holding;
+        }
+        // Nine units, four replicas: three each at most.
+        let actions = decide("a", &units, 4);
+        assert_eq!(actions, vec![Action::Release("cache-2".into())]);
     }
 }

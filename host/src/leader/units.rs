@@ -55,6 +55,8 @@ struct Inner {
 struct Entry {
     /// Controllers that use it (a restarting guest's old and new one).
     refs: usize,
+    /// The guest whose unit it is.
+    guest: String,
     leadership: Leadership,
     elector: Option<Elector>,
     releasing: bool,
@@ -198,6 +200,7 @@ impl Units {
             let mut units = inner.units.lock().expect("units lock");
             let entry = units.entry(name.clone()).or_insert_with(|| Entry {
                 refs: 0,
+                guest: guest.to_owned(),
                 leadership: Leadership::new(true, inner.base.renew_deadline),
                 elector: None,
                 releasing: false,
@@ -321,6 +324,7 @@ fn step(inner: &Arc<Inner>, leases: &[Arc<Lease>]) {
             };
             Unit {
                 name: name.clone(),
+                group: entry.guest.clone(),
                 lease,
                 doing,
                 cooling: entry.cooling_until.is_some_and(|until| until > instant),

@@ -92,9 +92,10 @@ pub struct Parts {
     /// The host's metrics.
     pub telemetry: Arc<Metrics>,
     /// Whether this host moves the rollout on: it holds the guest's unit
-    /// of work (of shard 0), or leads, without units.
+    /// of work (of shard 0), or leads, without units (at first; see
+    /// [`Rollout::set_unit`]).
     pub leadership: Leadership,
-    /// The guest's unit registration, kept while the rollout runs.
+    /// The guest's unit registration, kept while the rollout runs on it.
     pub unit: Option<crate::leader::units::Held>,
     /// Called after a promotion (the webhooks serve the new stable
     /// version's exports).
@@ -103,6 +104,11 @@ pub struct Parts {
 
 struct Shared {
     parts: Parts,
+    /// The unit whose holder moves the rollout on, and its registration:
+    /// the parts' at first, another when the guest's shards change.
+    unit: Mutex<(Leadership, Option<crate::leader::units::Held>)>,
+    /// Told when [`Shared::unit`] changes.
+    unit_changed: tokio::sync::Notify,
     parents: Mutex<Arc<dyn ParentSet>>,
     state: Mutex<State>,
     wake: tokio::sync::Notify,
@@ -175,8 +181,12 @@ impl Rollout {
             candidate.tracker.seed_failed(record.failed_reconciles);
         }
         let before = record.strategy;
+        let mut parts = parts;
+        let unit = Mutex::new((parts.leadership.clone(), parts.unit.take()));
         let shared = Arc::new(Shared {
             parts,
+            unit,
+            unit_changed: tokio::sync::Notify::new(),
             parents: Mutex::new(Arc::new(NoParents)),
             state: Mutex::new(State {
                 settings,
@@ -202,6 +212,18 @@ impl Rollout {
     /// started).
     pub fn set_parents(&self, parents: Arc<dyn ParentSet>) {
         *self.shared.parents.lock().expect("rollout lock") = parents;
+    }
+
+    /// The guest's unit of work (of shard 0) is another now, its shards
+    /// having changed: its holder moves the rollout on and writes the
+    /// guest's record, and the former unit's registration ends.
+    pub fn set_unit(&self, leadership: Leadership, unit: Option<crate::leader::units::Held>) {
+        let shared = &self.shared;
+        if let Some(board) = &shared.parts.board {
+            board.lead(&shared.parts.guest, leadership.clone());
+        }
+        *shared.unit.lock().expect("rollout lock") = (leadership, unit);
+        shared.unit_changed.notify_one();
     }
 
     /// The current record.
@@ -346,7 +368,7 @@ impl Rollout {
     /// Follows a record the leader wrote (this host does not lead).
     pub fn follow(&self, record: &Record) {
         let shared = &self.shared;
-        if shared.parts.leadership.is_leader() {
+        if shared.leadership().is_leader() {
             return;
         }
         let mut state = shared.state.lock().expect("rollout lock");
@@ -430,6 +452,11 @@ impl Rollout {
 }
 
 impl Shared {
+    /// Whether this host moves the rollout on now.
+    fn leadership(&self) -> Leadership {
+        self.unit.lock().expect("rollout lock").0.clone()
+    }
+
     fn parents(&self) -> Arc<dyn ParentSet> {
         self.parents.lock().expect("rollout lock").clone()
     }
@@ -647,7 +674,7 @@ impl Shared {
     /// Counts the parents on each side; moves the rollout on when this
     /// host leads.
     fn tick(&self) {
-        let leader = self.parts.leadership.is_leader();
+        let leader = self.leadership().is_leader();
         let mut state = self.state.lock().expect("rollout lock");
         let candidate = self.parts.slot.candidate();
         let parents = self.parents();
@@ -729,7 +756,7 @@ impl Shared {
 /// reports a failure, and when this host becomes the leader (the parents'
 /// readiness before they moved is then unknown to it).
 async fn run(shared: Arc<Shared>) {
-    let mut leading = shared.parts.leadership.subscribe();
+    let mut leading = shared.leadership().subscribe();
     loop {
         let tracker = shared.parts.slot.candidate().map(|c| c.tracker);
         tokio::select! {
@@ -740,6 +767,9 @@ async fn run(shared: Arc<Shared>) {
                 }
             } => {}
             () = shared.wake.notified() => {}
+            () = shared.unit_changed.notified() => {
+                leading = shared.leadership().subscribe();
+            }
             Ok(()) = leading.changed() => {
                 if *leading.borrow_and_update()
                     && let Some(candidate) = shared.parts.slot.candidate()

@@ -211,6 +211,8 @@ impl GuestList {
         let list: GuestList =
             serde_saphyr::from_str(text).map_err(|e| Error::Yaml(e.to_string()))?;
         let mut seen = HashSet::new();
+        // The units' Lease names, less the lease name and its dash.
+        let mut units: HashSet<String> = HashSet::new();
         for entry in &list.guests {
             let bad = |reason: String| Error::Entry {
                 name: entry.name.clone(),
@@ -246,6 +248,25 @@ impl GuestList {
                     "shards above 1 take the Immediate rollout only: a Shadow or Canary verdict would not see the other shards' failures"
                         .into(),
                 ));
+            }
+            // Each unit has a Lease of its own: one shared by two units, or
+            // taken for a replica's, would let two replicas write for one.
+            let shards = (controller.shards > 1).then_some(0..controller.shards);
+            let names: Vec<String> = match shards {
+                Some(range) => range.map(|k| format!("{}-{k}", entry.name)).collect(),
+                None => vec![entry.name.clone()],
+            };
+            for unit in names {
+                if unit.starts_with("replica-") {
+                    return Err(bad(format!(
+                        "its unit's Lease `<lease name>-{unit}` is named like a replica's Lease: rename the guest"
+                    )));
+                }
+                if !units.insert(unit.clone()) {
+                    return Err(bad(format!(
+                        "its unit's Lease `<lease name>-{unit}` is another guest's unit's too: rename one of the guests"
+                    )));
+                }
             }
         }
         Ok(list)
@@ -574,6 +595,30 @@ guests:
                 "{err}"
             );
         }
+    }
+
+    #[test]
+    fn two_units_of_one_lease_name_and_a_unit_named_like_a_replica_are_refused() {
+        let list = |entries: &str| GuestList::parse(&format!("guests:\n{entries}"));
+        let entry = |name: &str, shards: u16| {
+            format!("  - name: {name}\n    module: {{file: a}}\n    shards: {shards}\n")
+        };
+        let err = list(&(entry("cache", 3) + &entry("cache-2", 1))).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("`<lease name>-cache-2` is another guest's"),
+            "{err}"
+        );
+        let err = list(&(entry("cache-1", 1) + &entry("cache", 2))).unwrap_err();
+        assert!(err.to_string().contains("`<lease name>-cache-1`"), "{err}");
+        assert!(list(&(entry("cache", 2) + &entry("cache-2", 1))).is_ok());
+        let err = list(&entry("replica-a", 1)).unwrap_err();
+        assert!(err.to_string().contains("named like a replica's"), "{err}");
+        let err = list(&entry("replica", 2)).unwrap_err();
+        assert!(
+            err.to_string().contains("`<lease name>-replica-0`"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Every parent again, and the parents a rollout moves.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
@@ -67,12 +68,14 @@ pub(in crate::controller) fn every_parent(
 
 /// Parents a rollout moves from one version to the other, received on
 /// `moved`: reconciled at once, ahead of background work.
+/// The receiver outlives the stream: each hold of a shard reads on.
 pub(in crate::controller) fn at_once(
-    moved: tokio::sync::mpsc::UnboundedReceiver<ParentRef>,
+    moved: Arc<tokio::sync::Mutex<tokio::sync::mpsc::UnboundedReceiver<ParentRef>>>,
     queueing: Queueing,
 ) -> impl Stream<Item = ParentRef> + Send + 'static {
-    futures::stream::unfold(moved, |mut rx| async move {
-        rx.recv().await.map(|key| (key, rx))
+    futures::stream::unfold(moved, |rx| async move {
+        let key = rx.lock().await.recv().await;
+        key.map(|key| (key, rx))
     })
     .inspect(move |key: &ParentRef| {
         queueing.added(key.namespace.as_deref(), &key.name);
