@@ -277,26 +277,8 @@ async fn start(
 
 /// Resident and peak memory (KiB), CPU seconds of `pid`.
 fn cost(pid: u32) -> (u64, u64, f64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .unwrap_or(0)
-    };
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map_or("", |(_, rest)| rest)
-        .split_whitespace()
-        .collect();
-    let ticks: f64 = [11, 12]
-        .iter()
-        .filter_map(|i| fields.get(*i)?.parse::<f64>().ok())
-        .sum();
-    let hz = rustix::param::clock_ticks_per_second() as f64;
-    (field("VmRSS:"), field("VmHWM:"), ticks / hz)
+    let cost = wasmop_testenv::cost(pid);
+    (cost.rss_kib, cost.peak_kib, cost.cpu_seconds)
 }
 
 /// CPU seconds each control-plane component has used so far, by name.

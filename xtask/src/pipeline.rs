@@ -128,6 +128,7 @@ const BENCHES: &[&str] = &[
     "admission",
     "rollout",
     "fairness",
+    "shards",
 ];
 
 /// `cargo bench -p wasmop-host` (only `--bench <name>` when `args` starts

@@ -57,6 +57,7 @@
 mod audit;
 mod binaries;
 pub mod cache;
+mod cost;
 pub mod crd;
 mod env;
 mod faults;
@@ -71,6 +72,7 @@ mod window;
 
 pub use audit::{WRITE_VERBS, effective_user};
 pub use binaries::{Binaries, ensure_binaries};
+pub use cost::{Cost, cost};
 pub use env::{NODE_NAME, TestEnv};
 pub use faults::Component;
 pub use monitoring::{

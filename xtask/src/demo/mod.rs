@@ -26,7 +26,8 @@ const NS: &str = "wasmop-system";
 const MANAGER: &str = "wasmop-demo";
 
 /// Runs the demo. `--keep-running` leaves everything up until Ctrl-C;
-/// `--ha` runs two hosts with leader election and shows a failover; `--oci`
+/// `--ha` runs three hosts with leader election, splits the guest into
+/// three shards over them and shows a failover; `--oci`
 /// lists the guest by a tag in a local OCI registry and swaps it with
 /// `wasmop push`.
 pub fn run(args: Vec<String>) -> Result<()> {
@@ -191,7 +192,7 @@ async fn demo(keep: bool, ha: bool, oci: bool) -> Result<()> {
             wait_log(&other_log, "controller started", Duration::from_secs(60)).await?;
             others.push((other, other_log));
         }
-        let (holder, _) = unit_holder(&client).await?;
+        let (holder, _) = unit_holder(&client, GUEST_LEASE).await?;
         println!(
             "   --ha: three replicas (PIDs {pid}, {}, {}) follow the same list, each with a Lease of its own; the guest's Lease {NS}/{GUEST_LEASE} is held by {holder}, the other two keep their caches warm",
             others[0].0.id(),
@@ -302,9 +303,55 @@ async fn demo(keep: bool, ha: bool, oci: bool) -> Result<()> {
     if ha {
         step(
             next,
-            "high availability: kill -9 the replica that holds the guest's Lease; another takes it once it expires",
+            "scale out: the cache-operator's entry takes `shards: 3`; each replica holds one shard and watches and caches only its Caches; then kill -9 the one that holds demo-cache's shard",
         );
-        let (holder, _) = unit_holder(&client).await?;
+        apply_value(&client, &rollouts::sharded_list("cache-operator-v1", 3), NS).await?;
+        let leases: Vec<String> = (0..3).map(|k| format!("{GUEST_LEASE}-{k}")).collect();
+        let spread = Instant::now();
+        let holders = loop {
+            let mut holders = Vec::new();
+            for lease in &leases {
+                match unit_holder(&client, lease).await? {
+                    (holder, true) => holders.push(holder),
+                    _ => break,
+                }
+            }
+            let distinct: std::collections::BTreeSet<&String> = holders.iter().collect();
+            if distinct.len() == leases.len() {
+                break holders;
+            }
+            if spread.elapsed() > Duration::from_secs(60) {
+                bail!("the three shards were not spread over the three replicas: {holders:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        for (lease, holder) in leases.iter().zip(&holders) {
+            println!("   Lease {NS}/{lease}: held by {holder}");
+        }
+        rollouts::wasmop(
+            &wasmop,
+            env.kubeconfig_path(),
+            &[
+                "status",
+                "--guests-configmap",
+                "wasmop-system/wasmop-guests",
+            ],
+            12,
+        )?;
+        let labelled = Instant::now();
+        let shard = loop {
+            let c = caches.get("demo-cache").await?;
+            if let Some(shard) = c.labels().get("wasmop.dev/shard") {
+                break shard.clone();
+            }
+            if labelled.elapsed() > Duration::from_secs(60) {
+                bail!("demo-cache never got its shard label");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        let lease = format!("{GUEST_LEASE}-{shard}");
+        println!("   demo-cache carries wasmop.dev/shard={shard}: its Lease is {NS}/{lease}");
+        let (holder, _) = unit_holder(&client, &lease).await?;
         let mut logs = vec![log_path.clone()];
         logs.extend(others.iter().map(|(_, log)| log.clone()));
         let victim = logs
@@ -323,7 +370,7 @@ async fn demo(keep: bool, ha: bool, oci: bool) -> Result<()> {
             other.id()
         };
         let successor = loop {
-            let (now, renewed) = unit_holder(&client).await?;
+            let (now, renewed) = unit_holder(&client, &lease).await?;
             if now != holder && renewed {
                 break now;
             }
@@ -333,7 +380,7 @@ async fn demo(keep: bool, ha: bool, oci: bool) -> Result<()> {
             tokio::time::sleep(Duration::from_millis(100)).await;
         };
         println!(
-            "   PID {victim_pid} ({holder}) killed; {successor} took the guest's Lease {:.1} s later (lease 6 s) with nothing to compile or list",
+            "   PID {victim_pid} ({holder}) killed; {successor} took the shard's Lease {:.1} s later (lease 6 s), listed the shard's Caches and reconciles them",
             killed.elapsed().as_secs_f64()
         );
         let patch = serde_json::json!({"spec": {"replicas": 3}});
@@ -352,7 +399,7 @@ async fn demo(keep: bool, ha: bool, oci: bool) -> Result<()> {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         println!(
-            "   spec.replicas: 3 reached the Deployment {:.2} s later, written by the new holder of the guest's Lease",
+            "   spec.replicas: 3 reached the Deployment {:.2} s later, written by the new holder of the shard's Lease",
             changed.elapsed().as_secs_f64()
         );
         next += 1;
@@ -726,16 +773,16 @@ fn demo_guest_list(reference: Option<&str>) -> Value {
     }])
 }
 
-/// The Lease of the cache-operator's work.
+/// The Lease of the cache-operator's work (its shard k's: `-<k>` added).
 const GUEST_LEASE: &str = "wasmop-cache-operator";
 
-/// The holder of the cache-operator's Lease, and whether it holds it now
-/// (renewed within the lease's duration).
-async fn unit_holder(client: &Client) -> Result<(String, bool)> {
+/// The holder of the Lease `lease`, and whether it holds it now (renewed
+/// within the lease's duration).
+async fn unit_holder(client: &Client, lease: &str) -> Result<(String, bool)> {
     let leases: Api<Lease> = Api::namespaced(client.clone(), NS);
     let started = Instant::now();
     loop {
-        if let Some(spec) = leases.get_opt(GUEST_LEASE).await?.and_then(|l| l.spec)
+        if let Some(spec) = leases.get_opt(lease).await?.and_then(|l| l.spec)
             && let Some(holder) = spec.holder_identity.filter(|h| !h.is_empty())
         {
             let duration = i64::from(spec.lease_duration_seconds.unwrap_or(15));
@@ -746,7 +793,7 @@ async fn unit_holder(client: &Client) -> Result<(String, bool)> {
             return Ok((holder, live));
         }
         if started.elapsed() > Duration::from_secs(60) {
-            bail!("no replica holds {NS}/{GUEST_LEASE}");
+            bail!("no replica holds {NS}/{lease}");
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

@@ -19,11 +19,23 @@ const MORE: usize = 4;
 /// The entry of the demo's guest list with `module` (a ConfigMap) and
 /// `rollout`.
 fn list(module: &str, rollout: &str) -> Value {
+    list_with(module, &format!("rollout: {{{rollout}}}"))
+}
+
+/// The entry of the demo's guest list with `module` (a ConfigMap) and
+/// `shards` shards.
+pub(super) fn sharded_list(module: &str, shards: u16) -> Value {
+    list_with(module, &format!("shards: {shards}"))
+}
+
+/// The entry of the demo's guest list with `module` (a ConfigMap) and the
+/// field `field`.
+fn list_with(module: &str, field: &str) -> Value {
     serde_json::json!([{
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "wasmop-guests", "namespace": NS},
         "data": {"guests.yaml": format!(
-            "guests:\n  - name: cache-operator\n    module:\n      configMap: {{name: {module}, key: module.wasm}}\n    settings: {{version: v1beta1}}\n    rollout: {{{rollout}}}\n"
+            "guests:\n  - name: cache-operator\n    module:\n      configMap: {{name: {module}, key: module.wasm}}\n    settings: {{version: v1beta1}}\n    {field}\n"
         )},
     }])
 }
@@ -71,7 +83,7 @@ async fn follow(client: &Client, until: &str, log: &Path) -> Result<Value> {
 }
 
 /// `wasmop <args>` as the cluster's admin: its output, indented.
-fn wasmop(wasmop: &Path, kubeconfig: &Path, args: &[&str], lines: usize) -> Result<()> {
+pub(super) fn wasmop(wasmop: &Path, kubeconfig: &Path, args: &[&str], lines: usize) -> Result<()> {
     let out = Command::new(wasmop)
         .args(args)
         .arg("--kubeconfig")
