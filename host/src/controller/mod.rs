@@ -165,10 +165,7 @@ pub struct RunningController {
 /// The parents of one guest across its namespace scopes, as the rollout
 /// sees them.
 pub struct Parents {
-    scopes: Vec<(
-        reflector::Store<Compact>,
-        tokio::sync::mpsc::UnboundedSender<ParentRef>,
-    )>,
+    scopes: Vec<(ParentStore, tokio::sync::mpsc::UnboundedSender<ParentRef>)>,
     /// Per scope: whether the parents were listed once.
     listed: Vec<Arc<AtomicBool>>,
     requeue_all: tokio::sync::broadcast::Sender<()>,
@@ -179,7 +176,7 @@ impl crate::rollout::ParentSet for Parents {
     fn positions(&self) -> Vec<(String, u64)> {
         self.scopes
             .iter()
-            .flat_map(|(store, _)| store.state())
+            .flat_map(|(store, _)| store.current().state())
             .filter_map(|p| {
                 let uid = p.metadata.uid.clone()?;
                 let position = crate::rollout::side::position(&uid);
@@ -191,13 +188,13 @@ impl crate::rollout::ParentSet for Parents {
     fn count(&self) -> usize {
         self.scopes
             .iter()
-            .map(|(store, _)| store.state().len())
+            .map(|(store, _)| store.current().state().len())
             .sum()
     }
 
     fn requeue_at_once(&self, range: std::ops::RangeInclusive<u64>) {
         for (store, at_once) in &self.scopes {
-            for parent in store.state() {
+            for parent in store.current().state() {
                 let Some(uid) = parent.metadata.uid.as_deref() else {
                     continue;
                 };
@@ -337,9 +334,9 @@ impl RunningController {
         for (namespace, shard) in scopes {
             let flag = Arc::new(AtomicBool::new(false));
             synced.push(flag.clone());
-            let parents = reflector::store::Writer::<Compact>::new(kinds.primary.resource.clone());
+            let parents = ParentStore::new(&kinds.primary.resource);
             let (at_once, at_once_rx) = tokio::sync::mpsc::unbounded_channel();
-            parent_scopes.push((parents.as_reader(), at_once));
+            parent_scopes.push((parents.clone(), at_once));
             let parents_listed = Arc::new(AtomicBool::new(false));
             listed.push(parents_listed.clone());
             tasks.push(tokio::spawn(run_scope(
@@ -420,8 +417,8 @@ struct Signals {
 
 /// One namespace scope of a guest's controller.
 struct Scope {
-    /// The parents' store.
-    parents: reflector::store::Writer<Compact>,
+    /// The parents' store of the scope's current hold.
+    parents: ParentStore,
     /// Set at the parents' first complete list.
     parents_listed: Arc<AtomicBool>,
     /// Parents to reconcile at once, ahead of background work.
@@ -469,9 +466,42 @@ where
     }
 }
 
-/// A scope's parents' store, filled by the watch of each hold of the scope
-/// (a store outlives its watches: the rollout reads it).
-type ParentWriter = Arc<std::sync::Mutex<reflector::store::Writer<Compact>>>;
+/// A scope's parents' store as the rollout and the gauges read it: each
+/// hold of the scope fills a store of its own (ready at its first
+/// complete list), which replaces the last one; between holds, an empty
+/// one.
+#[derive(Clone)]
+struct ParentStore {
+    current: Arc<std::sync::Mutex<reflector::Store<Compact>>>,
+    resource: kube::core::ApiResource,
+}
+
+impl ParentStore {
+    fn new(resource: &kube::core::ApiResource) -> Self {
+        let empty = reflector::store::Writer::<Compact>::new(resource.clone()).as_reader();
+        Self {
+            current: Arc::new(std::sync::Mutex::new(empty)),
+            resource: resource.clone(),
+        }
+    }
+
+    /// The store of the current hold.
+    fn current(&self) -> reflector::Store<Compact> {
+        self.current.lock().expect("parents lock").clone()
+    }
+
+    /// A new store for a hold, which the readers see from now on.
+    fn renew(&self) -> reflector::store::Writer<Compact> {
+        let writer = reflector::store::Writer::new(self.resource.clone());
+        *self.current.lock().expect("parents lock") = writer.as_reader();
+        writer
+    }
+
+    /// An empty store in place of the last hold's.
+    fn empty(&self) {
+        drop(self.renew());
+    }
+}
 
 /// Runs a scope: for a guest of one shard, once, its caches kept warm on a
 /// standby; for a shard, each time this host holds it, its watches started
@@ -499,8 +529,6 @@ async fn run_scope(scope: Scope, signals: Signals) {
         mut shutdown,
     } = signals;
     let guest_name = slot.current().name().to_string();
-    let parent_reader = parents.as_reader();
-    let parents: ParentWriter = Arc::new(std::sync::Mutex::new(parents));
     let at_once = Arc::new(tokio::sync::Mutex::new(at_once));
     let empty = || Arc::new(ChildIndex::new(kinds.children.len()));
     let children = Arc::new(std::sync::Mutex::new(empty()));
@@ -515,11 +543,11 @@ async fn run_scope(scope: Scope, signals: Signals) {
             &kind_names,
             shard.map_or(0, |s| s.index),
         );
-        let (reader, counted) = (parent_reader.clone(), children.clone());
+        let (store, counted) = (parents.clone(), children.clone());
         tokio::spawn(report.follow(
             move || {
                 let index = counted.lock().expect("children lock").clone();
-                std::iter::once(reader.state().len())
+                std::iter::once(store.current().state().len())
                     .chain(index.counts())
                     .collect()
             },
@@ -542,7 +570,7 @@ async fn run_scope(scope: Scope, signals: Signals) {
         }
         let index = empty();
         *children.lock().expect("children lock") = index.clone();
-        let stop = {
+        let stop = || {
             let (mut shutdown, mut leading) = (shutdown.clone(), leading.clone());
             async move {
                 tokio::select! {
@@ -551,9 +579,9 @@ async fn run_scope(scope: Scope, signals: Signals) {
                 }
             }
         };
+        parents_listed.store(false, Ordering::Release);
         let held = Held {
-            parents: parents.clone(),
-            parent_reader: parent_reader.clone(),
+            parents: parents.renew(),
             parents_listed: parents_listed.clone(),
             at_once: at_once.clone(),
             children: index,
@@ -581,11 +609,16 @@ async fn run_scope(scope: Scope, signals: Signals) {
         if !held_only || *shutdown.borrow() {
             break;
         }
-        // The shard went to another replica: what its caches held goes.
-        let mut writer = parents.lock().expect("parents lock");
-        writer.apply_watcher_event(&watcher::Event::Init);
-        writer.apply_watcher_event(&watcher::Event::InitDone);
-        drop(writer);
+        // The shard went to another replica: what its caches held goes,
+        // and so do its parents' keys still waiting in the queue (the
+        // work-queue gauges).
+        for parent in parents.current().state() {
+            queue.forget(&queue_key(
+                parent.metadata.namespace.as_deref(),
+                &parent.name_any(),
+            ));
+        }
+        parents.empty();
         parents_listed.store(false, Ordering::Release);
         *children.lock().expect("children lock") = empty();
         tracing::info!(guest = %guest_name, shard = shard.map_or(0, |s| s.index), "shard let go, its caches emptied");
@@ -593,10 +626,10 @@ async fn run_scope(scope: Scope, signals: Signals) {
     report.abort();
 }
 
-/// What a scope keeps from one hold to the next.
+/// What one hold of a scope starts with.
 struct Held {
-    parents: ParentWriter,
-    parent_reader: reflector::Store<Compact>,
+    /// The hold's parents' store.
+    parents: reflector::store::Writer<Compact>,
     parents_listed: Arc<AtomicBool>,
     at_once: Arc<tokio::sync::Mutex<tokio::sync::mpsc::UnboundedReceiver<ParentRef>>>,
     /// This hold's index of the children.
@@ -621,15 +654,13 @@ struct Scoped<'a> {
 }
 
 /// One hold of a scope: its watches, its queue and its reconciles, until
-/// `stop` (running reconciles finish).
-async fn hold(
-    held: Held,
-    stop: impl std::future::Future<Output = ()> + Send + Sync + 'static,
-    scope: Scoped<'_>,
-) {
+/// `stop` says (running reconciles finish).
+async fn hold<F>(held: Held, stop: impl Fn() -> F, scope: Scoped<'_>)
+where
+    F: std::future::Future<Output = ()> + Send + Sync + 'static,
+{
     let Held {
         parents: parent_writer,
-        parent_reader,
         parents_listed,
         at_once,
         children,
@@ -651,6 +682,7 @@ async fn hold(
     } = scope;
     let client = env.client.clone();
     let guest_name = slot.current().name().to_string();
+    let parent_reader = parent_writer.as_reader();
     let related = Arc::new(RelatedIndex::new(
         kinds.related.iter().map(|(_, r)| r.clone()).collect(),
     ));
@@ -733,7 +765,11 @@ async fn hold(
     });
 
     let sweeper = tokio::spawn(sweep(ctx.clone(), shutdown));
-    let watcher_sync = tokio::spawn(report_synced(parents_listed, ctx.clone(), synced.clone()));
+    let watcher_sync = tokio::spawn(report_synced(
+        parents_listed.clone(),
+        ctx.clone(),
+        synced.clone(),
+    ));
     let requeues = {
         let ctx = ctx.clone();
         triggers::every_parent(
@@ -761,8 +797,8 @@ async fn hold(
     }
     let finishing = ctx.clone();
     tracing::info!(guest = %guest_name, kind = %kinds.primary.kind, namespace = ns.unwrap_or("<all>"), shard = shard.map(|s| s.index), "controller started");
-    controller
-        .graceful_shutdown_on(stop)
+    let running = controller
+        .graceful_shutdown_on(stop())
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
         .for_each(|result| async move {
             if let Err(e) = result {
@@ -771,8 +807,21 @@ async fn hold(
                     crate::sink::cut(&e.to_string(), crate::sink::LOG_MESSAGE_BYTES)
                 );
             }
-        })
-        .await;
+        });
+    // kube-runtime's controller starts no reconcile before the parents'
+    // store is ready, and a graceful shutdown before that never ends: a
+    // hold stopped before the parents' first complete list is dropped
+    // (nothing runs yet).
+    let unlisted = async {
+        stop().await;
+        if parents_listed.load(Ordering::Acquire) {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        () = running => {}
+        () = unlisted => {}
+    }
     sweeper.abort();
     watcher_sync.abort();
     // The counts of Event series not written yet (within the graceful
@@ -846,10 +895,17 @@ async fn sweep(ctx: Arc<Context>, mut shutdown: tokio::sync::watch::Receiver<boo
             .map(|p| queue_key(p.metadata.namespace.as_deref(), &p.name_any()))
             .collect();
         drop(state);
+        // Only this scope's keys: the guest's other namespaces and shards
+        // share the queue's gauges.
         let prefix = ctx.scope.as_deref().map(|ns| format!("{ns}/"));
-        ctx.queue.retain(|key| {
-            keys.contains(key) || prefix.as_deref().is_some_and(|p| !key.starts_with(p))
-        });
+        let ours = |key: &str| {
+            let (ns, name) = key.split_once('/').unwrap_or(("", key));
+            prefix.as_deref().is_none_or(|p| key.starts_with(p))
+                && ctx
+                    .shard
+                    .is_none_or(|s| s.owns(Some(ns).filter(|ns| !ns.is_empty()), name))
+        };
+        ctx.queue.retain(|key| keys.contains(key) || !ours(key));
         ctx.related.retain_parents(|(ns, name)| {
             parents
                 .get(&parent_ref(primary, ns.as_deref(), name))

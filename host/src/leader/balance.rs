@@ -39,6 +39,8 @@ pub(super) struct Unit {
     pub(super) name: String,
     /// The guest whose unit it is.
     pub(super) group: String,
+    /// The identity of its live holder (this replica's, when ours).
+    pub(super) holder: Option<String>,
     pub(super) lease: Lease,
     pub(super) doing: Doing,
     /// This replica handed it back a moment ago: not taken again until the
@@ -80,6 +82,11 @@ pub(super) fn decide(identity: &str, units: &[Unit], replicas: usize) -> Vec<Act
             };
             actions.push(Action::Release(held.remove(i).name.clone()));
         }
+    }
+    if actions.is_empty()
+        && let Some(unit) = spread(identity, units, replicas, share)
+    {
+        return vec![Action::Release(unit)];
     }
     let mut busy = held.len() + units.iter().filter(|u| u.doing == Doing::Releasing).count();
     for unit in units {
@@ -135,6 +142,82 @@ pub(super) fn decide(identity: &str, units: &[Unit], replicas: usize) -> Vec<Act
     actions
 }
 
+/// A unit to hand back so that one guest's units spread over the
+/// replicas, where each replica holds at most ceil(K/R) of a guest's K:
+/// - one of a guest this replica holds more of, when another replica has
+///   room for it or a free unit of a guest this replica holds fewer of is
+///   waiting for this replica's room;
+/// - one of another guest, when this replica holds fewer of a guest that
+///   a replica holds more of, has no room itself, and neither has any
+///   other replica: the room it makes lets the two swap.
+///
+/// Only when every unit is held or free and nothing is being taken or
+/// handed back here.
+fn spread(identity: &str, units: &[Unit], replicas: usize, share: usize) -> Option<String> {
+    if units
+        .iter()
+        .any(|u| matches!(u.doing, Doing::Contending | Doing::Releasing))
+    {
+        return None;
+    }
+    let mut totals: HashMap<&str, usize> = HashMap::new();
+    let mut by_group: HashMap<(&str, &str), usize> = HashMap::new();
+    let mut sizes: HashMap<&str, usize> = HashMap::new();
+    for unit in units {
+        *sizes.entry(unit.group.as_str()).or_default() += 1;
+        if let Some(holder) = unit.holder.as_deref() {
+            *totals.entry(holder).or_default() += 1;
+            *by_group.entry((holder, unit.group.as_str())).or_default() += 1;
+        }
+    }
+    let cap = |group: &str| sizes[group].div_ceil(replicas.max(1));
+    let mine = |group: &str| by_group.get(&(identity, group)).copied().unwrap_or(0);
+    let my_total = totals.get(identity).copied().unwrap_or(0);
+    let full = totals.values().filter(|n| **n >= share).count();
+    let others_with_room = replicas
+        .saturating_sub(full)
+        .saturating_sub(usize::from(my_total < share));
+    let ours = |group: &str| -> Vec<&Unit> {
+        let mut held: Vec<&Unit> = units
+            .iter()
+            .filter(|u| u.doing == Doing::Holding && u.group == group)
+            .collect();
+        held.sort_by(|a, b| b.name.cmp(&a.name));
+        held
+    };
+    let mut groups: Vec<&str> = sizes.keys().copied().collect();
+    groups.sort_unstable();
+    for group in &groups {
+        if mine(group) <= cap(group) {
+            continue;
+        }
+        let waiting = my_total >= share
+            && units
+                .iter()
+                .any(|u| u.lease == Lease::Free && !u.cooling && mine(&u.group) < cap(&u.group));
+        if others_with_room > 0 || waiting {
+            return ours(group).first().map(|u| u.name.clone());
+        }
+    }
+    if my_total < share || others_with_room > 0 {
+        return None;
+    }
+    for group in &groups {
+        let crowded = by_group
+            .iter()
+            .any(|((holder, g), n)| *holder != identity && g == group && *n > cap(group));
+        if mine(group) < cap(group) && crowded {
+            // One of the guest this replica holds most of, but this one.
+            let other = groups
+                .iter()
+                .filter(|g| *g != group && mine(g) > 0)
+                .max_by_key(|g| (mine(g), std::cmp::Reverse(**g)))?;
+            return ours(other).first().map(|u| u.name.clone());
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,6 +226,11 @@ mod tests {
         Unit {
             name: name.into(),
             group: name.into(),
+            holder: match lease {
+                Lease::Free => None,
+                Lease::Ours => Some("a".into()),
+                Lease::Theirs => Some("z".into()),
+            },
             lease,
             doing,
             cooling: false,
@@ -293,5 +381,62 @@ mod tests {
         // Nine units, four replicas: three each at most.
         let actions = decide("a", &units, 4);
         assert_eq!(actions, vec![Action::Release("cache-2".into())]);
+    }
+
+    #[test]
+    fn two_shards_of_one_guest_on_one_replica_are_swapped_for_another_guest() {
+        // Three replicas at their share of three: a holds cache-0 and
+        // cache-2 and u0; b holds cache-1, u1 and u2; c holds u3, u4, u5.
+        let units = fleet();
+        let owner = |name: &str| match name {
+            "cache-0" | "cache-2" | "u0" => "a",
+            "cache-1" | "u1" | "u2" => "b",
+            _ => "c",
+        };
+        let view = |units: &[Unit], me: &str| -> Vec<Unit> {
+            units
+                .iter()
+                .map(|u| {
+                    let holder = owner(&u.name);
+                    let mut u = u.clone();
+                    u.holder = Some(holder.into());
+                    (u.lease, u.doing) = if holder == me {
+                        (Lease::Ours, Doing::Holding)
+                    } else {
+                        (Lease::Theirs, Doing::Idle)
+                    };
+                    u
+                })
+                .collect()
+        };
+        // c, which holds no shard of the guest and has no room, makes room.
+        assert_eq!(
+            decide("c", &view(&units, "c"), 3),
+            vec![Action::Release("u3".into())]
+        );
+        // b holds its one shard: nothing to do.
+        assert!(decide("b", &view(&units, "b"), 3).is_empty());
+        // a waits until there is room somewhere.
+        assert!(decide("a", &view(&units, "a"), 3).is_empty());
+        // Once c handed u3 back, a hands back a shard, for c to take.
+        let mut from_a = view(&units, "a");
+        from_a[3].holder = None;
+        from_a[3].lease = Lease::Free;
+        assert_eq!(
+            decide("a", &from_a, 3),
+            vec![Action::Release("cache-2".into())]
+        );
+        // And c, with room, goes first for the shard.
+        let mut from_c = view(&units, "c");
+        from_c[3].holder = None;
+        from_c[3].lease = Lease::Free;
+        from_c[3].doing = Doing::Idle;
+        from_c[3].cooling = true;
+        from_c[8].holder = None;
+        from_c[8].lease = Lease::Free;
+        assert_eq!(
+            decide("c", &from_c, 3),
+            vec![Action::Contend("cache-2".into())]
+        );
     }
 }

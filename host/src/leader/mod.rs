@@ -1,9 +1,11 @@
 //! Leader election on a Lease, with fencing.
 //!
 //! Several hosts follow one guest list; for each Lease, one of them, its
-//! holder, writes. The others stay warm: they follow the list, compile
-//! modules and keep their caches synced, so a takeover needs no compile and
-//! no initial list, only a reconcile of every parent.
+//! holder, writes. The others follow the list and compile modules, and
+//! keep the caches of the guests of one shard synced, so taking such a
+//! guest over needs no compile and no initial list, only a reconcile of
+//! every parent; a shard is watched only by its holder, which lists it
+//! when it takes it (`controller/mod.rs`).
 //!
 //! The lease protocol is `kube-lease-manager`'s (server-side apply on a
 //! Lease). Around it this module adds what controller-runtime's leader

@@ -313,7 +313,8 @@ fn step(inner: &Arc<Inner>, leases: &[Arc<Lease>]) {
         .iter()
         .map(|(name, entry)| {
             let doing = entry.doing();
-            let lease = match holders.get(name.as_str()).cloned().flatten() {
+            let holder = holders.get(name.as_str()).cloned().flatten();
+            let lease = match holder.clone() {
                 None => balance::Lease::Free,
                 Some(holder) if holder == base.identity => match doing {
                     // Ours on paper only (an election that just ended).
@@ -325,6 +326,7 @@ fn step(inner: &Arc<Inner>, leases: &[Arc<Lease>]) {
             Unit {
                 name: name.clone(),
                 group: entry.guest.clone(),
+                holder: holder.filter(|_| lease != balance::Lease::Free),
                 lease,
                 doing,
                 cooling: entry.cooling_until.is_some_and(|until| until > instant),

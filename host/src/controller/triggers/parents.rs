@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::{Stream, TryStreamExt};
 use kube::ResourceExt;
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
 
 use super::{Queueing, Watched};
@@ -24,7 +24,7 @@ use crate::controller::{map_object, scoped_api, typed_events};
 /// finalizer). Only the former are yielded; the pacer admits the rest.
 pub(in crate::controller) fn parents(
     watched: &Watched<'_>,
-    store: crate::controller::ParentWriter,
+    store: reflector::store::Writer<Compact>,
     listed: Arc<AtomicBool>,
     related: Arc<RelatedIndex>,
     last_writes: &Arc<LastWrites>,
@@ -35,8 +35,7 @@ pub(in crate::controller) fn parents(
     // Parent events that are background work, marked before the store
     // learns them.
     let background: Arc<Mutex<HashSet<ParentRef>>> = Arc::default();
-    let seen_before = store.lock().expect("parents lock").as_reader();
-    let mark = background.clone();
+    let (seen_before, mark) = (store.as_reader(), background.clone());
     let (own_writes, seen_writes) = (last_writes.clone(), last_writes.clone());
     watcher(
         scoped_api(watched.client, &watched.kinds.primary, watched.namespace),
@@ -70,12 +69,7 @@ pub(in crate::controller) fn parents(
         move |e| tracing::warn!(kind = %parent_kind, "watch of the parents failed, retrying: {e}"),
     )
     .map_ok(|event| map_object(event, Compact::from))
-    .inspect_ok(move |event| {
-        store
-            .lock()
-            .expect("parents lock")
-            .apply_watcher_event(event)
-    })
+    .reflect(store)
     .inspect_ok(move |event| {
         // The store holds this version now.
         if let watcher::Event::Apply(parent) | watcher::Event::InitApply(parent) = event {

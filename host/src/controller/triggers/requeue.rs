@@ -14,8 +14,9 @@ use crate::leader::Leadership;
 
 /// Every parent in the store, as background work through the pacer: every
 /// `resync`, on each signal of `requeue` (a swap), when this host becomes
-/// the leader (a standby's caches are warm; only its reconciles were held
-/// back), and when the API server answers again after an outage (after
+/// the leader of a guest of one shard (a standby's caches are warm; only
+/// its reconciles were held back; a shard's hold starts with its list,
+/// which queues every parent), and when the API server answers again after an outage (after
 /// `api_back`, which forgets the failure counts, so no parent waits out a
 /// backoff its failures during the outage built up). It yields nothing.
 pub(in crate::controller) fn every_parent(
