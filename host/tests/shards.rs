@@ -280,9 +280,8 @@ impl Fleet {
         Ok(())
     }
 
-    /// The units each live host holds, as `<guest>/<shard>`, from its
-    /// `wasmop_shard_held`.
-    async fn held(&mut self) -> anyhow::Result<Vec<Option<BTreeSet<String>>>> {
+    /// Each live host's metrics, parsed.
+    async fn metrics(&mut self) -> anyhow::Result<Vec<Option<serde_json::Value>>> {
         let mut all = Vec::new();
         for host in &mut self.hosts {
             let Some(host) = host.as_mut() else {
@@ -291,8 +290,16 @@ impl Fleet {
             };
             let addr = host.endpoint("metrics").await?;
             let (_, text) = support::http_get(addr, "/metrics").await?;
-            let metrics = support::parse_prometheus(&text)?;
-            let held = metrics["wasmop_shard_held"]["samples"]
+            all.push(Some(support::parse_prometheus(&text)?));
+        }
+        Ok(all)
+    }
+
+    /// The units each live host holds, as `<guest>/<shard>`, from its
+    /// `wasmop_shard_held`.
+    async fn held(&mut self) -> anyhow::Result<Vec<Option<BTreeSet<String>>>> {
+        let held = |metrics: &serde_json::Value| {
+            metrics["wasmop_shard_held"]["samples"]
                 .as_array()
                 .into_iter()
                 .flatten()
@@ -304,36 +311,37 @@ impl Fleet {
                         s["labels"]["shard"].as_str().unwrap_or_default()
                     )
                 })
-                .collect();
-            all.push(Some(held));
-        }
-        Ok(all)
+                .collect()
+        };
+        Ok(self
+            .metrics()
+            .await?
+            .iter()
+            .map(|m| m.as_ref().map(held))
+            .collect())
     }
 
     /// The sharded guest's Caches and Deployments each live host caches,
     /// from its `wasmop_cached_objects`.
     async fn cached(&mut self) -> anyhow::Result<Vec<Option<(f64, f64)>>> {
-        let mut all = Vec::new();
-        for host in &mut self.hosts {
-            let Some(host) = host.as_mut() else {
-                all.push(None);
-                continue;
-            };
-            let addr = host.endpoint("metrics").await?;
-            let (_, text) = support::http_get(addr, "/metrics").await?;
-            let metrics = support::parse_prometheus(&text)?;
+        let cached = |metrics: &serde_json::Value| {
             let count = |kind: &str| {
                 support::sample(
-                    &metrics,
+                    metrics,
                     "wasmop_cached_objects",
                     "wasmop_cached_objects",
                     &[("guest", "cache-operator"), ("kind", kind)],
                 )
                 .unwrap_or(0.0)
             };
-            all.push(Some((count("Cache"), count("Deployment"))));
-        }
-        Ok(all)
+            (count("Cache"), count("Deployment"))
+        };
+        Ok(self
+            .metrics()
+            .await?
+            .iter()
+            .map(|m| m.as_ref().map(cached))
+            .collect())
     }
 
     /// Waits until every one of the nine units is held by exactly one live
