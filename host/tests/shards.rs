@@ -139,15 +139,27 @@ async fn wait_metrics(host: &mut HostProcess, count: u16) -> anyhow::Result<()> 
     .await
 }
 
+/// A namespace `prefix-…` with the Cache CRD, the cache-operator's module
+/// and a guest list of it with `shards` shards; returns an admin client
+/// and the namespace.
+async fn sharded_guest(
+    env: &TestEnv,
+    prefix: &str,
+    shards: u16,
+) -> anyhow::Result<(Client, String)> {
+    let client = env.client();
+    install_cache_crd(&client).await?;
+    let ns = env.create_namespace(prefix).await?;
+    let module = std::fs::read(guest_module("cache-operator")?)?;
+    put_module(&client, &ns, "cache-module", "module.wasm", &module).await?;
+    put_guest_list(&client, &ns, LIST, &list(&ns, shards)).await?;
+    Ok((client, ns))
+}
+
 async fn parents_and_children_carry_their_shard_and_move_when_the_count_changes(
     env: Arc<TestEnv>,
 ) -> anyhow::Result<()> {
-    let client = env.client();
-    install_cache_crd(&client).await?;
-    let ns = env.create_namespace("shards").await?;
-    let module = std::fs::read(guest_module("cache-operator")?)?;
-    put_module(&client, &ns, "cache-module", "module.wasm", &module).await?;
-    put_guest_list(&client, &ns, LIST, &list(&ns, 3)).await?;
+    let (client, ns) = sharded_guest(&env, "shards", 3).await?;
     let user = format!("wasmop-{ns}");
     let (_, kubeconfig) = support::admin_identity(&env, &user).await?;
     let mut host = HostProcess::start(
@@ -216,12 +228,7 @@ async fn parents_and_children_carry_their_shard_and_move_when_the_count_changes(
 async fn a_shard_count_out_of_range_is_refused_and_the_running_version_kept(
     env: Arc<TestEnv>,
 ) -> anyhow::Result<()> {
-    let client = env.client();
-    install_cache_crd(&client).await?;
-    let ns = env.create_namespace("shards-bad").await?;
-    let module = std::fs::read(guest_module("cache-operator")?)?;
-    put_module(&client, &ns, "cache-module", "module.wasm", &module).await?;
-    put_guest_list(&client, &ns, LIST, &list(&ns, 2)).await?;
+    let (client, ns) = sharded_guest(&env, "shards-bad", 2).await?;
     let mut host = HostProcess::follow_list(&env, &ns, LIST).await?;
     host.wait_for_log("started guest", LONG).await?;
     put_guest_list(&client, &ns, LIST, &list(&ns, 0)).await?;
@@ -262,6 +269,20 @@ struct Fleet {
 }
 
 impl Fleet {
+    /// `replicas` hosts on the guest list in `ns`.
+    async fn start(env: &Arc<TestEnv>, ns: &str, replicas: usize) -> anyhow::Result<Self> {
+        let mut fleet = Fleet {
+            env: env.clone(),
+            ns: ns.to_owned(),
+            hosts: Vec::new(),
+            users: Vec::new(),
+        };
+        for _ in 0..replicas {
+            fleet.start_host().await?;
+        }
+        Ok(fleet)
+    }
+
     async fn start_host(&mut self) -> anyhow::Result<()> {
         let i = self.hosts.len();
         let user = format!("wasmop-{}-{i}", self.ns);
@@ -466,15 +487,7 @@ async fn three_replicas_share_nine_units_and_hand_them_over_without_two_writers(
     let module = std::fs::read(guest_module("cache-operator")?)?;
     put_module(&client, &ns, "cache-module", "module.wasm", &module).await?;
     put_guest_list(&client, &ns, LIST, &fleet_list(&ns)).await?;
-    let mut fleet = Fleet {
-        env: env.clone(),
-        ns: ns.clone(),
-        hosts: Vec::new(),
-        users: Vec::new(),
-    };
-    for _ in 0..3 {
-        fleet.start_host().await?;
-    }
+    let mut fleet = Fleet::start(&env, &ns, 3).await?;
     // Three replicas, nine units: three each.
     let held = fleet.balanced(3).await?;
     eprintln!("three replicas hold {held:?}");
@@ -690,21 +703,8 @@ async fn three_replicas_share_nine_units_and_hand_them_over_without_two_writers(
 async fn a_guest_that_takes_shards_under_leader_election_spreads_them_and_lets_its_old_unit_go(
     env: Arc<TestEnv>,
 ) -> anyhow::Result<()> {
-    let client = env.client();
-    install_cache_crd(&client).await?;
-    let ns = env.create_namespace("reshard").await?;
-    let module = std::fs::read(guest_module("cache-operator")?)?;
-    put_module(&client, &ns, "cache-module", "module.wasm", &module).await?;
-    put_guest_list(&client, &ns, LIST, &list(&ns, 1)).await?;
-    let mut fleet = Fleet {
-        env: env.clone(),
-        ns: ns.clone(),
-        hosts: Vec::new(),
-        users: Vec::new(),
-    };
-    for _ in 0..3 {
-        fleet.start_host().await?;
-    }
+    let (client, ns) = sharded_guest(&env, "reshard", 1).await?;
+    let mut fleet = Fleet::start(&env, &ns, 3).await?;
     let holders = |held: &[Option<BTreeSet<String>>], unit: &str| {
         held.iter().flatten().filter(|h| h.contains(unit)).count()
     };

@@ -344,17 +344,19 @@ impl RunningController {
                     parents,
                     parents_listed,
                     at_once: at_once_rx,
-                    env: env.for_shard(shard),
-                    slot: slot.clone(),
-                    kinds: kinds.clone(),
-                    settings: settings.clone(),
-                    namespace,
-                    shard,
-                    permits: permits.clone(),
-                    shadows: shadows.clone(),
-                    metrics: metrics.clone(),
-                    queue: queue.clone(),
-                    synced: flag,
+                    scoped: Scoped {
+                        env: env.for_shard(shard),
+                        slot: slot.clone(),
+                        kinds: kinds.clone(),
+                        settings: settings.clone(),
+                        namespace,
+                        shard,
+                        permits: permits.clone(),
+                        shadows: shadows.clone(),
+                        metrics: metrics.clone(),
+                        queue: queue.clone(),
+                        synced: flag,
+                    },
                 },
                 Signals {
                     requeue: requeue_all.subscribe(),
@@ -423,18 +425,8 @@ struct Scope {
     parents_listed: Arc<AtomicBool>,
     /// Parents to reconcile at once, ahead of background work.
     at_once: tokio::sync::mpsc::UnboundedReceiver<ParentRef>,
-    env: Environment,
-    slot: GuestSlot,
-    kinds: ResolvedKinds,
-    settings: ControllerSettings,
-    namespace: Option<String>,
-    /// The shard this scope reconciles (`None`: the guest is not sharded).
-    shard: Option<shards::Shard>,
-    permits: Arc<tokio::sync::Semaphore>,
-    shadows: Arc<shadow::Queue>,
-    metrics: Arc<Metrics>,
-    queue: Arc<QueueTracker>,
-    synced: Arc<AtomicBool>,
+    /// What each hold of the scope runs with.
+    scoped: Scoped,
 }
 
 /// The namespace a scope of `namespace` leaves out: the host's own, when
@@ -512,18 +504,18 @@ async fn run_scope(scope: Scope, signals: Signals) {
         parents,
         parents_listed,
         at_once,
+        scoped,
+    } = scope;
+    let Scoped {
         env,
         slot,
         kinds,
-        settings,
-        namespace,
         shard,
-        permits,
-        shadows,
-        metrics,
         queue,
         synced,
-    } = scope;
+        ..
+    } = &scoped;
+    let shard = *shard;
     let Signals {
         requeue,
         mut shutdown,
@@ -588,24 +580,7 @@ async fn run_scope(scope: Scope, signals: Signals) {
             requeue: requeue.resubscribe(),
             shutdown: shutdown.clone(),
         };
-        hold(
-            held,
-            stop,
-            Scoped {
-                env: &env,
-                slot: &slot,
-                kinds: &kinds,
-                settings: &settings,
-                namespace: namespace.as_deref(),
-                shard,
-                permits: &permits,
-                shadows: &shadows,
-                metrics: &metrics,
-                queue: &queue,
-                synced: &synced,
-            },
-        )
-        .await;
+        hold(held, stop, &scoped).await;
         if !held_only || *shutdown.borrow() {
             break;
         }
@@ -639,23 +614,25 @@ struct Held {
 }
 
 /// What a scope is, for each of its holds.
-struct Scoped<'a> {
-    env: &'a Environment,
-    slot: &'a GuestSlot,
-    kinds: &'a ResolvedKinds,
-    settings: &'a ControllerSettings,
-    namespace: Option<&'a str>,
+struct Scoped {
+    env: Environment,
+    slot: GuestSlot,
+    kinds: ResolvedKinds,
+    settings: ControllerSettings,
+    /// The scope's namespace (`None`: all).
+    namespace: Option<String>,
+    /// The shard this scope reconciles (`None`: the guest is not sharded).
     shard: Option<shards::Shard>,
-    permits: &'a Arc<tokio::sync::Semaphore>,
-    shadows: &'a Arc<shadow::Queue>,
-    metrics: &'a Arc<Metrics>,
-    queue: &'a Arc<QueueTracker>,
-    synced: &'a Arc<AtomicBool>,
+    permits: Arc<tokio::sync::Semaphore>,
+    shadows: Arc<shadow::Queue>,
+    metrics: Arc<Metrics>,
+    queue: Arc<QueueTracker>,
+    synced: Arc<AtomicBool>,
 }
 
 /// One hold of a scope: its watches, its queue and its reconciles, until
 /// `stop` says (running reconciles finish).
-async fn hold<F>(held: Held, stop: impl Fn() -> F, scope: Scoped<'_>)
+async fn hold<F>(held: Held, stop: impl Fn() -> F, scope: &Scoped)
 where
     F: std::future::Future<Output = ()> + Send + Sync + 'static,
 {
@@ -672,7 +649,7 @@ where
         slot,
         kinds,
         settings,
-        namespace: ns,
+        namespace,
         shard,
         permits,
         shadows,
@@ -680,6 +657,7 @@ where
         queue,
         synced,
     } = scope;
+    let (ns, shard) = (namespace.as_deref(), *shard);
     let client = env.client.clone();
     let guest_name = slot.current().name().to_string();
     let parent_reader = parent_writer.as_reader();

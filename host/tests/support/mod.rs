@@ -139,22 +139,13 @@ pub fn dyn_api(
 /// The group of the Cache CRD as `deploy/crds/` ships it.
 pub const CACHE_GROUP: &str = "apps.example.com";
 
-/// Leader election with short leases, so failover cases are quick (the
-/// defaults, 15 s, 10 s and 2 s, are controller-runtime's): a restarted
-/// host (a new identity) waits [`LEASE_DURATION`] for the Leases its
-/// predecessor held.
-pub const LEASE: &[&str] = &[
-    "--leader-elect",
-    "--leader-elect-lease-duration",
-    "6s",
-    "--leader-elect-renew-deadline",
-    "4s",
-    "--leader-elect-retry-period",
-    "1s",
-];
+/// Leader election with short leases, so failover cases are quick: a
+/// restarted host (a new identity) waits [`LEASE_DURATION`] for the Leases
+/// its predecessor held.
+pub const LEASE: &[&str] = wasmop_testenv::SHORT_LEASE;
 
 /// The lease duration of [`LEASE`].
-pub const LEASE_DURATION: Duration = Duration::from_secs(6);
+pub const LEASE_DURATION: Duration = wasmop_testenv::SHORT_LEASE_DURATION;
 
 /// The Cache API in `ns`.
 pub fn caches(client: &Client, ns: &str) -> Api<DynamicObject> {

@@ -82,6 +82,22 @@ pub use peers::ensure_kubebuilder_cache;
 pub use registry::{BasicAuth, REGISTRY_VERSION, Registry, ensure_registry_binary};
 pub use window::Window;
 
+/// `wasmop run`'s leader election with short leases, so failovers in the
+/// tests and the demo show within seconds (the defaults, 15 s, 10 s and
+/// 2 s, are controller-runtime's).
+pub const SHORT_LEASE: &[&str] = &[
+    "--leader-elect",
+    "--leader-elect-lease-duration",
+    "6s",
+    "--leader-elect-renew-deadline",
+    "4s",
+    "--leader-elect-retry-period",
+    "1s",
+];
+
+/// The lease duration of [`SHORT_LEASE`].
+pub const SHORT_LEASE_DURATION: std::time::Duration = std::time::Duration::from_secs(6);
+
 /// The machine's CPU model, from /proc/cpuinfo ("unknown" elsewhere), for
 /// the benches' reports.
 pub fn cpu_model() -> String {

@@ -84,18 +84,6 @@ pub fn run_in_ci() -> Result<()> {
 /// `--oci`: the guest's tag in the demo registry, followed every 2 s.
 const OCI_POLL: &str = "2s";
 
-/// The lease timings of the `--ha` demo: shorter than the defaults (15 s,
-/// 10 s, 2 s), so the failover shows within seconds.
-const DEMO_LEASE: &[&str] = &[
-    "--leader-elect",
-    "--leader-elect-lease-duration",
-    "6s",
-    "--leader-elect-renew-deadline",
-    "4s",
-    "--leader-elect-retry-period",
-    "1s",
-];
-
 fn step(n: u32, text: &str) {
     println!("\n== Step {n}: {text}");
 }
@@ -173,7 +161,7 @@ async fn demo(keep: bool, ha: bool, oci: bool) -> Result<()> {
     );
     let (_, kubeconfig) = env.user_kubeconfig("wasmop-host", &[]).await?;
     let log_path = env.temp_dir().join("wasmop.log");
-    let lease: &[&str] = if ha { DEMO_LEASE } else { &[] };
+    let lease: &[&str] = if ha { wasmop_testenv::SHORT_LEASE } else { &[] };
     let webhooks = webhook_address()?;
     let mut host = start_host(&wasmop, &kubeconfig, &log_path, &webhooks, lease)?;
     let pid = host.id();
