@@ -366,7 +366,8 @@ impl Fleet {
     }
 
     /// Waits until every one of the nine units is held by exactly one live
-    /// host, and each live host holds `share` of them at most.
+    /// host, and each live host holds `share` of them at most, and at most
+    /// ceil(3/R) of the sharded guest's.
     async fn balanced(&mut self, share: usize) -> anyhow::Result<Vec<Option<BTreeSet<String>>>> {
         let deadline = std::time::Instant::now() + LONG;
         loop {
@@ -375,7 +376,16 @@ impl Fleet {
             let total = units.len();
             units.sort();
             units.dedup();
-            let fair = held.iter().flatten().all(|h| h.len() <= share);
+            // The sharded guest's three units spread too (the balancer's
+            // swaps have ended): ceil(3/R) at most on each live host.
+            let live = held.iter().flatten().count();
+            let spread = |h: &BTreeSet<String>| {
+                h.iter()
+                    .filter(|u| u.starts_with("cache-operator/"))
+                    .count()
+                    <= 3usize.div_ceil(live)
+            };
+            let fair = held.iter().flatten().all(|h| h.len() <= share && spread(h));
             if total == 9 && units.len() == 9 && fair {
                 return Ok(held);
             }
