@@ -23,6 +23,7 @@ use support::{
     put_module, wait_for,
 };
 use wasmop_host::controller::shards::{LABELLER, SHARD_LABEL, Shard};
+use wasmop_host::leader::units::lease_name;
 use wasmop_testenv::harness::run;
 use wasmop_testenv::{TestEnv, Window};
 
@@ -397,6 +398,51 @@ impl Fleet {
         }
     }
 
+    /// For each of `units`, how long after `from`'s last write to its Lease
+    /// (a renewal, or its release) another replica of the fleet first wrote
+    /// that Lease (took it), by the API server's clock; waits until every
+    /// one is taken, and returns the longest.
+    async fn taken_after(&self, units: &BTreeSet<String>, from: &str) -> anyhow::Result<Duration> {
+        let mut leases = Vec::new();
+        for unit in units {
+            let (guest, shard) = unit
+                .split_once('/')
+                .with_context(|| format!("a unit that is not <guest>/<shard>: {unit}"))?;
+            let shard = (guest == "cache-operator")
+                .then(|| shard.parse::<u16>())
+                .transpose()?;
+            leases.push(lease_name("wasmop", guest, shard));
+        }
+        wait_for(LONG, || async {
+            let mut writes: BTreeMap<&str, Vec<(Timestamp, &str)>> = BTreeMap::new();
+            for user in &self.users {
+                for (at, (_, resource, _, name)) in
+                    support::timed_successful_writes_by(&self.env, user)?
+                {
+                    if let Some(lease) = leases.iter().find(|l| resource == "leases" && **l == name)
+                    {
+                        writes.entry(lease).or_default().push((at, user));
+                    }
+                }
+            }
+            let mut longest = Duration::ZERO;
+            for lease in &leases {
+                let mut writes = writes.remove(lease.as_str()).unwrap_or_default();
+                writes.sort();
+                let last = writes
+                    .iter()
+                    .rposition(|(_, who)| *who == from)
+                    .with_context(|| format!("{from} never wrote the Lease {lease}"))?;
+                let Some((taken, _)) = writes[last..].iter().find(|(_, who)| *who != from) else {
+                    bail!("the Lease {lease} is not taken yet");
+                };
+                longest = longest.max(Duration::try_from(taken.duration_since(writes[last].0))?);
+            }
+            Ok(Some(longest))
+        })
+        .await
+    }
+
     /// The successful writes of the fleet's users to the guests' objects,
     /// by object, in the order the API server received them.
     fn writes_by_object(&self) -> anyhow::Result<WritesByObject> {
@@ -638,26 +684,16 @@ async fn three_replicas_share_nine_units_and_hand_them_over_without_two_writers(
     let lost = held[0].clone().context("host 0 runs")?;
     fleet.hosts[0].as_mut().context("host 0")?.stop();
     fleet.hosts[0] = None;
-    let killed = std::time::Instant::now();
-    let takeover = loop {
-        let held = fleet.held().await?;
-        let taken: BTreeSet<&String> = held.iter().flatten().flatten().collect();
-        if lost.iter().all(|unit| taken.contains(unit)) {
-            break killed.elapsed();
-        }
-        ensure!(
-            killed.elapsed() < LONG,
-            "the killed replica's units were not taken: {held:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    // By the API server's clock: from the killed replica's last renewal of
+    // each of its Leases to another replica taking it.
+    let takeover = fleet.taken_after(&lost, &fleet.users[0]).await?;
     eprintln!(
-        "kill -9 of a replica: its units {lost:?} were taken {:.2} s later (lease {LEASE_DURATION:?})",
+        "kill -9 of a replica: its units {lost:?} were taken {:.2} s after its last renewal (lease {LEASE_DURATION:?})",
         takeover.as_secs_f64()
     );
     ensure!(
-        takeover <= LEASE_DURATION + Duration::from_secs(3),
-        "takeover after kill -9 took {takeover:?}, more than the lease duration + 2 s (and 1 s of slack)"
+        takeover <= LEASE_DURATION + Duration::from_secs(2),
+        "takeover after kill -9 took {takeover:?}, more than the lease duration + 2 s"
     );
     fleet.balanced(5).await?;
     create_everywhere(&client, &ns, "k", 1).await?;
@@ -671,23 +707,24 @@ async fn three_replicas_share_nine_units_and_hand_them_over_without_two_writers(
 
     // SIGTERM: a replica hands its units over without waiting for expiry.
     let leaving = held[1].clone().context("host 1 runs")?;
-    let terminated = std::time::Instant::now();
     let status = fleet.hosts[1]
         .as_mut()
         .context("host 1")?
         .terminate(Duration::from_secs(40))?;
     ensure!(status.success(), "SIGTERM: the host exited with {status}");
     fleet.hosts[1] = None;
-    fleet.balanced(5).await?;
-    let handover = terminated.elapsed();
+    // Released, not expired: each Lease was taken sooner after the leaving
+    // replica's last write to it than a lease duration.
+    let handover = fleet.taken_after(&leaving, &fleet.users[1]).await?;
     eprintln!(
-        "SIGTERM of a replica: its units {leaving:?} were taken {:.2} s later",
+        "SIGTERM of a replica: its units {leaving:?} were taken {:.2} s after its last write to their Leases",
         handover.as_secs_f64()
     );
     ensure!(
         handover < LEASE_DURATION,
         "handover after SIGTERM took {handover:?}: the Leases expired instead"
     );
+    fleet.balanced(5).await?;
     create_everywhere(&client, &ns, "t", 1).await?;
 
     // For every object, no two identities wrote within one lease duration
