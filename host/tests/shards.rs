@@ -398,11 +398,17 @@ impl Fleet {
         }
     }
 
-    /// For each of `units`, how long after `from`'s last write to its Lease
-    /// (a renewal, or its release) another replica of the fleet first wrote
-    /// that Lease (took it), by the API server's clock; waits until every
-    /// one is taken, and returns the longest.
-    async fn taken_after(&self, units: &BTreeSet<String>, from: &str) -> anyhow::Result<Duration> {
+    /// For each of `units`, how long after `since` (without it, after
+    /// `from`'s last write to its Lease: a renewal, or its release) another
+    /// replica of the fleet first wrote that Lease (took it) after `from`
+    /// last did, by the API server's clock; waits until every one is taken,
+    /// and returns the longest.
+    async fn taken_after(
+        &self,
+        units: &BTreeSet<String>,
+        from: &str,
+        since: Option<Timestamp>,
+    ) -> anyhow::Result<Duration> {
         let mut leases = Vec::new();
         for unit in units {
             let (guest, shard) = unit
@@ -436,7 +442,8 @@ impl Fleet {
                 let Some((taken, _)) = writes[last..].iter().find(|(_, who)| *who != from) else {
                     bail!("the Lease {lease} is not taken yet");
                 };
-                longest = longest.max(Duration::try_from(taken.duration_since(writes[last].0))?);
+                let start = since.unwrap_or(writes[last].0);
+                longest = longest.max(Duration::try_from(taken.duration_since(start))?);
             }
             Ok(Some(longest))
         })
@@ -682,13 +689,16 @@ async fn three_replicas_share_nine_units_and_hand_them_over_without_two_writers(
     // kill -9 of a replica: the others take its units once their Leases
     // expire.
     let lost = held[0].clone().context("host 0 runs")?;
+    let killed = Timestamp::now();
     fleet.hosts[0].as_mut().context("host 0")?.stop();
     fleet.hosts[0] = None;
-    // By the API server's clock: from the killed replica's last renewal of
-    // each of its Leases to another replica taking it.
-    let takeover = fleet.taken_after(&lost, &fleet.users[0]).await?;
+    // From the kill to another replica taking each of its Leases, by the
+    // API server's clock (the same machine's).
+    let takeover = fleet
+        .taken_after(&lost, &fleet.users[0], Some(killed))
+        .await?;
     eprintln!(
-        "kill -9 of a replica: its units {lost:?} were taken {:.2} s after its last renewal (lease {LEASE_DURATION:?})",
+        "kill -9 of a replica: its units {lost:?} were taken {:.2} s later (lease {LEASE_DURATION:?})",
         takeover.as_secs_f64()
     );
     ensure!(
@@ -715,7 +725,7 @@ async fn three_replicas_share_nine_units_and_hand_them_over_without_two_writers(
     fleet.hosts[1] = None;
     // Released, not expired: each Lease was taken sooner after the leaving
     // replica's last write to it than a lease duration.
-    let handover = fleet.taken_after(&leaving, &fleet.users[1]).await?;
+    let handover = fleet.taken_after(&leaving, &fleet.users[1], None).await?;
     eprintln!(
         "SIGTERM of a replica: its units {leaving:?} were taken {:.2} s after its last write to their Leases",
         handover.as_secs_f64()
