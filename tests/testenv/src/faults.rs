@@ -20,6 +20,8 @@ use crate::TestEnv;
 
 /// How long [`TestEnv::restart`] waits for a component to serve again.
 const RESTART_TIMEOUT: Duration = Duration::from_secs(90);
+/// How long a paused component may take to stop.
+const PAUSE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A control-plane component.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,11 +81,23 @@ impl TestEnv {
     }
 
     /// Stops `component` with SIGSTOP: it keeps its sockets and answers
-    /// nothing until [`TestEnv::resume`].
+    /// nothing until [`TestEnv::resume`]. Returns once every thread of it
+    /// is stopped.
     pub fn pause(&self, component: Component) -> Result<()> {
-        self.plane()
-            .component(component.name())?
-            .signal(Signal::STOP)
+        let mut plane = self.plane();
+        let process = plane.component(component.name())?;
+        process.signal(Signal::STOP)?;
+        let deadline = Instant::now() + PAUSE_TIMEOUT;
+        while !process.stopped() {
+            if Instant::now() > deadline {
+                bail!(
+                    "{} not stopped {PAUSE_TIMEOUT:?} after SIGSTOP",
+                    component.name()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(())
     }
 
     /// Continues a paused `component` (SIGCONT).

@@ -164,6 +164,25 @@ impl Component {
         }
     }
 
+    /// Whether every thread of the process is stopped. A SIGSTOP stops the
+    /// whole process only once the thread the kernel picked for it handles
+    /// it; until then (milliseconds, on busy cores) the other threads run
+    /// and may still answer.
+    pub(crate) fn stopped(&self) -> bool {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", self.pid())) else {
+            return false;
+        };
+        tasks.filter_map(Result::ok).all(|task| {
+            std::fs::read_to_string(task.path().join("stat")).is_ok_and(|stat| {
+                // The state is the first field after the command's closing
+                // parenthesis: `T` stopped by a signal.
+                stat.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().next())
+                    .is_some_and(|state| state == "T")
+            })
+        })
+    }
+
     /// Sends `signal` to the process (for SIGSTOP and SIGCONT).
     pub(crate) fn signal(&mut self, signal: rustix::process::Signal) -> Result<()> {
         if let Some(status) = self.exited() {
