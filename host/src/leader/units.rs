@@ -15,6 +15,7 @@
 //! than a lease duration.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -49,6 +50,8 @@ struct Inner {
     stop: tokio::sync::watch::Sender<bool>,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     replica: Mutex<Option<Elector>>,
+    /// The live replicas the balancer counted last.
+    replicas: AtomicUsize,
 }
 
 /// A unit as this host runs it.
@@ -60,7 +63,8 @@ struct Entry {
     leadership: Leadership,
     elector: Option<Elector>,
     releasing: bool,
-    /// Handed back: not contended for again before this.
+    /// Handed back: not contended for again before this, unless a
+    /// replica leaves first (it was handed back to make room for another).
     cooling_until: Option<Instant>,
 }
 
@@ -69,13 +73,7 @@ impl Entry {
         match (&self.elector, self.releasing) {
             (_, true) => Doing::Releasing,
             (None, false) => Doing::Idle,
-            (Some(_), false)
-                if self
-                    .leadership
-                    .inner
-                    .held
-                    .load(std::sync::atomic::Ordering::Acquire) =>
-            {
+            (Some(_), false) if self.leadership.inner.held.load(Ordering::Acquire) => {
                 Doing::Holding
             }
             (Some(_), false) => Doing::Contending,
@@ -176,6 +174,7 @@ impl Units {
             stop,
             tasks: Mutex::default(),
             replica: Mutex::new(Some(replica_elector)),
+            replicas: AtomicUsize::new(0),
         });
         let task = tokio::spawn(balance(inner.clone()));
         inner.tasks.lock().expect("tasks lock").push(task);
@@ -255,7 +254,7 @@ async fn balance(inner: Arc<Inner>) {
         .reflect(writer)
         .for_each(move |event| {
             if let Ok(watcher::Event::InitDone) = event {
-                seen.store(true, std::sync::atomic::Ordering::Release);
+                seen.store(true, Ordering::Release);
             }
             std::future::ready(())
         });
@@ -271,7 +270,7 @@ async fn balance(inner: Arc<Inner>) {
         }
         // Nothing is decided before the first list: every unit would look
         // free.
-        if listed.load(std::sync::atomic::Ordering::Acquire) {
+        if listed.load(Ordering::Acquire) {
             step(&inner, &leases.state());
         }
     }
@@ -308,6 +307,14 @@ fn step(inner: &Arc<Inner>, leases: &[Arc<Lease>]) {
         .filter_map(|l| Some((l.metadata.name.as_deref()?, live(l))))
         .collect();
     let mut units = inner.units.lock().expect("units lock");
+    // A replica left: the units handed back to make room stop cooling, so
+    // what the leaving one releases is taken at once.
+    let before = inner.replicas.swap(replicas, Ordering::Relaxed);
+    if replicas < before {
+        for entry in units.values_mut() {
+            entry.cooling_until = None;
+        }
+    }
     let instant = Instant::now();
     let view: Vec<Unit> = units
         .iter()
