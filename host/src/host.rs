@@ -673,15 +673,16 @@ impl Host {
                     client: self
                         .clients
                         .for_guest_unit(guest, &budget, &held.leadership)?,
-                    labeller: match shard {
-                        Some(s) if s.index == 0 => Some(self.clients.for_guest_doing(
-                            guest,
-                            &budget,
-                            &held.leadership,
-                            Some(crate::controller::shards::LABELLER),
-                        )?),
-                        _ => None,
-                    },
+                    labeller: shard
+                        .map(|_| {
+                            self.clients.for_guest_doing(
+                                guest,
+                                &budget,
+                                &held.leadership,
+                                Some(crate::controller::shards::LABELLER),
+                            )
+                        })
+                        .transpose()?,
                     leadership: held.leadership.clone(),
                     held: std::sync::Arc::new(held),
                 })

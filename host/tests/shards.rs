@@ -211,6 +211,14 @@ async fn parents_and_children_carry_their_shard_and_move_when_the_count_changes(
         .await?;
     wait_labelled(&client, &ns, 3).await?;
 
+    // A label a user sets to another shard is moved back, with the
+    // children, by the holder of the shard it names.
+    let wrong = (Shard::of(Some(&ns), "c1", 3) + 1) % 3;
+    let mislabel = json!({"metadata": {"labels": {SHARD_LABEL: wrong.to_string()}}});
+    api.patch("c1", &PatchParams::default(), &Patch::Merge(&mislabel))
+        .await?;
+    wait_labelled(&client, &ns, 3).await?;
+
     // 3 shards become 5: every parent and child is relabelled, and every
     // parent is reconciled in its new shard.
     put_guest_list(&client, &ns, LIST, &list(&ns, 5)).await?;

@@ -103,6 +103,8 @@ pub struct Context {
     scope: Option<String>,
     /// The shard this scope reconciles (`None`: the guest is not sharded).
     shard: Option<shards::Shard>,
+    /// For a shard: moves a parent labelled with it but hashed elsewhere.
+    relabeller: Option<shards::Relabeller>,
     events: Events,
     backoff: Backoff<ParentRef>,
     progress: Progress,
@@ -246,8 +248,8 @@ pub struct UnitEnv {
     pub leadership: Leadership,
     /// The guest's client, its writes fenced by that leadership.
     pub client: Client,
-    /// For shard 0 of a guest with several: the client that keeps the
-    /// parents' shard labels (the same, named apart in the audit log).
+    /// For a shard of a guest with several: the client that moves parents
+    /// to their shards (the same, named apart in the audit log).
     pub labeller: Option<Client>,
     /// The unit's registration, kept while a scope runs.
     pub held: Arc<crate::leader::units::Held>,
@@ -263,6 +265,28 @@ impl Environment {
             env.client = unit.client.clone();
         }
         env
+    }
+
+    /// What moves the parents of a guest with `count` shards to their
+    /// shards, writing for `shard`'s unit.
+    fn relabeller(
+        &self,
+        shard: Option<shards::Shard>,
+        kinds: &ResolvedKinds,
+        guest: &str,
+        count: u16,
+    ) -> shards::Relabeller {
+        let index = shard.map_or(0, |s| usize::from(s.index));
+        let unit = self.units.get(index);
+        shards::Relabeller {
+            client: unit
+                .and_then(|u| u.labeller.clone())
+                .or_else(|| unit.map(|u| u.client.clone()))
+                .unwrap_or_else(|| self.client.clone()),
+            kinds: kinds.clone(),
+            guest: guest.to_owned(),
+            count,
+        }
     }
 }
 
@@ -308,16 +332,9 @@ impl RunningController {
             let first = env.for_shard(shard_scopes[0]);
             for namespace in &scopes {
                 let labelling = shards::Labelling {
-                    client: env
-                        .units
-                        .first()
-                        .and_then(|u| u.labeller.clone())
-                        .unwrap_or_else(|| first.client.clone()),
-                    kinds: kinds.clone(),
+                    relabeller: env.relabeller(shard_scopes[0], &kinds, &guest, settings.shards),
                     namespace: namespace.clone(),
                     left_out: left_out(namespace.as_deref(), &env),
-                    guest: guest.clone(),
-                    count: settings.shards,
                     leadership: first.leadership.clone(),
                 };
                 tasks.push(tokio::spawn(shards::keep_labelled(
@@ -725,6 +742,7 @@ where
             .collect(),
         scope: ns.map(str::to_owned),
         shard,
+        relabeller: shard.map(|s| env.relabeller(Some(s), kinds, &guest_name, s.count)),
         kinds: kinds.clone(),
         settings: settings.clone(),
         children,

@@ -26,6 +26,7 @@ use super::index::{ChildKey, NotReady};
 use super::progress::{self, Refusal};
 use super::related::{RelatedBounds, RelatedTooLarge};
 use super::shadow::Shadow;
+use super::shards::SHARD_LABEL;
 use super::status::{self, HostCondition};
 use super::{Context, backoff, finalizer, gather};
 use crate::model::{EventType, Request};
@@ -38,6 +39,10 @@ use crate::validate::{self, ParentScope, Rules, Validated, Violation};
 /// How long a reconcile waits for the child caches' first lists before it
 /// fails (and is retried with backoff) instead of waiting for ever.
 pub const CHILD_CACHE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// When a scope tries again to move a parent to its shard after its
+/// attempts failed.
+const RELABEL_RETRY: Duration = Duration::from_secs(10);
 
 /// Why a reconcile failed.
 #[derive(Debug, thiserror::Error)]
@@ -209,12 +214,25 @@ pub async fn reconcile(parent: Arc<Compact>, ctx: Arc<Context>) -> Result<Action
             ctx.queue.forget(&queue_key);
             return Ok(Action::await_change());
         }
-        // A parent still labelled for another shard is that shard's until
-        // its label says otherwise.
+        // Labelled with this shard but hashed to another (a user's edit, a
+        // label of another count): moved there, never reconciled here.
+        let namespace = parent.metadata.namespace.as_deref();
         if ctx
             .shard
-            .is_some_and(|s| !s.owns(parent.metadata.namespace.as_deref(), &parent.name_any()))
+            .is_some_and(|s| !s.owns(namespace, &parent.name_any()))
         {
+            let moved = match (&ctx.relabeller, parent.metadata.uid.as_deref()) {
+                (Some(relabeller), Some(uid)) => {
+                    let have = parent.labels().get(SHARD_LABEL).map(String::as_str);
+                    relabeller
+                        .relabel(namespace, &parent.name_any(), uid, have)
+                        .await
+                }
+                _ => true,
+            };
+            if !moved {
+                return Ok(Action::requeue(RELABEL_RETRY));
+            }
             ctx.queue.forget(&queue_key);
             return Ok(Action::await_change());
         }

@@ -6,13 +6,16 @@
 //! scope watches, with a label selector, only its own parents and children:
 //! its caches hold its share, not the whole guest.
 //!
-//! The label is kept by [`keep_labelled`], which runs while this host may
-//! write: one write for a new parent, one for a parent whose label a user
-//! changed or removed, none once every parent carries its shard. A parent
-//! whose shard changed (the count changed) has its children relabelled
+//! The label is kept in two places, each while this host may write for
+//! it: the holder of shard 0 ([`keep_labelled`]) watches only the parents
+//! without a label of the current count (new ones, ones whose label a user
+//! removed, ones a larger count left), and each shard's scope moves the
+//! parents it sees labelled with it but hashed elsewhere (a user's edit, a
+//! label of another count). One write for a new parent, none once every
+//! parent carries its shard, and the labeller does not see the parents'
+//! other changes. A parent whose shard changed has its children relabelled
 //! first, then itself: its new scope then finds the children it already
-//! has. A scope reconciles only the parents whose hash is its shard, so a
-//! parent still labelled for its old shard waits for its new label.
+//! has. A scope reconciles only the parents whose hash is its shard.
 
 use futures::{StreamExt, TryStreamExt};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
@@ -78,21 +81,37 @@ impl Shard {
     pub fn selector(&self) -> String {
         format!("{SHARD_LABEL}={}", self.index)
     }
+
+    /// The label selector of the objects labelled with no shard of
+    /// `count`: without the label, or with one outside `0..count`.
+    pub fn unassigned(count: u16) -> String {
+        let shards: Vec<String> = (0..count).map(|k| k.to_string()).collect();
+        format!("{SHARD_LABEL} notin ({})", shards.join(","))
+    }
 }
 
-/// What [`keep_labelled`] labels: the parents of one namespace scope of a
-/// guest with `count` shards, and their children.
-pub(super) struct Labelling {
+/// Moves parents of a guest with `count` shards, with their children, to
+/// the shard their hash names.
+#[derive(Clone)]
+pub(super) struct Relabeller {
+    /// Fenced by the unit whose parents it moves, named [`LABELLER`].
     pub(super) client: Client,
     pub(super) kinds: ResolvedKinds,
-    pub(super) namespace: Option<String>,
-    pub(super) left_out: Option<String>,
     pub(super) guest: String,
     pub(super) count: u16,
+}
+
+/// What [`keep_labelled`] labels: the parents of one namespace scope that
+/// carry no shard of the count.
+pub(super) struct Labelling {
+    pub(super) relabeller: Relabeller,
+    pub(super) namespace: Option<String>,
+    pub(super) left_out: Option<String>,
+    /// Shard 0's.
     pub(super) leadership: Leadership,
 }
 
-/// Keeps every parent of the scope labelled with its shard while this host
+/// Keeps every parent of the scope labelled with a shard while this host
 /// may write, until `shutdown`.
 pub(super) async fn keep_labelled(
     labelling: Labelling,
@@ -113,64 +132,87 @@ pub(super) async fn keep_labelled(
 }
 
 impl Labelling {
-    /// Watches the parents' metadata (no store: a watch event is all a
-    /// label needs) and labels each one whose label is not its shard.
+    /// Watches the metadata of the parents that carry no shard of the count
+    /// (no store: a watch event is all a label needs) and labels each one.
+    /// A labelled parent leaves the selection.
     async fn label(&self) {
+        let relabeller = &self.relabeller;
         let watched = Watched {
-            client: &self.client,
-            kinds: &self.kinds,
+            client: &relabeller.client,
+            kinds: &relabeller.kinds,
             namespace: self.namespace.as_deref(),
             left_out: self.left_out.as_deref(),
             shard: None,
         };
-        let api: Api<PartialObjectMeta<DynamicObject>> =
-            scoped_api(&self.client, &self.kinds.primary, self.namespace.as_deref());
-        let mut parents = watcher(api, watched.config())
+        let api: Api<PartialObjectMeta<DynamicObject>> = scoped_api(
+            &relabeller.client,
+            &relabeller.kinds.primary,
+            self.namespace.as_deref(),
+        );
+        let unassigned = Shard::unassigned(relabeller.count);
+        let mut parents = watcher(api, watched.config_selecting(Some(&unassigned)))
             .backoff(crate::retry::watch_backoff())
             .applied_objects()
             .boxed();
         loop {
             match parents.try_next().await {
-                Ok(Some(parent)) => self.relabel(&parent).await,
+                Ok(Some(parent)) => {
+                    let Some(uid) = parent.uid() else { continue };
+                    relabeller
+                        .relabel(
+                            parent.namespace().as_deref(),
+                            &parent.name_any(),
+                            &uid,
+                            parent.labels().get(SHARD_LABEL).map(String::as_str),
+                        )
+                        .await;
+                }
                 Ok(None) => return,
                 Err(e) => {
-                    tracing::warn!(guest = %self.guest, "watch of the parents to label failed, retrying: {e}")
+                    tracing::warn!(guest = %relabeller.guest, "watch of the parents to label failed, retrying: {e}")
                 }
             }
         }
     }
+}
 
-    async fn relabel(&self, parent: &PartialObjectMeta<DynamicObject>) {
-        let namespace = parent.namespace();
-        let name = parent.name_any();
-        let want = Shard::of(namespace.as_deref(), &name, self.count).to_string();
-        let have = parent.labels().get(SHARD_LABEL);
-        if have == Some(&want) {
-            return;
+impl Relabeller {
+    /// Labels the parent `namespace/name` (UID `uid`, labelled `have`) with
+    /// its shard, its children first when it had another; `false` when
+    /// that failed (a parent gone or replaced needs nothing).
+    pub(super) async fn relabel(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        uid: &str,
+        have: Option<&str>,
+    ) -> bool {
+        let want = Shard::of(namespace, name, self.count).to_string();
+        if have == Some(want.as_str()) {
+            return true;
         }
-        let Some(uid) = parent.uid() else { return };
-        let api = scoped_api(&self.client, &self.kinds.primary, namespace.as_deref());
+        let api = scoped_api(&self.client, &self.kinds.primary, namespace);
         for attempt in 1..=3 {
             let labelled = async {
                 // Labelled for another shard: its children move first.
                 if have.is_some() {
-                    self.relabel_children(namespace.as_deref(), &uid, &want)
-                        .await?;
+                    self.relabel_children(namespace, uid, &want).await?;
                 }
-                label(&api, &name, &uid, &want).await
+                label(&api, name, uid, &want).await
             };
             match labelled.await {
                 Ok(()) => {
                     tracing::debug!(guest = %self.guest, parent = %name, shard = %want, "labelled its shard");
-                    return;
+                    return true;
                 }
-                Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => return,
+                Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => return true,
                 Err(e) if attempt == 3 => {
                     tracing::warn!(guest = %self.guest, parent = %name, "could not label the parent's shard: {e}");
                 }
                 Err(_) => tokio::time::sleep(std::time::Duration::from_secs(1)).await,
             }
         }
+        false
     }
 
     /// Labels the children of the parent `uid` with shard `want`.
@@ -258,6 +300,12 @@ mod tests {
                     && s.selector() == format!("wasmop.dev/shard={i}")
             })
         }));
+    }
+
+    #[test]
+    fn the_unassigned_selector_names_every_shard_of_the_count() {
+        assert_eq!(Shard::unassigned(3), "wasmop.dev/shard notin (0,1,2)");
+        assert!(Shard::unassigned(MAX_SHARDS).ends_with(",62,63)"));
     }
 
     #[test]
