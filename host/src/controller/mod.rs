@@ -258,26 +258,28 @@ pub struct UnitEnv {
 impl Environment {
     /// The environment of the scopes of `shard`.
     fn for_shard(&self, shard: Option<shards::Shard>) -> Environment {
-        let index = shard.map_or(0, |s| usize::from(s.index));
         let mut env = self.clone();
-        if let Some(unit) = self.units.get(index) {
+        if let Some(unit) = self.unit(shard) {
             env.leadership = unit.leadership.clone();
             env.client = unit.client.clone();
         }
         env
     }
 
-    /// What moves the parents of a guest with `count` shards to their
-    /// shards, writing for `shard`'s unit.
+    /// The unit of `shard` (the guest's only one for `None`).
+    fn unit(&self, shard: Option<shards::Shard>) -> Option<&UnitEnv> {
+        self.units.get(shard.map_or(0, |s| usize::from(s.index)))
+    }
+
+    /// What moves the parents of the guest to their shards, writing for
+    /// `shard`'s unit.
     fn relabeller(
         &self,
-        shard: Option<shards::Shard>,
+        shard: shards::Shard,
         kinds: &ResolvedKinds,
         guest: &str,
-        count: u16,
     ) -> shards::Relabeller {
-        let index = shard.map_or(0, |s| usize::from(s.index));
-        let unit = self.units.get(index);
+        let unit = self.unit(Some(shard));
         shards::Relabeller {
             client: unit
                 .and_then(|u| u.labeller.clone())
@@ -285,7 +287,7 @@ impl Environment {
                 .unwrap_or_else(|| self.client.clone()),
             kinds: kinds.clone(),
             guest: guest.to_owned(),
-            count,
+            count: shard.count,
         }
     }
 }
@@ -329,13 +331,17 @@ impl RunningController {
         let shard_scopes = shards::Shard::all(settings.shards);
         if settings.shards > 1 {
             // Kept by whoever holds shard 0.
-            let first = env.for_shard(shard_scopes[0]);
+            let first = shards::Shard {
+                index: 0,
+                count: settings.shards,
+            };
+            let leadership = env.for_shard(Some(first)).leadership;
             for namespace in &scopes {
                 let labelling = shards::Labelling {
-                    relabeller: env.relabeller(shard_scopes[0], &kinds, &guest, settings.shards),
+                    relabeller: env.relabeller(first, &kinds, &guest),
                     namespace: namespace.clone(),
                     left_out: left_out(namespace.as_deref(), &env),
-                    leadership: first.leadership.clone(),
+                    leadership: leadership.clone(),
                 };
                 tasks.push(tokio::spawn(shards::keep_labelled(
                     labelling,
@@ -742,7 +748,7 @@ where
             .collect(),
         scope: ns.map(str::to_owned),
         shard,
-        relabeller: shard.map(|s| env.relabeller(Some(s), kinds, &guest_name, s.count)),
+        relabeller: shard.map(|s| env.relabeller(s, kinds, &guest_name)),
         kinds: kinds.clone(),
         settings: settings.clone(),
         children,

@@ -216,17 +216,12 @@ pub async fn reconcile(parent: Arc<Compact>, ctx: Arc<Context>) -> Result<Action
         }
         // Labelled with this shard but hashed to another (a user's edit, a
         // label of another count): moved there, never reconciled here.
-        let namespace = parent.metadata.namespace.as_deref();
-        if ctx
-            .shard
-            .is_some_and(|s| !s.owns(namespace, &parent.name_any()))
-        {
+        let (namespace, name) = (parent.metadata.namespace.as_deref(), parent.name_any());
+        if ctx.shard.is_some_and(|s| !s.owns(namespace, &name)) {
             let moved = match (&ctx.relabeller, parent.metadata.uid.as_deref()) {
                 (Some(relabeller), Some(uid)) => {
                     let have = parent.labels().get(SHARD_LABEL).map(String::as_str);
-                    relabeller
-                        .relabel(namespace, &parent.name_any(), uid, have)
-                        .await
+                    relabeller.relabel(namespace, &name, uid, have).await
                 }
                 _ => true,
             };

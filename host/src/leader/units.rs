@@ -15,7 +15,7 @@
 //! than a lease duration.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -50,8 +50,6 @@ struct Inner {
     stop: tokio::sync::watch::Sender<bool>,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     replica: Mutex<Option<Elector>>,
-    /// The live replicas the balancer counted last.
-    replicas: AtomicUsize,
 }
 
 /// A unit as this host runs it.
@@ -174,7 +172,6 @@ impl Units {
             stop,
             tasks: Mutex::default(),
             replica: Mutex::new(Some(replica_elector)),
-            replicas: AtomicUsize::new(0),
         });
         let task = tokio::spawn(balance(inner.clone()));
         inner.tasks.lock().expect("tasks lock").push(task);
@@ -260,6 +257,8 @@ async fn balance(inner: Arc<Inner>) {
         });
     let watching = tokio::spawn(watch);
     let mut stop = inner.stop.subscribe();
+    // The live replicas the last step counted.
+    let mut replicas = 0;
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -271,14 +270,15 @@ async fn balance(inner: Arc<Inner>) {
         // Nothing is decided before the first list: every unit would look
         // free.
         if listed.load(Ordering::Acquire) {
-            step(&inner, &leases.state());
+            replicas = step(&inner, &leases.state(), replicas);
         }
     }
     watching.abort();
 }
 
-/// One decision on the Leases `leases`.
-fn step(inner: &Arc<Inner>, leases: &[Arc<Lease>]) {
+/// One decision on the Leases `leases`, `before` live replicas counted
+/// the step before; returns the live replicas counted now.
+fn step(inner: &Arc<Inner>, leases: &[Arc<Lease>], before: usize) -> usize {
     let now = Timestamp::now();
     let base = &inner.base;
     let live = |lease: &Lease| -> Option<String> {
@@ -309,7 +309,6 @@ fn step(inner: &Arc<Inner>, leases: &[Arc<Lease>]) {
     let mut units = inner.units.lock().expect("units lock");
     // A replica left: the units handed back to make room stop cooling, so
     // what the leaving one releases is taken at once.
-    let before = inner.replicas.swap(replicas, Ordering::Relaxed);
     if replicas < before {
         for entry in units.values_mut() {
             entry.cooling_until = None;
@@ -376,6 +375,7 @@ fn step(inner: &Arc<Inner>, leases: &[Arc<Lease>]) {
             }
         }
     }
+    replicas
 }
 
 /// Waits for the unit's running work to finish (at most the renew
