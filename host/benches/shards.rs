@@ -260,14 +260,15 @@ async fn run(
     let quiet = costs();
     tokio::time::sleep(SETTLE).await;
     let idle = costs();
-    let reconciles = async || -> anyhow::Result<Vec<f64>> {
+    // Each replica's shards held, Caches cached and reconciles so far.
+    let metrics = async || -> anyhow::Result<Vec<(Vec<u16>, f64, f64)>> {
         let mut all = Vec::new();
         for addr in &addrs {
-            all.push(held_and_cached(*addr).await?.2);
+            all.push(held_and_cached(*addr).await?);
         }
         Ok(all)
     };
-    let before = reconciles().await?;
+    let before = metrics().await?;
     let steady = converge(&env.client(), group, &ns, "c", n, Some(PACE)).await?;
     // The last status writes and Events land; the gauges report every 2 s.
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -275,16 +276,12 @@ async fn run(
     let worked = costs();
     tokio::time::sleep(SETTLE).await;
     let settled = costs();
-    let mut after = Vec::new();
-    for addr in &addrs {
-        after.push(held_and_cached(*addr).await?);
-    }
-    let burst_before = reconciles().await?;
+    let after = metrics().await?;
     let burst = converge(&env.client(), group, &ns, "b", n, None).await?;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let burst_spent = burst + Duration::from_secs(3);
     let burst_worked = costs();
-    let burst_after = reconciles().await?;
+    let burst_after = metrics().await?;
     let mut figures = Vec::new();
     for (i, (held, cached, steady_reconciles)) in after.into_iter().enumerate() {
         let idle_rate = (idle[i].cpu_seconds - quiet[i].cpu_seconds) / SETTLE.as_secs_f64();
@@ -292,14 +289,14 @@ async fn run(
         let burst_cpu = burst_worked[i].cpu_seconds - settled[i].cpu_seconds;
         figures.push(Replica {
             held,
-            reconciles: steady_reconciles - before[i],
+            reconciles: steady_reconciles - before[i].2,
             cached,
             rss_fresh_mib: (settled[i].rss_kib as f64 - fresh[i].rss_kib as f64) / 1024.0,
             rss_mib: (settled[i].rss_kib as f64 - idle[i].rss_kib as f64) / 1024.0,
             idle_mib: idle[i].rss_kib as f64 / 1024.0,
             cpu_seconds,
             cpu_above_idle: cpu_seconds - idle_rate * steady_spent.as_secs_f64(),
-            burst_reconciles: burst_after[i] - burst_before[i],
+            burst_reconciles: burst_after[i].2 - steady_reconciles,
             burst_cpu_above_idle: burst_cpu - idle_rate * burst_spent.as_secs_f64(),
         });
     }
