@@ -49,7 +49,20 @@ struct Inner {
     wake: tokio::sync::Notify,
     stop: tokio::sync::watch::Sender<bool>,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Units being released in the background, which [`Units::release`]
+    /// waits for.
+    releases: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     replica: Mutex<Option<Elector>>,
+}
+
+impl Inner {
+    /// Releases a unit in the background: the balancer and a guest that
+    /// stops do not wait for it, a host that shuts down does.
+    fn release_in_background(&self, release: impl Future<Output = ()> + Send + 'static) {
+        let mut releases = self.releases.lock().expect("releases lock");
+        releases.retain(|task| !task.is_finished());
+        releases.push(tokio::spawn(release));
+    }
 }
 
 /// A unit as this host runs it.
@@ -104,7 +117,7 @@ impl Drop for Registered {
             && let Some(elector) = entry.elector
         {
             let timeout = self.inner.base.renew_deadline;
-            tokio::spawn(elector.release(timeout));
+            self.inner.release_in_background(elector.release(timeout));
         }
         self.inner.wake.notify_one();
     }
@@ -171,6 +184,7 @@ impl Units {
             wake: tokio::sync::Notify::new(),
             stop,
             tasks: Mutex::default(),
+            releases: Mutex::default(),
             replica: Mutex::new(Some(replica_elector)),
         });
         let task = tokio::spawn(balance(inner.clone()));
@@ -217,7 +231,9 @@ impl Units {
 
     /// Stops balancing and releases every unit this host holds and its own
     /// Lease, so the others take them at once (call once the controllers
-    /// have stopped).
+    /// have stopped). Units already being released (a stopped guest's, one
+    /// handed back) are waited for too: a host that exits before their
+    /// release lands leaves them to expire.
     pub async fn release(&self, timeout: Duration) {
         let Some(inner) = &self.inner else { return };
         let _ = inner.stop.send(true);
@@ -231,7 +247,14 @@ impl Units {
             .values_mut()
             .filter_map(|e| e.elector.take())
             .collect();
-        futures::future::join_all(electors.into_iter().map(|e| e.release(timeout))).await;
+        let releases = std::mem::take(&mut *inner.releases.lock().expect("releases lock"));
+        let (_, background) = tokio::join!(
+            futures::future::join_all(electors.into_iter().map(|e| e.release(timeout))),
+            tokio::time::timeout(timeout, futures::future::join_all(releases)),
+        );
+        if background.is_err() {
+            tracing::warn!("units were still being released after {timeout:?}");
+        }
         let replica = inner.replica.lock().expect("replica lock").take();
         if let Some(replica) = replica {
             replica.release(timeout).await;
@@ -361,7 +384,7 @@ fn step(inner: &Arc<Inner>, leases: &[Arc<Lease>], before: usize) -> usize {
                     continue;
                 };
                 if let Some(elector) = entry.elector.take() {
-                    tokio::spawn(elector.release(base.renew_deadline));
+                    inner.release_in_background(elector.release(base.renew_deadline));
                 }
             }
             Action::Release(name) => {
@@ -371,7 +394,7 @@ fn step(inner: &Arc<Inner>, leases: &[Arc<Lease>], before: usize) -> usize {
                 entry.releasing = true;
                 entry.leadership.set_draining(true);
                 tracing::info!(lease = %name, "handing a unit back to balance the replicas");
-                tokio::spawn(hand_back(inner.clone(), name));
+                inner.release_in_background(hand_back(inner.clone(), name));
             }
         }
     }
