@@ -101,13 +101,18 @@ fn is_host_duty(resource: &str, name: &str) -> bool {
 /// `wasmop`, the guest's `wasmop-cache-operator`).
 const GUEST_LEASE: &str = "lease=wasmop-cache-operator ";
 
-/// How many times the host's log says it won the Lease of `lease` (a
-/// `lease=<name> ` field).
-fn wins(host: &HostProcess, lease: &str) -> usize {
+/// How many lines of the host's log say `message` of the Lease of `lease`
+/// (a `lease=<name> ` field, which may end the line).
+fn said_of_lease(host: &HostProcess, message: &str, lease: &str) -> usize {
     host.log()
         .lines()
-        .filter(|l| l.contains("became the leader") && l.contains(lease))
+        .filter(|l| l.contains(message) && format!("{l} ").contains(lease))
         .count()
+}
+
+/// How many times the host's log says it won the Lease of `lease`.
+fn wins(host: &HostProcess, lease: &str) -> usize {
+    said_of_lease(host, "became the leader", lease)
 }
 
 /// Which host leads the guest's work, once exactly one new one says so.
@@ -243,10 +248,7 @@ async fn three_hosts_elect_one_writer_and_hand_over_without_two_writers(
     ensure!(status.success(), "SIGTERM: the host exited with {status}");
     // The guest's Lease, which a host that holds no other may hold alone.
     ensure!(
-        hosts[second]
-            .log()
-            .lines()
-            .any(|l| l.contains("released the lease") && format!("{l} ").contains(GUEST_LEASE)),
+        said_of_lease(&hosts[second], "released the lease", GUEST_LEASE) > 0,
         "the guest's lease was not released"
     );
     let next = the_leader(&mut hosts, &became).await?;
