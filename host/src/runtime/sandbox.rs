@@ -3,14 +3,19 @@
 //! Every call gets a fresh [`GuestState`]: the state of each capability it
 //! may use ([`super::capabilities`]: its `log` lines, a WASI context that
 //! grants nothing, and, for a guest that imports `wasi:http`, its outbound
-//! grant) and a memory limiter. Nothing survives the call.
+//! grant) and a memory limiter. Nothing survives the call. The state
+//! composes the capabilities: each reaches its own part through its
+//! accessor, implemented here.
 
 use std::sync::Arc;
 
 use wasmtime::ResourceLimiter;
 
-use super::capabilities::http::Outbound;
-use super::capabilities::log::LogState;
+use wasmtime_wasi::{WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtxView, WasiHttpView};
+
+use super::capabilities::http::{self, Outbound};
+use super::capabilities::log::{LogState, LogView};
 use super::capabilities::wasi::Wasi;
 
 /// Store data of one guest call.
@@ -44,17 +49,6 @@ impl GuestState {
         self.wasi.get_or_insert_with(Wasi::locked_down)
     }
 
-    /// The WASI context and the outbound grant (denying everything where
-    /// the guest was granted nothing), for `wasi:http`.
-    pub(crate) fn wasi_and_outbound(&mut self) -> (&mut Wasi, &mut Outbound) {
-        let wasi = self.wasi.get_or_insert_with(Wasi::locked_down);
-        let guest = &self.guest;
-        let outbound = self
-            .outbound
-            .get_or_insert_with(|| Outbound::deny_all(guest.clone()));
-        (wasi, outbound)
-    }
-
     /// Writes what the guest printed on stdout and stderr to the host log.
     pub(crate) fn flush_output(&self) {
         if let Some(wasi) = &self.wasi {
@@ -72,6 +66,31 @@ impl GuestState {
         } else {
             stderr
         }
+    }
+}
+
+impl WasiView for GuestState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        self.wasi().view()
+    }
+}
+
+impl WasiHttpView for GuestState {
+    /// The WASI context and the outbound grant (denying everything where
+    /// the guest was granted nothing).
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        let wasi = self.wasi.get_or_insert_with(Wasi::locked_down);
+        let guest = &self.guest;
+        let outbound = self
+            .outbound
+            .get_or_insert_with(|| Outbound::deny_all(guest.clone()));
+        http::view(wasi, outbound)
+    }
+}
+
+impl LogView for GuestState {
+    fn log(&mut self) -> &mut LogState {
+        &mut self.log
     }
 }
 

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use wasmtime::component::{HasSelf, Linker};
 
 use crate::runtime::abi::v0_1::{Level, OperatorGuest, wasmop::operator::log};
-use crate::runtime::sandbox::GuestState;
 
 /// Most log lines one call may write.
 const MAX_LOG_LINES: usize = 200;
@@ -65,15 +64,21 @@ impl LogState {
     }
 }
 
-impl log::Host for GuestState {
+impl log::Host for LogState {
     fn log(&mut self, level: Level, message: String) {
-        self.log.write(level, message);
+        self.write(level, message);
     }
 }
 
-impl crate::runtime::abi::v0_1::wasmop::operator::types::Host for GuestState {}
+impl crate::runtime::abi::v0_1::wasmop::operator::types::Host for LogState {}
+
+/// How a store's data reaches its call's [`LogState`].
+pub(crate) trait LogView {
+    /// The call's log state.
+    fn log(&mut self) -> &mut LogState;
+}
 
 /// Adds the WIT's imports (`log` and its types) to `linker`.
-pub(super) fn link(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
-    OperatorGuest::add_to_linker::<_, HasSelf<GuestState>>(linker, |s| s)
+pub(super) fn link<T: LogView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    OperatorGuest::add_to_linker::<_, HasSelf<LogState>>(linker, T::log)
 }

@@ -10,8 +10,11 @@
 //!   the entry's `allowedOutboundHosts` grants, checked before any
 //!   connection.
 //!
-//! A new capability is a new module here: its `link` adds its imports to the
-//! linker, and its state joins [`super::sandbox::GuestState`].
+//! A new capability is a new module here: its `link` adds its imports to a
+//! linker whose store data reaches the capability's own state through an
+//! accessor (its view trait), and the store's data
+//! ([`super::sandbox::GuestState`]) holds that state and implements the
+//! accessor. No capability names the store's type.
 
 pub mod http;
 pub mod log;
@@ -19,10 +22,11 @@ pub mod wasi;
 
 use wasmtime::component::Linker;
 
-use super::sandbox::GuestState;
-
 /// Adds every capability's imports to `linker`.
-pub(crate) fn link(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
+pub(crate) fn link<T>(linker: &mut Linker<T>) -> wasmtime::Result<()>
+where
+    T: wasmtime_wasi::WasiView + wasmtime_wasi_http::WasiHttpView + log::LogView + 'static,
+{
     wasi::link(linker)?;
     http::link(linker)?;
     log::link(linker)

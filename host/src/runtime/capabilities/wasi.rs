@@ -11,8 +11,6 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::WasiHttpCtx;
 
-use crate::runtime::sandbox::GuestState;
-
 /// How much of the guest's stdout/stderr the host keeps per call. A panic
 /// message fits many times over; a guest that floods its stdout gets write
 /// errors past this, not host memory.
@@ -84,6 +82,15 @@ impl Wasi {
         }
     }
 
+    /// The view `WasiView` hands wasmtime-wasi: the context and its
+    /// resources.
+    pub(crate) fn view(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.ctx,
+            table: &mut self.table,
+        }
+    }
+
     /// What the guest wrote on stderr, trimmed.
     pub(crate) fn stderr(&self) -> String {
         String::from_utf8_lossy(&self.stderr.contents())
@@ -92,17 +99,8 @@ impl Wasi {
     }
 }
 
-impl WasiView for GuestState {
-    fn ctx(&mut self) -> WasiCtxView<'_> {
-        let wasi = self.wasi();
-        WasiCtxView {
-            ctx: &mut wasi.ctx,
-            table: &mut wasi.table,
-        }
-    }
-}
-
-/// Adds WASI's interfaces to `linker`.
-pub(super) fn link(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
+/// Adds WASI's interfaces to `linker`; the store's data reaches its [`Wasi`]
+/// through `WasiView` (built on [`Wasi::view`]).
+pub(super) fn link<T: WasiView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     wasmtime_wasi::p2::add_to_linker_async(linker)
 }

@@ -36,6 +36,8 @@ use tokio::time::Instant;
 use tracing::Instrument as _;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
+use super::wasi::Wasi;
+
 use crate::telemetry::Metrics;
 use crate::telemetry::metrics::OutboundLabels;
 pub use allow::{Entry, EntryError, OutboundHosts};
@@ -504,20 +506,25 @@ fn tls_config() -> Arc<rustls::ClientConfig> {
         .clone()
 }
 
-impl wasmtime_wasi_http::WasiHttpView for crate::runtime::sandbox::GuestState {
-    fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
-        let (wasi, outbound) = self.wasi_and_outbound();
-        wasmtime_wasi_http::WasiHttpCtxView {
-            ctx: &mut wasi.http,
-            table: &mut wasi.table,
-            hooks: outbound,
-        }
+/// The view `WasiHttpView` hands wasmtime-wasi-http: the call's WASI
+/// resources and its outbound grant as the hooks every request goes
+/// through.
+pub(crate) fn view<'a>(
+    wasi: &'a mut Wasi,
+    outbound: &'a mut Outbound,
+) -> wasmtime_wasi_http::WasiHttpCtxView<'a> {
+    wasmtime_wasi_http::WasiHttpCtxView {
+        ctx: &mut wasi.http,
+        table: &mut wasi.table,
+        hooks: outbound,
     }
 }
 
-/// Adds `wasi:http` (its types and `outgoing-handler`) to `linker`.
-pub(super) fn link(
-    linker: &mut wasmtime::component::Linker<crate::runtime::sandbox::GuestState>,
+/// Adds `wasi:http` (its types and `outgoing-handler`) to `linker`; the
+/// store's data reaches its state through `WasiHttpView` (built on
+/// [`view`]).
+pub(super) fn link<T: wasmtime_wasi_http::WasiHttpView + 'static>(
+    linker: &mut wasmtime::component::Linker<T>,
 ) -> wasmtime::Result<()> {
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)
 }
