@@ -17,6 +17,7 @@
 //! takes over, or a restarted host, resumes at the same step with the same
 //! parents on each side.
 
+pub mod candidacy;
 pub mod compare;
 pub mod diff;
 
