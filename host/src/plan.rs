@@ -27,8 +27,8 @@ use serde_json::Value;
 
 use crate::controller::apply::{self, Owner};
 use crate::controller::discovery::{self, ResolvedKind};
-use crate::controller::gather;
 use crate::controller::index::controller_uid;
+use crate::controller::reconcile::gather;
 use crate::model::{Description, Event};
 use crate::protected::ProtectedObjects;
 use crate::rollout::diff::{self, Change};

@@ -11,7 +11,7 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::controller::gather;
+use crate::controller::reconcile::gather;
 use crate::model::{Event, ObjectRef};
 use crate::protected::ProtectedObjects;
 use crate::runtime::{CallError, Guest};

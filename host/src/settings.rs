@@ -11,6 +11,9 @@ use serde::{Deserialize, Serialize};
 /// configure a guest; data belongs in objects the guest reads.
 pub const MAX_SETTINGS_BYTES: usize = 64 << 10;
 
+/// The most shards a guest may have (`shards` in the guest list).
+pub const MAX_SHARDS: u16 = 64;
+
 /// A guest's settings as the JSON text it is handed, refused when larger
 /// than [`MAX_SETTINGS_BYTES`].
 pub fn settings_text(value: &serde_json::Value) -> Result<String, String> {

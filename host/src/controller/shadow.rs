@@ -26,12 +26,14 @@ use kube::api::DynamicObject;
 use tokio::sync::Semaphore;
 use wasmop_contract::Reason;
 
-use super::{Context, status};
+use crate::events::Events;
 use crate::model::{EventType, ReconcileRequest, Request};
+use crate::protected::ProtectedObjects;
 use crate::rollout::Tracker;
 use crate::rollout::compare::{self, Outcome};
 use crate::runtime::Guest;
 use crate::sink;
+use crate::telemetry::Metrics as Telemetry;
 use crate::telemetry::metrics::{GuestLabels, SwapLabels};
 use crate::validate::{self, ParentScope, Rules, Validated};
 
@@ -122,9 +124,25 @@ fn work(
     }
 }
 
+/// Where a shadow's outcome goes: the guest's queue, its Events and
+/// metrics, and what its answers are checked against.
+#[derive(Clone)]
+pub(super) struct Sink {
+    /// The guest's shadow queue.
+    pub(super) queue: Arc<Queue>,
+    /// The guest's name.
+    pub(super) guest: String,
+    /// Where `ShadowDifferent` Events go.
+    pub(super) events: Arc<Events>,
+    /// Where the shadow's counts go.
+    pub(super) telemetry: Arc<Telemetry>,
+    /// The host's own objects, which no answer may write.
+    pub(super) protected: ProtectedObjects,
+}
+
 /// A candidate to call beside one reconcile; tell it the stable answer.
 pub(super) struct Shadow {
-    ctx: Arc<Context>,
+    sink: Sink,
     candidate: Guest,
     tracker: Arc<Tracker>,
     /// The candidate's own request, where its kinds or bounds differ from
@@ -141,7 +159,8 @@ impl Shadow {
     /// A shadow of `candidate` beside the reconcile of `parent` at `now`:
     /// on the stable version's request (`own: None`) or on its own.
     pub(super) fn new(
-        ctx: &Arc<Context>,
+        sink: Sink,
+        reference: k8s_openapi::api::core::v1::ObjectReference,
         parent: &DynamicObject,
         candidate: &Guest,
         tracker: &Arc<Tracker>,
@@ -149,12 +168,12 @@ impl Shadow {
         now: u64,
     ) -> Self {
         Self {
-            ctx: ctx.clone(),
+            sink,
             candidate: candidate.clone(),
             tracker: tracker.clone(),
             own,
             now,
-            reference: status::reference(parent, ctx),
+            reference,
             uid: parent.uid().unwrap_or_default(),
             namespace: parent.metadata.namespace.clone(),
             span: tracing::info_span!("candidate", sha256 = %short(candidate.digest())),
@@ -165,7 +184,7 @@ impl Shadow {
     /// request it was given: queues the comparison.
     pub(super) fn stable_answered(
         mut self,
-        answer: Result<&Validated, &super::reconcile::ReconcileError>,
+        answer: Result<&Validated, String>,
         mut wire: ReconcileRequest,
     ) {
         let size = wire_bytes(&wire);
@@ -176,11 +195,11 @@ impl Shadow {
                 Work::Wire(wire)
             }
         };
-        let queue = self.ctx.shadows.clone();
-        let (telemetry, guest) = (self.ctx.telemetry.clone(), self.ctx.guest_name.clone());
+        let queue = self.sink.queue.clone();
+        let (telemetry, guest) = (self.sink.telemetry.clone(), self.sink.guest.clone());
         let job = Job {
             queued: Instant::now(),
-            stable: answer.cloned().map_err(|e| e.to_string()),
+            stable: answer.cloned(),
             request,
             size,
             shadow: self,
@@ -232,7 +251,7 @@ impl Job {
             ..
         } = self;
         let Shadow {
-            ctx,
+            sink,
             candidate,
             tracker,
             now,
@@ -254,17 +273,17 @@ impl Job {
                     parent: ParentScope {
                         namespace: namespace.as_deref(),
                     },
-                    protected: &ctx.protected,
+                    protected: &sink.protected,
                 },
                 raw,
             )
             .map_err(|v| format!("invalid answer: {v}"))
         });
         let (result, difference) = judge(answer, stable);
-        ctx.telemetry
+        sink.telemetry
             .shadow_reconciles
             .get_or_create(&SwapLabels {
-                guest: ctx.guest_name.clone(),
+                guest: sink.guest.clone(),
                 result,
             })
             .inc();
@@ -273,7 +292,7 @@ impl Job {
         };
         tracing::debug!(result, "shadow: {difference}");
         if result == "different" && tracker.first_difference(&uid) {
-            ctx.events.host(
+            sink.events.host(
                 &reference,
                 EventType::Normal,
                 Reason::ShadowDifferent,

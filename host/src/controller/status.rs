@@ -1,140 +1,25 @@
-//! Writing the parent's status: the guest's desired status, and the host's
-//! own `GuestReconciled` condition.
+//! The parent's status: what the guest's desired status and the host's
+//! own `GuestReconciled` condition ask to write (planned without I/O), and
+//! the writes.
 //!
 //! Both go through the status subresource by server-side apply, under two
 //! field managers: the guest's (`wasmop-<guest>`) for what the guest asked,
 //! the host's (`wasmop-host-<guest>`) for its condition. The guest's status
 //! arrives without the host's condition (`validate` strips it), and is
 //! compared with the observed status without it, so each manager owns
-//! exactly its part and a converged parent gets no write.
+//! exactly its part and a converged parent gets no write. A condition's
+//! `lastTransitionTime` moves only when its status does (as Kubernetes'
+//! `meta.SetStatusCondition` keeps it): a guest that stamps the time of
+//! every answer on an unchanged condition changes nothing.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
-
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::{Resource as _, ResourceExt};
 use serde_json::{Map, Value, json};
 use wasmop_contract::Reason;
 use wasmop_contract::names::HOST_CONDITION;
 
-use super::Context;
-use super::compact::Compact;
-use super::reconcile::ReconcileError;
+use super::context::Context;
 use crate::validate::without_host_condition;
-
-/// The parent as the host's latest write of it left it, per parent UID,
-/// with the resourceVersions that write and the host's earlier ones
-/// replaced. The controller's store learns of a write only when the watch
-/// delivers it: a reconcile that starts before then would compare its
-/// answer with the status before the host's own patch, find nothing to
-/// write, and the status-only event that follows reconciles nothing.
-#[derive(Default)]
-pub struct LastWrites(Mutex<HashMap<String, LastWrite>>);
-
-struct LastWrite {
-    superseded: HashSet<String>,
-    /// The versions the host's writes made, until the store has the latest.
-    own: HashSet<String>,
-    latest: Arc<DynamicObject>,
-}
-
-impl LastWrites {
-    /// The parent a reconcile decides on: the host's own last write while
-    /// the store is behind it; otherwise the store's copy as it is now
-    /// (`now`, read only after that check), which may have moved past
-    /// `dispatched`, the copy the queue handed over before the reconcile
-    /// waited for its turn: the watch may have delivered the host's write,
-    /// and [`Self::seen`] forgotten it, in between.
-    pub fn decide_on(
-        &self,
-        dispatched: &Compact,
-        now: impl FnOnce() -> Option<Arc<Compact>>,
-    ) -> Arc<DynamicObject> {
-        if let Some(latest) = self.fresher(&dispatched.metadata) {
-            return latest;
-        }
-        let moved =
-            now().filter(|c| c.metadata.resource_version != dispatched.metadata.resource_version);
-        Arc::new(moved.as_deref().unwrap_or(dispatched).object())
-    }
-
-    /// Forgets the write the store's copy of a parent (its `metadata`) has
-    /// caught up with (or moved past), so an entry lives only while the
-    /// store is behind: a converged parent may never be reconciled again.
-    pub fn seen(&self, metadata: &ObjectMeta) {
-        let _ = self.fresher(metadata);
-    }
-
-    /// Whether the version `metadata` names is one the host's own write
-    /// made (and the store has not caught up with its latest write yet).
-    pub fn is_own(&self, metadata: &ObjectMeta) -> bool {
-        let (Some(uid), Some(version)) = (&metadata.uid, &metadata.resource_version) else {
-            return false;
-        };
-        let writes = self.0.lock().expect("last writes lock");
-        writes.get(uid).is_some_and(|w| w.own.contains(version))
-    }
-
-    /// The parent as the host's latest write left it, when the store's
-    /// `parent` is still at a version that write replaced, or at one older
-    /// than it (a write the host saw fail but that landed, or another
-    /// writer's, delivered late: resourceVersions compare as integers,
-    /// as Kubernetes guarantees since 1.35); `None` when the store has
-    /// caught up (or moved past it), which forgets the write.
-    fn fresher(&self, parent: &ObjectMeta) -> Option<Arc<DynamicObject>> {
-        let (uid, version) = (parent.uid.clone()?, parent.resource_version.clone()?);
-        let mut writes = self.0.lock().expect("last writes lock");
-        let write = writes.get(&uid)?;
-        let older = match (version.parse::<u64>(), write.latest.resource_version()) {
-            (Ok(seen), Some(latest)) => latest.parse::<u64>().is_ok_and(|l| seen < l),
-            _ => false,
-        };
-        // A spec change the host's write does not have wins, whatever the
-        // versions say.
-        let newer_spec = parent.generation > write.latest.metadata.generation;
-        if !newer_spec && (older || write.superseded.contains(&version)) {
-            return Some(write.latest.clone());
-        }
-        writes.remove(&uid);
-        None
-    }
-
-    /// Records that a write turned `before` into `written`.
-    pub fn remember(&self, before: &DynamicObject, written: &DynamicObject) {
-        let (Some(uid), Some(version)) = (before.uid(), before.resource_version()) else {
-            return;
-        };
-        let mut latest = written.clone();
-        latest.metadata.managed_fields = None;
-        let mut writes = self.0.lock().expect("last writes lock");
-        let (mut superseded, mut own) = match writes.remove(&uid) {
-            Some(w) if w.latest.resource_version().as_deref() == Some(version.as_str()) => {
-                (w.superseded, w.own)
-            }
-            Some(w) => (HashSet::new(), w.own),
-            None => (HashSet::new(), HashSet::new()),
-        };
-        superseded.insert(version);
-        own.extend(latest.resource_version());
-        writes.insert(
-            uid,
-            LastWrite {
-                superseded,
-                own,
-                latest: Arc::new(latest),
-            },
-        );
-    }
-
-    /// Forgets the writes of parents `live` says are gone.
-    pub fn retain(&self, mut live: impl FnMut(&str) -> bool) {
-        self.0
-            .lock()
-            .expect("last writes lock")
-            .retain(|uid, _| live(uid));
-    }
-}
 
 /// What the host's condition should say.
 #[derive(Clone, Copy, Debug)]
@@ -145,10 +30,59 @@ pub enum HostCondition<'a> {
     Failed(Reason, &'a str),
 }
 
-/// The status `desired` asks for, as it is compared with the parent's:
-/// with `observedGeneration`.
+/// The status writes a parent needs, each `None` when the parent already
+/// shows it.
+#[derive(Debug, Default, PartialEq)]
+pub struct StatusWrites {
+    /// The guest's status, with `observedGeneration`: applied under the
+    /// guest's field manager.
+    pub guest: Option<Value>,
+    /// The host's condition: applied under the host's field manager.
+    pub host: Option<Value>,
+}
+
+impl StatusWrites {
+    /// Whether nothing is to be written.
+    pub fn is_empty(&self) -> bool {
+        self.guest.is_none() && self.host.is_none()
+    }
+}
+
+/// A status write the API server refused.
+#[derive(Debug, thiserror::Error)]
+#[error("{action}: {source}")]
+pub struct WriteFailed {
+    /// What the host was writing.
+    pub action: &'static str,
+    /// The API error.
+    #[source]
+    pub source: kube::Error,
+}
+
+/// The status `desired` asks for, as it is compared with the parent's: with
+/// `observedGeneration`, and each condition whose status is the one the
+/// parent shows with the parent's `lastTransitionTime`.
 fn wanted(parent: &DynamicObject, desired: &Map<String, Value>) -> Value {
     let mut want = desired.clone();
+    if let (Some(Value::Array(conditions)), Some(shown)) = (
+        want.get_mut("conditions"),
+        parent
+            .data
+            .pointer("/status/conditions")
+            .and_then(Value::as_array),
+    ) {
+        for condition in conditions.iter_mut().filter_map(Value::as_object_mut) {
+            let same = shown.iter().find(|c| {
+                c.get("type") == condition.get("type") && c.get("status") == condition.get("status")
+            });
+            if let (Some(since), Some(time)) = (
+                same.and_then(|c| c.get("lastTransitionTime")),
+                condition.get_mut("lastTransitionTime"),
+            ) {
+                time.clone_from(since);
+            }
+        }
+    }
     if let Some(g) = parent.metadata.generation {
         want.insert("observedGeneration".into(), g.into());
     }
@@ -175,40 +109,21 @@ pub fn status_change(
     (now, then)
 }
 
-/// Whether writing `desired` would change the parent's status.
-pub fn needs_write(parent: &DynamicObject, desired: Option<&Map<String, Value>>) -> bool {
-    desired.is_some_and(|desired| observed(parent) != wanted(parent, desired))
-}
-
-/// Writes `desired` (the guest's status, host condition already removed)
-/// unless the parent already shows it, and brings the host's condition up
-/// to date. Returns the parent as the last write left it, if one was made.
-pub async fn write(
+/// What writing `desired` (the guest's status, host condition already
+/// removed) and bringing the host's condition to `condition` would write
+/// to `parent`, the condition's transition stamped `now`. Pure.
+pub fn plan(
     parent: &DynamicObject,
-    ctx: &Context,
     desired: Option<&Map<String, Value>>,
     condition: HostCondition<'_>,
-) -> Result<Option<DynamicObject>, ReconcileError> {
-    let observed_status = parent.data.get("status").cloned().unwrap_or(Value::Null);
-    let generation = parent.metadata.generation;
-    let api = ctx.parent_api(parent.namespace().as_deref());
-    let mut written = None;
-    if let Some(desired) = desired.filter(|d| needs_write(parent, Some(d))) {
-        let body = status_body(parent, ctx, wanted(parent, desired));
-        let object = api
-            .patch_status(
-                &parent.name_any(),
-                &PatchParams::apply(&ctx.field_manager).force(),
-                &Patch::Apply(&body),
-            )
-            .await
-            .map_err(ReconcileError::api("writing status"))?;
-        ctx.last_writes.remember(parent, &object);
-        written = Some(object);
-    }
+    now: &str,
+) -> StatusWrites {
+    let guest = desired
+        .map(|desired| wanted(parent, desired))
+        .filter(|want| observed(parent) != *want);
     // The host's own condition: False with the reason after a failure, back
     // to True after the next success. Written only when it changes.
-    let current = host_condition_of(&observed_status);
+    let current = parent.data.get("status").and_then(|s| host_condition_of(s));
     let host_wants = match condition {
         HostCondition::Failed(reason, message) => Some((
             "False",
@@ -220,34 +135,61 @@ pub async fn write(
         }
         HostCondition::Succeeded => None,
     };
-    if let Some((status, reason, message)) = host_wants {
-        let unchanged = current.is_some_and(|c| {
-            c["status"] == status && c["reason"] == reason && c["message"] == *message
-        });
-        if !unchanged {
-            let condition = json!({
+    let host = host_wants
+        .filter(|(status, reason, message)| {
+            !current.is_some_and(|c| {
+                c["status"] == *status && c["reason"] == *reason && c["message"] == **message
+            })
+        })
+        .map(|(status, reason, message)| {
+            json!({"conditions": [{
                 "type": HOST_CONDITION,
                 "status": status,
                 "reason": reason,
                 "message": message,
-                "observedGeneration": generation,
-                "lastTransitionTime": now_rfc3339(),
-            });
-            let body = status_body(parent, ctx, json!({"conditions": [condition]}));
-            let object = api
-                .patch_status(
-                    &parent.name_any(),
-                    &PatchParams::apply(&ctx.host_manager).force(),
-                    &Patch::Apply(&body),
-                )
-                .await
-                .map_err(ReconcileError::api("writing the host condition"))?;
-            ctx.last_writes
-                .remember(written.as_ref().unwrap_or(parent), &object);
-            written = Some(object);
-        }
+                "observedGeneration": parent.metadata.generation,
+                "lastTransitionTime": now,
+            }]})
+        });
+    StatusWrites { guest, host }
+}
+
+/// Sends `writes` for `parent`; returns the parent as the last write left
+/// it, if one was made.
+pub async fn write(
+    parent: &DynamicObject,
+    ctx: &Context,
+    writes: StatusWrites,
+) -> Result<Option<DynamicObject>, WriteFailed> {
+    let api = ctx.parent_api(parent.namespace().as_deref());
+    let mut written: Option<DynamicObject> = None;
+    let sends = [
+        (writes.guest, &ctx.field_manager, "writing status"),
+        (writes.host, &ctx.host_manager, "writing the host condition"),
+    ];
+    for (status, manager, action) in sends {
+        let Some(status) = status else { continue };
+        let body = status_body(parent, ctx, status);
+        let object = api
+            .patch_status(
+                &parent.name_any(),
+                &PatchParams::apply(manager).force(),
+                &Patch::Apply(&body),
+            )
+            .await
+            .map_err(|source| WriteFailed { action, source })?;
+        ctx.last_writes
+            .remember(written.as_ref().unwrap_or(parent), &object);
+        written = Some(object);
     }
     Ok(written)
+}
+
+/// The time a condition's transition is stamped with: now, to the second.
+pub fn now_rfc3339() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .round(k8s_openapi::jiff::Unit::Second)
+        .map_or_else(|_| String::new(), |t| t.to_string())
 }
 
 fn status_body(parent: &DynamicObject, ctx: &Context, status: Value) -> Value {
@@ -268,108 +210,10 @@ fn host_condition_of(status: &Value) -> Option<&Value> {
         .find(|c| c["type"] == HOST_CONDITION)
 }
 
-fn now_rfc3339() -> String {
-    k8s_openapi::jiff::Timestamp::now()
-        .round(k8s_openapi::jiff::Unit::Second)
-        .map_or_else(|_| String::new(), |t| t.to_string())
-}
-
 /// The parent's object reference, for Events.
 pub fn reference(
     parent: &DynamicObject,
     ctx: &Context,
 ) -> k8s_openapi::api::core::v1::ObjectReference {
     parent.object_ref(&ctx.kinds.primary.resource)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn at(version: &str, phase: &str) -> DynamicObject {
-        serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "P",
-            "metadata": {"name": "p", "uid": "u", "resourceVersion": version},
-            "status": {"phase": phase}}))
-        .unwrap()
-    }
-
-    #[test]
-    fn a_store_behind_the_hosts_writes_is_read_as_the_latest_write() {
-        let writes = LastWrites::default();
-        let stale = at("1", "Ready");
-        assert!(writes.fresher(&stale.metadata).is_none());
-        writes.remember(&stale, &at("2", "Progressing"));
-        writes.remember(&at("2", "Progressing"), &at("3", "Progressing"));
-        for behind in ["1", "2"] {
-            let fresher = writes.fresher(&at(behind, "Ready").metadata).unwrap();
-            assert_eq!(fresher.resource_version().as_deref(), Some("3"));
-        }
-        // Caught up: the store is read again, and the write forgotten.
-        assert!(writes.fresher(&at("3", "Progressing").metadata).is_none());
-        assert!(writes.fresher(&at("1", "Ready").metadata).is_none());
-    }
-
-    #[test]
-    fn a_store_at_a_version_between_the_hosts_writes_is_still_behind() {
-        let writes = LastWrites::default();
-        // The host's status write at 2 failed as far as it knew, but
-        // landed; its next write, from 1, made 3.
-        writes.remember(&at("1", "Ready"), &at("3", "Progressing"));
-        let fresher = writes.fresher(&at("2", "Pending").metadata).unwrap();
-        assert_eq!(fresher.resource_version().as_deref(), Some("3"));
-        assert!(writes.fresher(&at("3", "Progressing").metadata).is_none());
-        // A store with a newer spec is never behind.
-        writes.remember(&at("1", "Ready"), &at("3", "Progressing"));
-        let mut edited = at("2", "Ready");
-        edited.metadata.generation = Some(2);
-        assert!(writes.fresher(&edited.metadata).is_none());
-    }
-
-    #[test]
-    fn a_write_is_kept_only_until_the_watch_delivers_it() {
-        let writes = LastWrites::default();
-        writes.remember(&at("1", "Ready"), &at("2", "Progressing"));
-        writes.remember(&at("2", "Progressing"), &at("4", "Ready"));
-        // The watch delivers the host's first write, then the second.
-        assert!(writes.is_own(&at("2", "Progressing").metadata));
-        assert!(!writes.is_own(&at("1", "Ready").metadata));
-        writes.seen(&at("2", "Progressing").metadata);
-        assert_eq!(writes.0.lock().unwrap().len(), 1);
-        assert!(writes.is_own(&at("4", "Ready").metadata));
-        writes.seen(&at("4", "Ready").metadata);
-        assert!(writes.0.lock().unwrap().is_empty());
-        assert!(!writes.is_own(&at("4", "Ready").metadata));
-        assert!(writes.fresher(&at("2", "Progressing").metadata).is_none());
-    }
-
-    #[test]
-    fn a_reconcile_handed_a_copy_before_the_watch_caught_up_decides_on_the_write() {
-        let writes = LastWrites::default();
-        let dispatched = Compact::from(at("1", "Ready"));
-        writes.remember(&at("1", "Ready"), &at("2", "Progressing"));
-        // The store is still behind: the host's write.
-        let decided = writes.decide_on(&dispatched, || Some(Arc::new(dispatched.clone())));
-        assert_eq!(decided.resource_version().as_deref(), Some("2"));
-        // The watch delivers the write (and the write is forgotten) while
-        // the reconcile handed version 1 waits for its turn: the store's
-        // copy now.
-        writes.seen(&at("2", "Progressing").metadata);
-        let now = Arc::new(Compact::from(at("2", "Progressing")));
-        let decided = writes.decide_on(&dispatched, || Some(now.clone()));
-        assert_eq!(decided.resource_version().as_deref(), Some("2"));
-        assert_eq!(decided.data["status"]["phase"], "Progressing");
-        // A parent gone from the store: the copy handed over.
-        let decided = writes.decide_on(&dispatched, || None);
-        assert_eq!(decided.resource_version().as_deref(), Some("1"));
-    }
-
-    #[test]
-    fn a_store_past_the_hosts_write_wins() {
-        let writes = LastWrites::default();
-        writes.remember(&at("1", "Ready"), &at("2", "Progressing"));
-        assert!(writes.fresher(&at("5", "Ready").metadata).is_none());
-        writes.remember(&at("7", "Ready"), &at("8", "Ready"));
-        writes.retain(|_| false);
-        assert!(writes.fresher(&at("7", "Ready").metadata).is_none());
-    }
 }

@@ -168,7 +168,7 @@ pub struct GuestEntry {
     #[serde(default)]
     pub resync: Option<String>,
     /// How many shards the parents are split into, 1 to
-    /// [`crate::controller::shards::MAX_SHARDS`] (default 1).
+    /// [`crate::settings::MAX_SHARDS`] (default 1).
     #[serde(default)]
     pub shards: Option<u16>,
     /// For an `oci` tag: how often it is resolved again, e.g. `30s`
@@ -385,10 +385,10 @@ impl GuestEntry {
             (Some(qps), burst) => Some(crate::settings::ApiBudget::new(qps, burst)?),
         };
         let shards = self.shards.unwrap_or(d.shards);
-        if !(1..=crate::controller::shards::MAX_SHARDS).contains(&shards) {
+        if !(1..=crate::settings::MAX_SHARDS).contains(&shards) {
             return Err(format!(
                 "shards must be between 1 and {}, got {shards}",
-                crate::controller::shards::MAX_SHARDS
+                crate::settings::MAX_SHARDS
             ));
         }
         Ok(ControllerSettings {

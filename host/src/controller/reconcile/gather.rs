@@ -1,5 +1,7 @@
-//! The request a guest gets for one parent, gathered one way for the
-//! controller, `wasmop plan` and `wasmop render`.
+//! Gather: what a reconcile observes of its parent (its children and
+//! related objects from the caches, once they are listed), and the request
+//! a guest gets for one parent, gathered one way for the controller,
+//! `wasmop plan` and `wasmop render`.
 //!
 //! Every object reaches the guest without the managedFields entries the
 //! host keeps for its own use; each Secret among the observed children is
@@ -9,10 +11,122 @@
 //! where they are read (the controller's related cache, `plan`'s lists,
 //! `render`'s input), so they come here as the guest may see them.
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::ResourceExt;
 use kube::api::DynamicObject;
 use serde_json::Value;
 
+use super::ReconcileError;
+use crate::controller::context::Context;
+use crate::controller::index::ChildKey;
+use crate::controller::progress;
+use crate::controller::related::{RelatedBounds, RelatedTooLarge};
 use crate::model::Request;
+use crate::runtime::Guest;
+
+/// How long a reconcile waits for the caches' first lists before it fails
+/// (and is retried with backoff) instead of waiting for ever.
+pub const CHILD_CACHE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What a reconcile observed of its parent.
+pub(super) struct Gathered {
+    /// The parent's observed children, by index of their kind.
+    pub(super) observed: Vec<(usize, Arc<DynamicObject>)>,
+    /// The request for the version that answers.
+    pub(super) request: Arc<Request>,
+    /// Each observed child's key and resourceVersion.
+    pub(super) versions: Vec<(ChildKey, String)>,
+    /// The fingerprint of the related objects the request carries.
+    pub(super) related_versions: u64,
+    /// What the progress check found at the start.
+    pub(super) start: progress::Start,
+}
+
+/// Gathers what `guest` is to be asked about `parent` (`latest`: the parent
+/// as the host's finalizer write just left it), once the caches are listed.
+pub(super) async fn gather(
+    parent: &DynamicObject,
+    ctx: &Context,
+    guest: &Guest,
+    deleting: bool,
+    latest: Option<&DynamicObject>,
+) -> Result<Gathered, ReconcileError> {
+    // Never decide on half-filled caches: a child that is merely not listed
+    // yet would look missing (and be re-created) or unwanted.
+    ctx.children
+        .wait_ready(CHILD_CACHE_TIMEOUT, &ctx.child_kind_names)
+        .await?;
+    ctx.related
+        .wait_ready(CHILD_CACHE_TIMEOUT, &ctx.related_kind_names)
+        .await?;
+    let uid = parent.uid().unwrap_or_default();
+    let observed = ctx.children.children_of(&uid);
+    let (request, related) = request_for(guest, parent, ctx, &observed, deleting)?;
+    let versions = observed_versions(&observed);
+    // A change of a related object is a change outside the host, like one
+    // of the parent's spec.
+    let related_versions = progress::related_fingerprint(&related);
+    let spec =
+        progress::spec_fingerprint(latest.unwrap_or(parent), guest.digest()) ^ related_versions;
+    let start = ctx.progress.start(&uid, spec, &versions);
+    Ok(Gathered {
+        observed,
+        request: Arc::new(request),
+        versions,
+        related_versions,
+        start,
+    })
+}
+
+/// The request `guest` gets for `parent`: the observed children and related
+/// objects of the kinds it declares (during a rollout the caches hold both
+/// versions' kinds).
+pub(super) fn request_for(
+    guest: &Guest,
+    parent: &DynamicObject,
+    ctx: &Context,
+    observed: &[(usize, Arc<DynamicObject>)],
+    deleting: bool,
+) -> Result<(Request, Vec<Arc<DynamicObject>>), RelatedTooLarge> {
+    let description = guest.description();
+    let declared = |kind: usize| {
+        description
+            .children
+            .iter()
+            .any(|c| c.kind.same_resource(&ctx.kinds.children[kind].kind))
+    };
+    let related = ctx.related.objects_of_declared(
+        parent,
+        |d| description.related.contains(d),
+        &RelatedBounds::from(guest.limits()),
+    )?;
+    let request = self::request(
+        value(parent),
+        observed
+            .iter()
+            .filter(|(kind, _)| declared(*kind))
+            .map(|(_, o)| value(o)),
+        related.iter().map(|o| value(o)),
+        deleting,
+        ctx.settings.secret_values,
+    );
+    Ok((request, related))
+}
+
+/// Each observed child's key and resourceVersion.
+fn observed_versions(observed: &[(usize, Arc<DynamicObject>)]) -> Vec<(ChildKey, String)> {
+    observed
+        .iter()
+        .map(|(kind, o)| {
+            (
+                (*kind, o.name_any()),
+                o.resource_version().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
 
 /// `object` as JSON.
 pub fn value(object: &DynamicObject) -> Value {

@@ -10,7 +10,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use super::{Queueing, Watched};
 use crate::controller::compact::{ParentRef, parent_ref};
 use crate::controller::index::ChildIndex;
-use crate::controller::{scoped_api, typed_events};
+use crate::controller::watched::{scoped_api, typed_events};
 
 /// The watch of the child kind `i` (the children `selector` selects),
 /// which fills `index`; each change of a child queues its controller owner

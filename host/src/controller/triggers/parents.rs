@@ -11,9 +11,9 @@ use kube::runtime::{WatchStreamExt, watcher};
 
 use super::{Queueing, Watched};
 use crate::controller::compact::{self, Compact, ParentRef};
+use crate::controller::last_writes::LastWrites;
 use crate::controller::related::RelatedIndex;
-use crate::controller::status::LastWrites;
-use crate::controller::{map_object, scoped_api, typed_events};
+use crate::controller::watched::{map_object, scoped_api, typed_events};
 
 /// The watch of the parents in the scope, reflected into `store`: `listed`
 /// is set at its first complete list, `related` learns what each parent

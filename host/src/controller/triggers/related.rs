@@ -10,8 +10,9 @@ use kube::runtime::{WatchStreamExt, watcher};
 
 use super::{Queueing, Watched};
 use crate::controller::compact::{ParentRef, parent_ref};
+use crate::controller::discovery::ResolvedKind;
 use crate::controller::related::RelatedIndex;
-use crate::controller::{ResolvedKind, map_object, scoped_api, typed_events};
+use crate::controller::watched::{map_object, scoped_api, typed_events};
 
 /// The watch of the related kind `i`, which fills `index` (Secrets
 /// concealed first where `conceal`); each change queues, at once, the

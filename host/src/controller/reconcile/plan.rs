@@ -1,0 +1,527 @@
+//! Plan: from the observed state and the guest's validated answer to the
+//! writes that make the cluster what the answer asks. Pure: nothing is
+//! sent, nothing is read but the arguments.
+//!
+//! A desired child is written when it is missing, when the guest's wish
+//! changed (the desired-hash annotation) or when the cluster drifted from
+//! it ([`apply::drift`]); an observed child neither desired nor kept is
+//! pruned; the status is written when the parent does not show it already
+//! ([`status::plan`]).
+
+use std::sync::Arc;
+
+use kube::ResourceExt;
+use kube::api::DynamicObject;
+use kube::core::ApiResource;
+
+use crate::controller::apply::{self, Owner};
+use crate::controller::discovery::ResolvedKind;
+use crate::controller::status::{self, HostCondition, StatusWrites};
+use crate::validate::Validated;
+
+/// What a plan is made from, besides the answer.
+#[derive(Clone, Copy)]
+pub struct Inputs<'a> {
+    /// The parent, as the host last saw or wrote it.
+    pub parent: &'a DynamicObject,
+    /// The parent's kind.
+    pub primary: &'a ApiResource,
+    /// The child kinds the controller watches; `observed` names them by
+    /// index.
+    pub children: &'a [ResolvedKind],
+    /// The guest's name, stamped on every child.
+    pub guest: &'a str,
+    /// The parent's shard, when its guest has several.
+    pub shard: Option<u16>,
+    /// The parent's observed children, by index of their kind.
+    pub observed: &'a [(usize, Arc<DynamicObject>)],
+}
+
+/// One write a reconcile makes to a child.
+#[derive(Debug)]
+pub enum Step<'a> {
+    /// Write a desired child: apply it when it is observed, create it
+    /// behind the ownership fence when it is not.
+    Write {
+        /// The index of its kind.
+        kind: usize,
+        /// Its name.
+        name: &'a str,
+        /// Whether the child is cluster-scoped.
+        cluster_scoped: bool,
+        /// The child as the host applies it ([`apply::stamp`]).
+        stamped: serde_json::Value,
+        /// The child as observed, when it exists.
+        observed: Option<Arc<DynamicObject>>,
+        /// Why it is written: missing, changed or drifted.
+        why: String,
+    },
+    /// Delete an observed child that is neither desired nor kept (with its
+    /// UID as the precondition: only that very object goes).
+    Prune {
+        /// The index of its kind.
+        kind: usize,
+        /// The child as observed.
+        child: Arc<DynamicObject>,
+    },
+}
+
+/// The writes an answer needs.
+#[derive(Debug)]
+pub struct Plan<'a> {
+    /// The children's writes: the desired ones first, in the answer's
+    /// order, then the prunes.
+    pub steps: Vec<Step<'a>>,
+    /// Desired children that already are as the answer wants them.
+    pub converged: usize,
+    /// The status writes.
+    pub status: StatusWrites,
+}
+
+impl Plan<'_> {
+    /// Whether the answer asks for no write at all.
+    pub fn is_empty(&self) -> bool {
+        self.steps.is_empty() && self.status.is_empty()
+    }
+
+    /// Whether the answer asks for a write of a child or of the guest's
+    /// status (what the progress check counts; the host's own condition is
+    /// not the guest's write).
+    pub fn writes_for_the_guest(&self) -> bool {
+        !self.steps.is_empty() || self.status.guest.is_some()
+    }
+}
+
+/// The writes `answer` needs on `inputs`, a condition the host stamps
+/// timed `now`.
+pub fn plan<'a>(inputs: Inputs<'_>, answer: &'a Validated, now: &str) -> Plan<'a> {
+    let Inputs {
+        parent,
+        primary,
+        children,
+        guest,
+        shard,
+        observed,
+    } = inputs;
+    let uid = parent.uid().unwrap_or_default();
+    let name = parent.name_any();
+    let owner = Owner {
+        api_version: &primary.api_version,
+        kind: &primary.kind,
+        name: &name,
+        uid: &uid,
+        namespace: parent.metadata.namespace.as_deref(),
+        shard,
+    };
+    let mut steps = Vec::new();
+    let mut converged = 0;
+    let mut kept = vec![false; observed.len()];
+    for child in &answer.children {
+        let kind = children
+            .iter()
+            .position(|k| k.kind.matches(&child.api_version, &child.kind))
+            .expect("validated: declared kind");
+        let stamped = apply::stamp(child, owner, guest);
+        let current = observed
+            .iter()
+            .position(|(k, o)| *k == kind && o.name_any() == child.name);
+        let why = match current {
+            None => "missing".to_owned(),
+            Some(i) => {
+                kept[i] = true;
+                match apply::drift(&stamped, &observed[i].1) {
+                    None => {
+                        converged += 1;
+                        continue;
+                    }
+                    Some(why) => why,
+                }
+            }
+        };
+        steps.push(Step::Write {
+            kind,
+            name: &child.name,
+            cluster_scoped: child.cluster_scoped,
+            stamped,
+            observed: current.map(|i| observed[i].1.clone()),
+            why,
+        });
+    }
+    for (i, (kind, child)) in observed.iter().enumerate() {
+        let keep = answer.keep.iter().any(|k| {
+            k.name == child.name_any() && children[*kind].kind.matches(&k.api_version, &k.kind)
+        });
+        if !kept[i] && !keep {
+            steps.push(Step::Prune {
+                kind: *kind,
+                child: child.clone(),
+            });
+        }
+    }
+    Plan {
+        steps,
+        converged,
+        status: status::plan(
+            parent,
+            answer.status.as_ref(),
+            HostCondition::Succeeded,
+            now,
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::model::{ChildKind, Description, KindRef, ReconcileResponse};
+    use crate::protected::ProtectedObjects;
+    use crate::runtime::Limits;
+    use crate::validate::{self, ParentScope, Rules, Violation};
+
+    const GUEST: &str = "cache-operator";
+    const NOW: &str = "2026-12-06T12:00:00Z";
+
+    fn primary() -> ApiResource {
+        ApiResource {
+            group: "apps.example.com".into(),
+            version: "v1alpha1".into(),
+            api_version: "apps.example.com/v1alpha1".into(),
+            kind: "Cache".into(),
+            plural: "caches".into(),
+        }
+    }
+
+    fn config_maps() -> Vec<ResolvedKind> {
+        vec![ResolvedKind {
+            kind: KindRef::new("", "v1", "ConfigMap"),
+            resource: ApiResource {
+                group: String::new(),
+                version: "v1".into(),
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                plural: "configmaps".into(),
+            },
+            namespaced: true,
+        }]
+    }
+
+    fn description() -> Description {
+        let mut description =
+            Description::new(KindRef::new("apps.example.com", "v1alpha1", "Cache"));
+        description
+            .children
+            .push(ChildKind::namespaced(KindRef::new("", "v1", "ConfigMap")));
+        description
+    }
+
+    fn parent(status: Value) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "apps.example.com/v1alpha1", "kind": "Cache",
+            "metadata": {"name": "demo", "namespace": "ns", "uid": "parent-uid", "generation": 2},
+            "spec": {"image": "redis:7"},
+            "status": status,
+        }))
+        .unwrap()
+    }
+
+    fn config_map(name: &str, data: Value) -> String {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data})
+            .to_string()
+    }
+
+    /// The answer as the reconcile checks it.
+    fn check(parent: &DynamicObject, raw: ReconcileResponse) -> Result<Validated, Violation> {
+        validate::validate(
+            Rules {
+                description: &description(),
+                bounds: Limits::default().bounds(),
+                parent: ParentScope {
+                    namespace: parent.metadata.namespace.as_deref(),
+                },
+                protected: &ProtectedObjects::new(),
+            },
+            raw,
+        )
+    }
+
+    fn answer(parent: &DynamicObject, children: &[String], status: Option<Value>) -> Validated {
+        check(
+            parent,
+            ReconcileResponse {
+                children: children.to_vec(),
+                status: status.map(|s| s.to_string()),
+                ..ReconcileResponse::default()
+            },
+        )
+        .expect("a valid answer")
+    }
+
+    /// `child` as the API server shows it once the host applied it: stamped,
+    /// with the fields the server adds.
+    fn applied(
+        parent: &DynamicObject,
+        answer: &Validated,
+        index: usize,
+        uid: &str,
+    ) -> Arc<DynamicObject> {
+        let kinds = config_maps();
+        let plan = plan(inputs(parent, &kinds, &[]), answer, NOW);
+        let Step::Write { stamped, .. } = &plan.steps[index] else {
+            panic!("a write")
+        };
+        let mut object = stamped.clone();
+        object["metadata"]["uid"] = uid.into();
+        object["metadata"]["resourceVersion"] = "7".into();
+        object["metadata"]["creationTimestamp"] = "2026-12-06T11:00:00Z".into();
+        Arc::new(serde_json::from_value(object).unwrap())
+    }
+
+    fn inputs<'a>(
+        parent: &'a DynamicObject,
+        kinds: &'a [ResolvedKind],
+        observed: &'a [(usize, Arc<DynamicObject>)],
+    ) -> Inputs<'a> {
+        static PRIMARY: std::sync::LazyLock<ApiResource> = std::sync::LazyLock::new(primary);
+        Inputs {
+            parent,
+            primary: &PRIMARY,
+            children: kinds,
+            guest: GUEST,
+            shard: None,
+            observed,
+        }
+    }
+
+    /// What a plan asks for, in a form a case can state.
+    #[derive(Debug, PartialEq)]
+    enum Asked {
+        Write {
+            name: String,
+            exists: bool,
+            why: String,
+        },
+        Prune {
+            name: String,
+            uid: String,
+        },
+    }
+
+    fn asked(plan: &Plan<'_>) -> Vec<Asked> {
+        plan.steps
+            .iter()
+            .map(|step| match step {
+                Step::Write {
+                    name,
+                    observed,
+                    why,
+                    ..
+                } => Asked::Write {
+                    name: (*name).to_owned(),
+                    exists: observed.is_some(),
+                    why: why.clone(),
+                },
+                Step::Prune { child, .. } => Asked::Prune {
+                    name: child.name_any(),
+                    uid: child.uid().unwrap_or_default(),
+                },
+            })
+            .collect()
+    }
+
+    #[test]
+    fn each_case_plans_exactly_the_writes_it_needs() {
+        let ready = json!({"phase": "Ready", "conditions": [{"type": "Ready", "status": "True",
+            "reason": "Available", "message": "", "lastTransitionTime": "2026-12-06T10:00:00Z"}]});
+        let shown = {
+            let mut s = ready.clone();
+            s["observedGeneration"] = 2.into();
+            s
+        };
+        let config = config_map("demo-config", json!({"maxmemory": "64mb"}));
+        let converged_parent = parent(shown.clone());
+        let existing = applied(
+            &converged_parent,
+            &answer(&converged_parent, std::slice::from_ref(&config), None),
+            0,
+            "child-uid",
+        );
+        let later = {
+            let mut s = ready.clone();
+            s["conditions"][0]["lastTransitionTime"] = "2026-12-06T11:59:59Z".into();
+            s
+        };
+        struct Case {
+            name: &'static str,
+            children: Vec<String>,
+            status: Option<Value>,
+            keep: bool,
+            observed: bool,
+            asks: Vec<Asked>,
+            status_write: bool,
+        }
+        let cases = [
+            Case {
+                name: "a converged parent plans no write",
+                children: vec![config.clone()],
+                status: Some(ready.clone()),
+                keep: false,
+                observed: true,
+                asks: vec![],
+                status_write: false,
+            },
+            Case {
+                name: "a status that differs only in a condition's time plans nothing",
+                children: vec![config.clone()],
+                status: Some(later),
+                keep: false,
+                observed: true,
+                asks: vec![],
+                status_write: false,
+            },
+            Case {
+                name: "a changed child plans one apply",
+                children: vec![config_map("demo-config", json!({"maxmemory": "128mb"}))],
+                status: Some(ready.clone()),
+                keep: false,
+                observed: true,
+                asks: vec![Asked::Write {
+                    name: "demo-config".into(),
+                    exists: true,
+                    why: "desired state changed".into(),
+                }],
+                status_write: false,
+            },
+            Case {
+                name: "a missing child plans one create",
+                children: vec![config.clone()],
+                status: None,
+                keep: false,
+                observed: false,
+                asks: vec![Asked::Write {
+                    name: "demo-config".into(),
+                    exists: false,
+                    why: "missing".into(),
+                }],
+                status_write: false,
+            },
+            Case {
+                name: "a removed child plans one prune with its UID precondition",
+                children: vec![],
+                status: None,
+                keep: false,
+                observed: true,
+                asks: vec![Asked::Prune {
+                    name: "demo-config".into(),
+                    uid: "child-uid".into(),
+                }],
+                status_write: false,
+            },
+            Case {
+                name: "a kept child is neither written nor pruned",
+                children: vec![],
+                status: None,
+                keep: true,
+                observed: true,
+                asks: vec![],
+                status_write: false,
+            },
+            Case {
+                name: "a changed status plans one status write",
+                children: vec![config.clone()],
+                status: Some(json!({"phase": "Degraded"})),
+                keep: false,
+                observed: true,
+                asks: vec![],
+                status_write: true,
+            },
+        ];
+        let kinds = config_maps();
+        for case in cases {
+            let parent = parent(shown.clone());
+            let mut answer = answer(&parent, &case.children, case.status);
+            if case.keep {
+                answer.keep.push(crate::model::ObjectRef {
+                    api_version: "v1".into(),
+                    kind: "ConfigMap".into(),
+                    name: "demo-config".into(),
+                });
+            }
+            let observed: Vec<_> = if case.observed {
+                vec![(0, existing.clone())]
+            } else {
+                vec![]
+            };
+            let plan = plan(inputs(&parent, &kinds, &observed), &answer, NOW);
+            assert_eq!(asked(&plan), case.asks, "{}", case.name);
+            assert_eq!(
+                plan.status.guest.is_some(),
+                case.status_write,
+                "{}",
+                case.name
+            );
+            assert!(plan.status.host.is_none(), "{}", case.name);
+            assert_eq!(
+                plan.is_empty(),
+                case.asks.is_empty() && !case.status_write,
+                "{}",
+                case.name
+            );
+        }
+    }
+
+    #[test]
+    fn a_condition_whose_status_changes_gets_the_new_time() {
+        let parent = parent(
+            json!({"observedGeneration": 2, "conditions": [{"type": "Ready",
+            "status": "True", "lastTransitionTime": "2026-12-06T10:00:00Z"}]}),
+        );
+        let answer = answer(
+            &parent,
+            &[],
+            Some(json!({"conditions": [{"type": "Ready", "status": "False",
+                "lastTransitionTime": NOW}]})),
+        );
+        let plan = plan(inputs(&parent, &config_maps(), &[]), &answer, NOW);
+        let written = plan.status.guest.expect("a status write");
+        assert_eq!(written["conditions"][0]["lastTransitionTime"], NOW);
+        assert_eq!(written["observedGeneration"], 2);
+    }
+
+    #[test]
+    fn a_success_after_a_failure_plans_the_hosts_condition_back_to_true() {
+        let failed = json!({"conditions": [{"type": wasmop_contract::names::HOST_CONDITION,
+            "status": "False", "reason": "ApplyFailed", "message": "boom"}]});
+        let parent = parent(failed);
+        let answer = answer(&parent, &[], None);
+        let plan = plan(inputs(&parent, &config_maps(), &[]), &answer, NOW);
+        assert!(!plan.writes_for_the_guest());
+        let host = plan.status.host.expect("the host's condition");
+        assert_eq!(host["conditions"][0]["status"], "True");
+        assert_eq!(host["conditions"][0]["lastTransitionTime"], NOW);
+    }
+
+    #[test]
+    fn a_refused_answer_plans_nothing_and_names_the_rule() {
+        let parent = parent(json!({}));
+        let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "stolen"}})
+            .to_string();
+        let refused = check(
+            &parent,
+            ReconcileResponse {
+                children: vec![secret],
+                ..ReconcileResponse::default()
+            },
+        )
+        .expect_err("an undeclared kind is refused");
+        assert!(
+            matches!(refused, Violation::UndeclaredKind { ref kind, .. } if kind == "Secret"),
+            "{refused:?}"
+        );
+        assert!(
+            refused.to_string().contains("undeclared kind v1/Secret"),
+            "{refused}"
+        );
+    }
+}
