@@ -1,6 +1,7 @@
 //! The contract between the wasmop host and its guests, as plain Rust.
 //!
-//! `wit/operator@0.1.0/operator.wit` is the contract; this crate is its one Rust rendering,
+//! The newest `wit/operator@<version>/operator.wit` is the contract ([`WIT_FOLDER`]);
+//! this crate is its one Rust rendering,
 //! shared by the host's model and the guest SDK, so that a new field is one
 //! edit here (and in the WIT) plus its use. With the feature `wasmtime` the
 //! types implement the component-model traits and the host lowers requests
@@ -32,17 +33,9 @@ pub use reason::Reason;
 pub use request::{ObservedObject, ReconcileRequest};
 pub use response::{ErrorKind, Event, EventType, ObjectRef, ReconcileError, ReconcileResponse};
 
-/// The WIT package these types render.
-pub const WIT_PACKAGE: &str = "wasmop:operator@0.1.0";
-
-/// The interface a guest exports, as its component names it.
-pub const OPERATOR_INTERFACE: &str = "wasmop:operator/operator@0.1.0";
-
-/// The optional admission interface, as a component names it.
-pub const ADMISSION_INTERFACE: &str = "wasmop:operator/admission@0.1.0";
-
-/// The optional conversion interface, as a component names it.
-pub const CONVERSION_INTERFACE: &str = "wasmop:operator/conversion@0.1.0";
+// WIT_PACKAGE, VERSION, WIT_FOLDER and the interface names, read from the
+// WIT's package line by build.rs.
+include!(concat!(env!("OUT_DIR"), "/contract.rs"));
 
 #[cfg(test)]
 mod released {

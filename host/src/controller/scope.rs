@@ -265,7 +265,6 @@ where
     let pacer = Arc::new(Pacer::new(usize::from(settings.concurrency)));
     let last_writes = Arc::new(LastWrites::default());
     let queueing = triggers::Queueing {
-        telemetry: env.telemetry.clone(),
         queue: queue.clone(),
         pacer: pacer.clone(),
         primary: kinds.primary.resource.clone(),

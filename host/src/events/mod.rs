@@ -57,7 +57,7 @@ pub struct Events {
     writers: OnceLock<Vec<Arc<Waiting>>>,
     /// Ends when every writer has stopped (each holds a sender).
     stopped: Mutex<Option<tokio::sync::mpsc::Receiver<()>>>,
-    buckets: Mutex<HashMap<String, Bucket>>,
+    spam: SpamFilter,
     leadership: Option<Leadership>,
 }
 
@@ -163,42 +163,30 @@ async fn write(waiting: Arc<Waiting>, mut series: Series, leadership: Option<Lea
     }
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Bucket {
-    tokens: u32,
-    since: Instant,
+/// The spam filter: a token bucket per object ([`SPAM_BURST`] Events, then
+/// one per [`SPAM_REFILL`], the time earned towards the next one kept).
+type SpamFilter<C = governor::clock::DefaultClock> = governor::RateLimiter<
+    String,
+    governor::state::keyed::HashMapStateStore<String>,
+    C,
+    governor::middleware::NoOpMiddleware<<C as governor::clock::Clock>::Instant>,
+>;
+
+/// A spam filter timed by `clock`.
+fn spam_filter<C: governor::clock::Clock>(clock: C) -> SpamFilter<C> {
+    let quota = governor::Quota::with_period(SPAM_REFILL)
+        .expect("a refill period above zero")
+        .allow_burst(std::num::NonZeroU32::new(SPAM_BURST).expect("a burst above zero"));
+    governor::RateLimiter::hashmap_with_clock(quota, clock)
 }
 
-impl Bucket {
-    fn full(now: Instant) -> Self {
-        Self {
-            tokens: SPAM_BURST,
-            since: now,
-        }
+/// Whether `filter` lets one more Event on `object` through now. Past
+/// [`MAX_BUCKETS`] objects, the buckets that are full again go first.
+fn allow<C: governor::clock::Clock>(filter: &SpamFilter<C>, object: &str) -> bool {
+    if filter.len() >= MAX_BUCKETS {
+        filter.retain_recent();
     }
-
-    /// Refills what time earned, then takes one token if there is one.
-    fn take(&mut self, now: Instant) -> bool {
-        let earned = now.duration_since(self.since).as_secs() / SPAM_REFILL.as_secs();
-        if earned > 0 {
-            self.tokens = SPAM_BURST.min(
-                self.tokens
-                    .saturating_add(u32::try_from(earned).unwrap_or(u32::MAX)),
-            );
-            self.since = now;
-        }
-        if self.tokens == 0 {
-            return false;
-        }
-        self.tokens -= 1;
-        true
-    }
-
-    fn is_full(&self, now: Instant) -> bool {
-        let mut copy = *self;
-        copy.take(now);
-        copy.tokens + 1 >= SPAM_BURST
-    }
+    filter.check_key(&object.to_owned()).is_ok()
 }
 
 impl Events {
@@ -209,7 +197,7 @@ impl Events {
             instance: guest.to_owned(),
             writers: OnceLock::new(),
             stopped: Mutex::default(),
-            buckets: Mutex::default(),
+            spam: spam_filter(governor::clock::DefaultClock::default()),
             leadership: None,
         }
     }
@@ -220,19 +208,6 @@ impl Events {
     pub fn fenced_by(mut self, leadership: Leadership) -> Self {
         self.leadership = Some(leadership);
         self
-    }
-
-    /// Whether the object may get one more Event now.
-    fn allow(&self, object: &str) -> bool {
-        let now = Instant::now();
-        let mut buckets = self.buckets.lock().expect("events lock");
-        if buckets.len() >= MAX_BUCKETS && !buckets.contains_key(object) {
-            buckets.retain(|_, b| !b.is_full(now));
-        }
-        buckets
-            .entry(object.to_owned())
-            .or_insert_with(|| Bucket::full(now))
-            .take(now)
     }
 
     /// The queue of the writer that writes `object`'s Events.
@@ -272,7 +247,7 @@ impl Events {
             .uid
             .clone()
             .unwrap_or_else(|| format!("{:?}/{:?}", object.namespace, object.name));
-        if !self.allow(&key) {
+        if !allow(&self.spam, &key) {
             tracing::debug!(reason = %event.reason, "event dropped: the object had {SPAM_BURST} events recently");
             return;
         }
@@ -369,17 +344,38 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_bucket_allows_a_burst_then_one_event_per_refill() {
-        let start = Instant::now();
-        let mut bucket = Bucket::full(start);
+    fn an_object_gets_a_burst_then_one_event_per_refill_keeping_what_time_earned() {
+        let clock = governor::clock::FakeRelativeClock::default();
+        let filter = spam_filter(clock.clone());
         for _ in 0..SPAM_BURST {
-            assert!(bucket.take(start));
+            assert!(allow(&filter, "a"));
         }
-        assert!(!bucket.take(start));
-        assert!(!bucket.take(start + SPAM_REFILL / 2));
-        assert!(bucket.take(start + SPAM_REFILL));
-        assert!(!bucket.take(start + SPAM_REFILL));
-        assert!(bucket.is_full(start + SPAM_REFILL * (SPAM_BURST + 1)));
+        assert!(!allow(&filter, "a"));
+        assert!(allow(&filter, "b"), "each object has its own bucket");
+        clock.advance(SPAM_REFILL / 2);
+        assert!(!allow(&filter, "a"));
+        // The half refill earned before counts towards the next Event.
+        clock.advance(SPAM_REFILL / 2);
+        assert!(allow(&filter, "a"));
+        assert!(!allow(&filter, "a"));
+        clock.advance(SPAM_REFILL * (SPAM_BURST + 1));
+        for _ in 0..SPAM_BURST {
+            assert!(allow(&filter, "a"));
+        }
+        assert!(!allow(&filter, "a"));
+    }
+
+    #[test]
+    fn past_the_bound_full_buckets_are_forgotten_first() {
+        let clock = governor::clock::FakeRelativeClock::default();
+        let filter = spam_filter(clock.clone());
+        assert!(allow(&filter, "busy"));
+        for n in 0..MAX_BUCKETS {
+            assert!(allow(&filter, &format!("quiet-{n}")));
+        }
+        clock.advance(SPAM_REFILL * 2);
+        assert!(allow(&filter, "one more"));
+        assert!(filter.len() < MAX_BUCKETS, "{} buckets kept", filter.len());
     }
 
     fn key(object: &str, reason: &str) -> Key {

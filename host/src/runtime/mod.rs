@@ -62,7 +62,7 @@ pub enum Error {
     #[error("not a valid WebAssembly component: {0:#}")]
     Compile(wasmtime::Error),
     /// The component does not implement the `wasmop:operator/operator-guest` world.
-    #[error("component does not implement the wasmop:operator@0.1.0 operator-guest world: {0:#}")]
+    #[error("component does not implement the {package} operator-guest world: {0:#}", package = wasmop_contract::WIT_PACKAGE)]
     WrongWorld(wasmtime::Error),
     /// The guest's `describe` call failed or trapped.
     #[error("the guest's describe call failed: {0}")]

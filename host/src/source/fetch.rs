@@ -11,10 +11,7 @@ use super::list::{GuestEntry, ModuleSource, OciEntry};
 use super::oci;
 use crate::runtime::ModuleBytes;
 
-/// Largest module accepted from any source. A Rust guest component is
-/// typically 0.1–2 MiB, a TypeScript or Python one 12–18 MiB; a ConfigMap
-/// cannot hold more than ~1 MiB.
-pub const MAX_MODULE_BYTES: u64 = 64 << 20;
+pub use super::limits::MAX_MODULE_BYTES;
 
 /// The most a ConfigMap holds: the API server refuses one whose values
 /// (`data` and `binaryData` together; keys do not count) exceed 1 MiB.

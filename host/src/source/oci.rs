@@ -19,7 +19,7 @@ use oci_client::manifest::{OciDescriptor, OciImageManifest, OciManifest};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 
-use super::fetch::MAX_MODULE_BYTES;
+use super::limits::MAX_MODULE_BYTES;
 use crate::runtime::ModuleBytes;
 
 /// Media type of the artifact's config (interface contract).

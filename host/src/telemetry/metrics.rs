@@ -19,7 +19,8 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use super::process::ProcessCollector;
-use super::queue::QueueTracker;
+pub use super::queue::QueueLabels;
+use super::queue::{QueueFamilies, QueueTracker};
 
 /// `controller`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -35,16 +36,6 @@ pub struct ResultLabels {
     pub controller: String,
     /// How the reconcile ended.
     pub result: &'static str,
-}
-
-/// `name`, `controller` (both the guest's name, as controller-runtime sets
-/// them).
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct QueueLabels {
-    /// The queue's name.
-    pub name: String,
-    /// The guest's name.
-    pub controller: String,
 }
 
 /// `name` of the lease.
@@ -524,7 +515,16 @@ impl Metrics {
             .lock()
             .expect("queues lock")
             .entry(guest.to_owned())
-            .or_insert_with(|| Arc::new(QueueTracker::new(guest)))
+            .or_insert_with(|| {
+                Arc::new(QueueTracker::new(
+                    guest,
+                    QueueFamilies {
+                        adds: self.queue_adds.clone(),
+                        queue_duration: self.queue_duration.clone(),
+                        work_duration: self.work_duration.clone(),
+                    },
+                ))
+            })
             .clone()
     }
 

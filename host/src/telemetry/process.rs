@@ -8,10 +8,6 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 
-/// Clock ticks per second of /proc/self/stat's CPU times (`USER_HZ`, 100 on
-/// every Linux Kubernetes runs on).
-const TICKS_PER_SECOND: f64 = 100.0;
-
 /// Encodes `process_resident_memory_bytes`, `process_cpu_seconds_total` and
 /// `process_open_fds` on each scrape.
 #[derive(Debug, Default)]
@@ -25,7 +21,10 @@ pub fn sample() -> Option<(u64, f64, u64)> {
     let rest = stat.rsplit_once(')')?.1;
     let fields: Vec<&str> = rest.split_whitespace().collect();
     let ticks = |i: usize| fields.get(i)?.parse::<f64>().ok();
-    let cpu = (ticks(11)? + ticks(12)?) / TICKS_PER_SECOND;
+    // /proc/self/stat counts CPU time in clock ticks (`USER_HZ`).
+    #[allow(clippy::cast_precision_loss)]
+    let per_second = rustix::param::clock_ticks_per_second() as f64;
+    let cpu = (ticks(11)? + ticks(12)?) / per_second;
     let pages: u64 = fields.get(21)?.parse().ok()?;
     let rss = pages * page_size();
     let fds = std::fs::read_dir("/proc/self/fd").ok()?.count() as u64;

@@ -13,12 +13,38 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::metrics::{Metrics, QueueLabels};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
+
+/// `name`, `controller` (both the guest's name, as controller-runtime sets
+/// them).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueueLabels {
+    /// The queue's name.
+    pub name: String,
+    /// The guest's name.
+    pub controller: String,
+}
+
+/// The `workqueue_*` families a queue counts in (shared with the host's
+/// registry: a family's clone is the same family).
+#[derive(Clone, Debug)]
+pub struct QueueFamilies {
+    /// `workqueue_adds_total`.
+    pub adds: Family<QueueLabels, Counter>,
+    /// `workqueue_queue_duration_seconds`.
+    pub queue_duration: Family<QueueLabels, Histogram, fn() -> Histogram>,
+    /// `workqueue_work_duration_seconds`.
+    pub work_duration: Family<QueueLabels, Histogram, fn() -> Histogram>,
+}
 
 /// One guest's queue, as seen from its triggers and reconciles.
 #[derive(Debug)]
 pub struct QueueTracker {
     labels: QueueLabels,
+    families: QueueFamilies,
     state: Mutex<State>,
 }
 
@@ -31,9 +57,10 @@ struct State {
 }
 
 impl QueueTracker {
-    /// The queue of guest `guest`.
-    pub fn new(guest: &str) -> Self {
+    /// The queue of guest `guest`, counted in `families`.
+    pub fn new(guest: &str, families: QueueFamilies) -> Self {
         Self {
+            families,
             labels: QueueLabels {
                 name: guest.to_owned(),
                 controller: guest.to_owned(),
@@ -43,7 +70,7 @@ impl QueueTracker {
     }
 
     /// A trigger reached `key`, due `after` from now.
-    pub fn add(&self, metrics: &Metrics, key: String, after: Duration) {
+    pub fn add(&self, key: String, after: Duration) {
         let due = Instant::now() + after;
         let mut state = self.state.lock().expect("queue lock");
         let fresh = match state.queued.get_mut(&key) {
@@ -57,13 +84,13 @@ impl QueueTracker {
             }
         };
         if fresh {
-            metrics.queue_adds.get_or_create(&self.labels).inc();
+            self.families.adds.get_or_create(&self.labels).inc();
         }
     }
 
     /// The reconcile `id` of `key` starts: the key leaves the queue.
     /// Returns how long it waited there since it was due.
-    pub fn start(&self, metrics: &Metrics, key: &str, id: u64) -> Duration {
+    pub fn start(&self, key: &str, id: u64) -> Duration {
         let now = Instant::now();
         let mut state = self.state.lock().expect("queue lock");
         let waited = state
@@ -71,7 +98,7 @@ impl QueueTracker {
             .remove(key)
             .map_or(Duration::ZERO, |due| now.saturating_duration_since(due));
         state.running.insert(id, now);
-        metrics
+        self.families
             .queue_duration
             .get_or_create(&self.labels)
             .observe(waited.as_secs_f64());
@@ -94,10 +121,10 @@ impl QueueTracker {
     }
 
     /// The reconcile `id` ended.
-    pub fn finish(&self, metrics: &Metrics, id: u64) {
+    pub fn finish(&self, id: u64) {
         let started = self.state.lock().expect("queue lock").running.remove(&id);
         if let Some(started) = started {
-            metrics
+            self.families
                 .work_duration
                 .get_or_create(&self.labels)
                 .observe(started.elapsed().as_secs_f64());
@@ -138,21 +165,21 @@ mod tests {
 
     #[test]
     fn a_key_is_queued_once_until_its_reconcile_starts() {
-        let metrics = Metrics::default();
-        let queue = QueueTracker::new("g");
-        queue.add(&metrics, "ns/a".into(), Duration::ZERO);
-        queue.add(&metrics, "ns/a".into(), Duration::ZERO);
-        queue.add(&metrics, "ns/b".into(), Duration::from_secs(60));
+        let metrics = crate::telemetry::Metrics::default();
+        let queue = metrics.queue("g");
+        queue.add("ns/a".into(), Duration::ZERO);
+        queue.add("ns/a".into(), Duration::ZERO);
+        queue.add("ns/b".into(), Duration::from_secs(60));
         assert_eq!(metrics.queue_adds.get_or_create(queue.labels()).get(), 2);
         assert_eq!(
             queue.depth(),
             1,
             "a requeue not yet due is not in the queue"
         );
-        let _ = queue.start(&metrics, "ns/a", 1);
+        let _ = queue.start("ns/a", 1);
         assert_eq!(queue.depth(), 0);
         assert!(queue.unfinished().0 >= 0.0);
-        queue.finish(&metrics, 1);
+        queue.finish(1);
         assert_eq!(queue.unfinished(), (0.0, 0.0));
     }
 }

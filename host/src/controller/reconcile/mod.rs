@@ -43,7 +43,8 @@ pub use gather::CHILD_CACHE_TIMEOUT;
 
 use crate::controller::compact::Compact;
 use crate::controller::context::{Context, queue_key};
-use crate::controller::{finalizer, status};
+use crate::controller::finalizer;
+use crate::controller::status;
 use crate::model::Description;
 use crate::rollout::Assignment;
 use crate::telemetry::metrics::ControllerLabels;
@@ -78,7 +79,7 @@ pub async fn reconcile(parent: Arc<Compact>, ctx: Arc<Context>) -> Result<Action
         let labels = ControllerLabels {
             controller: ctx.guest_name.clone(),
         };
-        let waited = ctx.queue.start(tele, &queue_key, id);
+        let waited = ctx.queue.start(&queue_key, id);
         tracing::Span::current().record(
             "queue_wait_ms",
             u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
@@ -91,7 +92,7 @@ pub async fn reconcile(parent: Arc<Compact>, ctx: Arc<Context>) -> Result<Action
         let parent = ctx.last_writes.decide_on(&parent, || ctx.parents.get(&key));
         let result = run(&parent, &ctx).await;
         workers.dec();
-        ctx.queue.finish(tele, id);
+        ctx.queue.finish(id);
         tele.reconcile_time
             .get_or_create(&labels)
             .observe(started.elapsed().as_secs_f64());

@@ -64,7 +64,7 @@ pub(super) async fn decide(
             ctx.metrics.record_success();
             let (label, action) = match outcome {
                 Outcome::After(delay) => {
-                    ctx.queue.add(tele, queue_key, delay);
+                    ctx.queue.add(queue_key, delay);
                     ("requeue_after", Action::requeue(delay))
                 }
                 Outcome::Done => ("success", Action::await_change()),
@@ -87,7 +87,7 @@ pub(super) async fn decide(
             let retry_in = if error.is_retryable() {
                 let delay = retry_delay(&error, ctx.backoff.fail(key));
                 tele.queue_retries.get_or_create(ctx.queue.labels()).inc();
-                ctx.queue.add(tele, queue_key, delay);
+                ctx.queue.add(queue_key, delay);
                 tracing::warn!(reason = %error.reason(), retry_in = ?delay, guest_stack = %error.stack(), "reconcile failed: {}", sink::cut(&error.to_string(), sink::LOG_MESSAGE_BYTES));
                 Some(delay.max(Duration::from_millis(1)))
             } else {

@@ -34,13 +34,12 @@ use super::compact::Compact;
 use super::context::queue_key;
 use super::pacer::Pacer;
 pub(super) use super::watched::Watched;
-use crate::telemetry::{Metrics as Telemetry, QueueTracker};
+use crate::telemetry::QueueTracker;
 
 /// Where a trigger puts a parent: the parents it may name, the queue's
 /// metrics and the pacer.
 #[derive(Clone)]
 pub(super) struct Queueing {
-    pub(super) telemetry: Arc<Telemetry>,
     pub(super) queue: Arc<QueueTracker>,
     pub(super) pacer: Arc<Pacer>,
     /// The primary kind.
@@ -52,7 +51,6 @@ pub(super) struct Queueing {
 impl Queueing {
     /// Counts the parent `namespace/name` as added to the queue.
     fn added(&self, namespace: Option<&str>, name: &str) {
-        self.queue
-            .add(&self.telemetry, queue_key(namespace, name), Duration::ZERO);
+        self.queue.add(queue_key(namespace, name), Duration::ZERO);
     }
 }
