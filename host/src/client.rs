@@ -57,7 +57,9 @@ pub enum GuestIdentity {
     Host,
     /// The guest's ServiceAccount in this namespace, by impersonation.
     Impersonate {
-        /// The host's namespace, where the guests' ServiceAccounts live.
+        /// The host's namespace, where the guests' ServiceAccounts live;
+        /// empty: the kubeconfig context's namespace (in a cluster, the
+        /// host's own).
         namespace: String,
     },
 }
@@ -259,7 +261,16 @@ impl Clients {
     /// These clients, with guests' requests made under `identity`.
     #[must_use]
     pub fn with_guest_identity(mut self, identity: GuestIdentity) -> Self {
-        self.identity = identity;
+        self.identity = match identity {
+            // No namespace given: the one the kubeconfig's context names (in
+            // a cluster, the host's own).
+            GuestIdentity::Impersonate { namespace } if namespace.is_empty() => {
+                GuestIdentity::Impersonate {
+                    namespace: self.config.default_namespace.clone(),
+                }
+            }
+            other => other,
+        };
         self
     }
 

@@ -65,6 +65,9 @@ pub struct GuestRbac {
     /// Whether its module exports `convert` (the host sets its CRD's
     /// conversion).
     pub converts: bool,
+    /// The namespaces its guest list entry confines it to (empty: every
+    /// namespace).
+    pub namespaces: Vec<String>,
 }
 
 /// Why the roles cannot be printed.
@@ -87,6 +90,9 @@ struct Rule {
 /// leader-election Lease's name.
 #[derive(Clone, Copy, Debug)]
 pub struct HostObjects<'a> {
+    /// The host's ServiceAccount (in the guest list's namespace), bound to
+    /// the host's roles.
+    pub account: &'a str,
     /// The guest list's namespace (the Role's).
     pub namespace: &'a str,
     /// The Lease's name.
@@ -109,7 +115,25 @@ pub fn roles(name: &str, host: HostObjects<'_>, guests: &[GuestRbac]) -> Result<
     let mut out = cluster_role(name, &guest_rules(guests), &webhook_rules(guests))?;
     out.push_str("---\n");
     out.push_str(&host_role(name, host, ""));
+    out.push_str(&host_identity(name, host));
     Ok(out)
+}
+
+/// The host's ServiceAccount and its bindings to the ClusterRole and the
+/// Role `name`: with the roles, a working install.
+fn host_identity(name: &str, host: HostObjects<'_>) -> String {
+    let (account, namespace) = (host.account, host.namespace);
+    let subject = format!(
+        "subjects:\n  - kind: ServiceAccount\n    name: {account}\n    namespace: {namespace}\n"
+    );
+    format!(
+        "---\n# The host's identity, bound to the roles above\n\
+         apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: {account}\n  namespace: {namespace}\n  labels:\n    app.kubernetes.io/name: wasmop\n\
+         ---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: {name}\n  labels:\n    app.kubernetes.io/name: wasmop\n\
+         roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: {name}\n{subject}\
+         ---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: {name}\n  namespace: {namespace}\n  labels:\n    app.kubernetes.io/name: wasmop\n\
+         roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: {name}\n{subject}"
+    )
 }
 
 /// The roles for `guests` when each guest impersonates its own
@@ -154,20 +178,69 @@ pub fn impersonating_roles(
     for ((guest, versions), account) in by_name.iter().zip(&accounts) {
         let role = format!("{name}-guest-{guest}");
         let namespace = host.namespace;
+        let labels = format!(
+            "  labels:\n    app.kubernetes.io/name: wasmop\n    wasmop.dev/guest: {guest:?}\n"
+        );
+        let subject = format!(
+            "subjects:\n  - kind: ServiceAccount\n    name: {account}\n    namespace: {namespace}\n"
+        );
         let _ = write!(
             out,
             "---\n# Guest {guest:?}: the identity its requests carry, and what it may do\n\
-             apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: {account}\n  namespace: {namespace}\n  labels:\n    app.kubernetes.io/name: wasmop\n    wasmop.dev/guest: {guest:?}\n---\n"
+             apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: {account}\n  namespace: {namespace}\n{labels}---\n"
         );
-        out.push_str(&cluster_role(&role, &guest_rules(versions), "")?);
+        let rules = guest_rules(versions);
+        let confined: BTreeSet<&str> = versions
+            .iter()
+            .flat_map(|v| &v.namespaces)
+            .map(String::as_str)
+            .collect();
+        // A guest of every namespace: one ClusterRole and its binding. A
+        // guest confined to namespaces: the API server itself keeps it
+        // there, a Role and RoleBinding in each, and a ClusterRole with
+        // only what has no namespace (its CRD, cluster-scoped children).
+        let (cluster, namespaced) = if confined.is_empty() {
+            (rules, BTreeMap::new())
+        } else {
+            let cluster_scoped = cluster_scoped_resources(versions);
+            rules
+                .into_iter()
+                .partition(|(key, _)| cluster_scoped.contains(key))
+        };
+        out.push_str(&cluster_role(&role, &cluster, "")?);
         let _ = write!(
             out,
-            "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: {role}\n  labels:\n    app.kubernetes.io/name: wasmop\n    wasmop.dev/guest: {guest:?}\n\
-             roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: {role}\n\
-             subjects:\n  - kind: ServiceAccount\n    name: {account}\n    namespace: {namespace}\n"
+            "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: {role}\n{labels}\
+             roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: {role}\n{subject}"
         );
+        for scope in &confined {
+            out.push_str("---\n");
+            out.push_str(&namespaced_role(&role, scope, &namespaced)?);
+            let _ = write!(
+                out,
+                "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: {role}\n  namespace: {scope}\n{labels}\
+                 roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: {role}\n{subject}"
+            );
+        }
     }
+    out.push_str(&host_identity(name, host));
     Ok(out)
+}
+
+/// The resources of `guests`' rules that have no namespace: CRDs, and the
+/// child kinds they declare cluster-scoped.
+fn cluster_scoped_resources(guests: &[GuestRbac]) -> BTreeSet<(String, String)> {
+    let mut out: BTreeSet<(String, String)> = guests
+        .iter()
+        .flat_map(|g| &g.description.children)
+        .filter(|c| c.cluster_scoped)
+        .map(|c| (c.kind.group.clone(), plural(&c.kind)))
+        .collect();
+    out.insert((
+        "apiextensions.k8s.io".to_owned(),
+        "customresourcedefinitions".to_owned(),
+    ));
+    out
 }
 
 /// The CRDs of the guests that convert, whose conversion the host writes.
@@ -295,20 +368,41 @@ fn webhook_rules(guests: &[GuestRbac]) -> String {
     extra
 }
 
+/// A Role `name` in `namespace` with `rules`.
+fn namespaced_role(
+    name: &str,
+    namespace: &str,
+    rules: &BTreeMap<(String, String), Rule>,
+) -> Result<String, Error> {
+    let mut out = format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: {name}\n  namespace: {namespace}\n  labels:\n    app.kubernetes.io/name: wasmop\n"
+    );
+    write_rules(&mut out, rules, "")?;
+    Ok(out)
+}
+
 /// A ClusterRole `name` with `rules` and then the rules written in `extra`.
 fn cluster_role(
     name: &str,
     rules: &BTreeMap<(String, String), Rule>,
     extra: &str,
 ) -> Result<String, Error> {
-    let mut out = String::new();
-    let _ = write!(
-        out,
+    let mut out = format!(
         "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: {name}\n  labels:\n    app.kubernetes.io/name: wasmop\n"
     );
+    write_rules(&mut out, rules, extra)?;
+    Ok(out)
+}
+
+/// `rules:` with `rules` and then the rules written in `extra`.
+fn write_rules(
+    out: &mut String,
+    rules: &BTreeMap<(String, String), Rule>,
+    extra: &str,
+) -> Result<(), Error> {
     if rules.is_empty() && extra.is_empty() {
         out.push_str("rules: []\n");
-        return Ok(out);
+        return Ok(());
     }
     out.push_str("rules:\n");
     for ((group, resource), rule) in rules {
@@ -328,7 +422,7 @@ fn cluster_role(
         let _ = writeln!(out, "    verbs: [{}]", verbs.join(", "));
     }
     out.push_str(extra);
-    Ok(out)
+    Ok(())
 }
 
 /// The Role `name` in the guest list's namespace: the guest list and its
@@ -341,6 +435,7 @@ fn host_role(name: &str, host: HostObjects<'_>, extra: &str) -> String {
         list,
         pull_secrets,
         webhook_cert_secret,
+        ..
     } = host;
     let mut out = String::new();
     let status = crate::rollout::record::status_name(list);
@@ -411,6 +506,7 @@ mod tests {
     use k8s_openapi::api::rbac::v1::{ClusterRole, Role};
 
     const HOST: HostObjects<'static> = HostObjects {
+        account: "wasmop",
         pull_secrets: &[],
         webhook_cert_secret: None,
         namespace: "wasmop-system",
@@ -462,6 +558,7 @@ mod tests {
                 .finalizer("apps.example.com/cleanup"),
             admits: false,
             converts: false,
+            namespaces: Vec::new(),
         }
     }
 
@@ -585,6 +682,7 @@ mod tests {
                 ))),
             admits: false,
             converts: false,
+            namespaces: Vec::new(),
         };
         let text = roles("wasmop", HOST, &[guest]).unwrap();
         for note in [
@@ -660,6 +758,7 @@ mod tests {
                 .child(ChildKind::namespaced(KindRef::new("", "v1", "Secret"))),
             admits: false,
             converts: true,
+            namespaces: Vec::new(),
         };
         let mut v2 = cache();
         v2.description = v2
@@ -690,6 +789,9 @@ mod tests {
                 ("ServiceAccount", "wasmop-guest-vault"),
                 ("ClusterRole", "wasmop-guest-vault"),
                 ("ClusterRoleBinding", "wasmop-guest-vault"),
+                ("ServiceAccount", "wasmop"),
+                ("ClusterRoleBinding", "wasmop"),
+                ("RoleBinding", "wasmop"),
             ]
         );
         // The host: the guests' CRDs by name (claims, conversion), nothing
@@ -768,5 +870,100 @@ mod tests {
                 Some("wasmop-system")
             )
         );
+    }
+
+    #[test]
+    fn a_guest_confined_to_namespaces_is_granted_roles_there_and_its_crd_alone_cluster_wide() {
+        use k8s_openapi::api::rbac::v1::RoleBinding;
+        let mut guest = cache();
+        guest.namespaces = vec!["team-a".into(), "team-b".into()];
+        let text = impersonating_roles("wasmop", HOST, &[guest]).unwrap();
+        let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).unwrap();
+        let docs: Vec<_> = docs.into_iter().filter(|d| !d.is_null()).collect();
+        let named = |kind: &str, name: &str, namespace: Option<&str>| {
+            docs.iter()
+                .find(|d| {
+                    d["kind"] == kind
+                        && d["metadata"]["name"] == name
+                        && d["metadata"]["namespace"].as_str() == namespace
+                })
+                .cloned()
+                .unwrap_or_else(|| panic!("no {kind} {name} in {namespace:?}:\n{text}"))
+        };
+        let cluster: ClusterRole =
+            serde_json::from_value(named("ClusterRole", "wasmop-guest-cache-operator", None))
+                .unwrap();
+        let cluster_rules = cluster.rules.unwrap();
+        assert_eq!(cluster_rules.len(), 1, "{cluster_rules:?}");
+        assert_eq!(
+            cluster_rules[0].resources.as_deref(),
+            Some(&["customresourcedefinitions".to_owned()][..])
+        );
+        for namespace in ["team-a", "team-b"] {
+            let role: Role = serde_json::from_value(named(
+                "Role",
+                "wasmop-guest-cache-operator",
+                Some(namespace),
+            ))
+            .unwrap();
+            let resources: Vec<String> = role
+                .rules
+                .unwrap()
+                .into_iter()
+                .flat_map(|r| r.resources.unwrap_or_default())
+                .collect();
+            for resource in ["caches", "caches/status", "deployments", "configmaps", "events"] {
+                assert!(resources.contains(&resource.to_owned()), "{resources:?}");
+            }
+            let binding: RoleBinding = serde_json::from_value(named(
+                "RoleBinding",
+                "wasmop-guest-cache-operator",
+                Some(namespace),
+            ))
+            .unwrap();
+            assert_eq!(binding.role_ref.kind, "Role");
+            let subject = &binding.subjects.unwrap()[0];
+            assert_eq!(subject.name, "wasmop-guest-cache-operator");
+            assert_eq!(subject.namespace.as_deref(), Some("wasmop-system"));
+        }
+        assert!(
+            !docs
+                .iter()
+                .any(|d| d["kind"] == "Role" && d["metadata"]["namespace"] == "team-c")
+        );
+    }
+
+    #[test]
+    fn the_output_alone_is_a_working_install_of_the_host_identity() {
+        use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
+        for text in [
+            roles("wasmop", HOST, &[cache()]).unwrap(),
+            impersonating_roles("wasmop", HOST, &[cache()]).unwrap(),
+        ] {
+            let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).unwrap();
+            let docs: Vec<_> = docs.into_iter().filter(|d| !d.is_null()).collect();
+            let account = docs
+                .iter()
+                .find(|d| d["kind"] == "ServiceAccount" && d["metadata"]["name"] == "wasmop")
+                .expect("the host's ServiceAccount");
+            assert_eq!(account["metadata"]["namespace"], "wasmop-system");
+            let cluster: ClusterRoleBinding = serde_json::from_value(
+                docs.iter()
+                    .find(|d| d["kind"] == "ClusterRoleBinding" && d["metadata"]["name"] == "wasmop")
+                    .unwrap()
+                    .clone(),
+            )
+            .unwrap();
+            assert_eq!(cluster.role_ref.name, "wasmop");
+            let role: RoleBinding = serde_json::from_value(
+                docs.iter()
+                    .find(|d| d["kind"] == "RoleBinding" && d["metadata"]["name"] == "wasmop")
+                    .unwrap()
+                    .clone(),
+            )
+            .unwrap();
+            assert_eq!(role.role_ref.kind, "Role");
+            assert_eq!(role.subjects.unwrap()[0].name, "wasmop");
+        }
     }
 }

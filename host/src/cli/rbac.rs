@@ -42,11 +42,21 @@ pub struct RbacArgs {
     #[arg(long = "pull-secret", value_name = "NAME")]
     pub pull_secrets: Vec<String>,
     /// The host's `--guest-identity`: with `impersonate`, each guest gets a
-    /// ServiceAccount with its own ClusterRole and binding, and the host's
-    /// roles keep what it does itself and `impersonate` on exactly those
+    /// ServiceAccount with its own roles and bindings, and the host's roles
+    /// keep what it does itself and `impersonate` on exactly those
     /// ServiceAccounts.
     #[arg(long, value_enum, default_value = "host")]
     pub guest_identity: IdentityMode,
+    /// The namespaces a guest's entry in the guest list confines it to, as
+    /// `<name>=<namespace>[,<namespace>…]`; repeatable. Under
+    /// `--guest-identity impersonate` such a guest gets a Role and a
+    /// RoleBinding in each of them, so that the API server, not only the
+    /// host, keeps it there.
+    #[arg(long = "namespaces", value_name = "NAME=NAMESPACES")]
+    pub namespaces: Vec<String>,
+    /// The host's own ServiceAccount (in `--namespace`), bound to its roles.
+    #[arg(long, default_value = "wasmop")]
+    pub service_account: String,
 }
 
 pub(super) fn rbac(args: &RbacArgs) -> anyhow::Result<()> {
@@ -54,6 +64,20 @@ pub(super) fn rbac(args: &RbacArgs) -> anyhow::Result<()> {
     for s in &args.settings {
         let (name, path) = name_and_value("--settings", s)?;
         settings.insert(name.to_owned(), read_settings(std::path::Path::new(path))?);
+    }
+    let mut confined: std::collections::HashMap<String, Vec<String>> =
+        std::collections::HashMap::new();
+    for n in &args.namespaces {
+        let (name, list) = name_and_value("--namespaces", n)?;
+        for namespace in list.split(',').map(str::trim).filter(|ns| !ns.is_empty()) {
+            crate::validate::names::dns_label(namespace).map_err(|why| {
+                anyhow::anyhow!("--namespaces {name}={list}: {namespace:?} is not a namespace name: {why}")
+            })?;
+            confined
+                .entry(name.to_owned())
+                .or_default()
+                .push(namespace.to_owned());
+        }
     }
     let mut guests = Vec::new();
     let mut used = std::collections::HashSet::new();
@@ -76,6 +100,7 @@ pub(super) fn rbac(args: &RbacArgs) -> anyhow::Result<()> {
         let guest = load_one(&path, limits, settings.get(&name).cloned(), None)?;
         used.insert(name.clone());
         guests.push(crate::rbac::GuestRbac {
+            namespaces: confined.get(&name).cloned().unwrap_or_default(),
             name,
             description: guest.description().clone(),
             admits: guest.admits(),
@@ -84,6 +109,9 @@ pub(super) fn rbac(args: &RbacArgs) -> anyhow::Result<()> {
     }
     if let Some(name) = settings.keys().find(|name| !used.contains(*name)) {
         bail!("--settings {name}=…: no --guest is named {name}");
+    }
+    if let Some(name) = confined.keys().find(|name| !used.contains(*name)) {
+        bail!("--namespaces {name}=…: no --guest is named {name}");
     }
     for secret in &args.pull_secrets {
         crate::validate::names::dns_subdomain(secret).map_err(|why| {
@@ -97,7 +125,14 @@ pub(super) fn rbac(args: &RbacArgs) -> anyhow::Result<()> {
             )
         })?;
     }
+    crate::validate::names::dns_subdomain(&args.service_account).map_err(|why| {
+        anyhow::anyhow!(
+            "--service-account {:?} is not a ServiceAccount name: {why}",
+            args.service_account
+        )
+    })?;
     let host = crate::rbac::HostObjects {
+        account: &args.service_account,
         namespace: &args.namespace,
         lease: &args.lease_name,
         list: &args.guest_list,

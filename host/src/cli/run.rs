@@ -136,11 +136,15 @@ pub struct ProductionArgs {
     pub otlp_endpoint: Option<String>,
     /// Whose identity a guest's requests carry: `host` (this process's
     /// own) or `impersonate` (the guest's ServiceAccount
-    /// `wasmop-guest-<guest>` in the guest list's namespace, or
-    /// `--leader-elect-namespace` without a list; `wasmop rbac
+    /// `wasmop-guest-<guest>` in `--guest-namespace`; `wasmop rbac
     /// --guest-identity impersonate` prints its roles).
     #[arg(long, value_enum, default_value = "host")]
     pub guest_identity: IdentityMode,
+    /// Where the guests' ServiceAccounts are under `--guest-identity
+    /// impersonate`; default: the guest list's namespace, else the
+    /// kubeconfig context's (in a cluster, the host's own).
+    #[arg(long, value_name = "NAMESPACE")]
+    pub guest_namespace: Option<String>,
 }
 
 /// `--guest-identity` (interface contract).
@@ -270,14 +274,15 @@ async fn app_config(args: &RunArgs) -> anyhow::Result<Config> {
     };
     let guest_identity = match prod.guest_identity {
         IdentityMode::Host => crate::client::GuestIdentity::Host,
-        IdentityMode::Impersonate if lease_namespace.is_empty() => bail!(
-            "--guest-identity impersonate without a guest list needs --leader-elect-namespace (where the guests' ServiceAccounts are)"
-        ),
+        // Where the guests' ServiceAccounts live: --guest-namespace, the
+        // guest list's namespace, the leader election's, else (empty) the
+        // kubeconfig context's.
         IdentityMode::Impersonate => crate::client::GuestIdentity::Impersonate {
-            namespace: match &list {
-                Some((ns, _)) => ns.clone(),
-                None => lease_namespace.clone(),
-            },
+            namespace: prod
+                .guest_namespace
+                .clone()
+                .or_else(|| list.as_ref().map(|(ns, _)| ns.clone()))
+                .unwrap_or_else(|| lease_namespace.clone()),
         },
     };
     if prod.leader_elect && prod.leader_elect_renew_deadline >= prod.leader_elect_lease_duration {

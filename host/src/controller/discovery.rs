@@ -61,6 +61,28 @@ pub enum Error {
         /// What the lookup said.
         reason: String,
     },
+    /// The guest's identity may not watch a kind it declares.
+    #[error(
+        "kind {kind} cannot be watched by the guest's identity: it may not {verb} {resource}{where_}"
+    )]
+    NotWatchable {
+        /// The kind.
+        kind: KindRef,
+        /// The verb refused (`list` or `watch`).
+        verb: &'static str,
+        /// The resource, `plural.group`.
+        resource: String,
+        /// ` in namespace <ns>`, or empty for every namespace.
+        where_: String,
+    },
+    /// The access review itself failed.
+    #[error("cannot tell whether the guest may watch {kind}: {source}")]
+    AccessReview {
+        /// The kind.
+        kind: KindRef,
+        /// The API error.
+        source: kube::Error,
+    },
     /// Declared scope disagrees with discovery.
     #[error("kind {kind} is declared {declared} but the API server serves it {actual}")]
     ScopeMismatch {
@@ -188,4 +210,69 @@ fn scope_name(namespaced: bool) -> &'static str {
     } else {
         "cluster-scoped"
     }
+}
+
+/// Checks that `client` (the guest's, impersonating its identity when the
+/// host runs guests under their own) may list and watch each of `kinds` in
+/// `namespaces` (empty: every namespace), asking the API server with a
+/// SelfSubjectAccessReview per kind, verb and namespace: what a new version
+/// would watch is known to work before any watch starts.
+pub async fn check_watchable<'a>(
+    client: &Client,
+    kinds: impl IntoIterator<Item = &'a ResolvedKind>,
+    namespaces: &[String],
+) -> Result<(), Error> {
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+    };
+    let reviews: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    let everywhere = [String::new()];
+    for kind in kinds {
+        let scopes: &[String] = if kind.namespaced && !namespaces.is_empty() {
+            namespaces
+        } else {
+            &everywhere
+        };
+        for namespace in scopes {
+            for verb in ["list", "watch"] {
+                let review = SelfSubjectAccessReview {
+                    spec: SelfSubjectAccessReviewSpec {
+                        resource_attributes: Some(ResourceAttributes {
+                            group: Some(kind.resource.group.clone()),
+                            resource: Some(kind.resource.plural.clone()),
+                            verb: Some(verb.to_owned()),
+                            namespace: Some(namespace.clone()).filter(|ns| !ns.is_empty()),
+                            ..ResourceAttributes::default()
+                        }),
+                        ..SelfSubjectAccessReviewSpec::default()
+                    },
+                    ..SelfSubjectAccessReview::default()
+                };
+                let answer = reviews
+                    .create(&kube::api::PostParams::default(), &review)
+                    .await
+                    .map_err(|source| Error::AccessReview {
+                        kind: kind.kind.clone(),
+                        source,
+                    })?;
+                if !answer.status.is_some_and(|s| s.allowed) {
+                    return Err(Error::NotWatchable {
+                        kind: kind.kind.clone(),
+                        verb,
+                        resource: if kind.resource.group.is_empty() {
+                            kind.resource.plural.clone()
+                        } else {
+                            format!("{}.{}", kind.resource.plural, kind.resource.group)
+                        },
+                        where_: if namespace.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" in namespace {namespace}")
+                        },
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
 }

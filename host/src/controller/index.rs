@@ -200,11 +200,17 @@ impl ChildIndex {
             .clone()
     }
 
-    /// Waits until every kind has listed once, for at most `timeout`. A
-    /// kind whose watch is failing and has never listed fails at once with
-    /// its error; one that listed before keeps serving its last state.
-    pub async fn wait_ready(&self, timeout: Duration, names: &[String]) -> Result<(), NotReady> {
-        wait_listed(&self.changed, timeout, names, || {
+    /// Waits until every kind `wanted` names (by index) has listed once,
+    /// for at most `timeout`. A kind whose watch is failing and has never
+    /// listed fails at once with its error; one that listed before keeps
+    /// serving its last state. A kind not wanted is not waited for.
+    pub async fn wait_ready(
+        &self,
+        timeout: Duration,
+        names: &[String],
+        wanted: impl Fn(usize) -> bool,
+    ) -> Result<(), NotReady> {
+        wait_listed(&self.changed, timeout, names, wanted, || {
             let state = self.state.read().expect("index lock");
             state
                 .kinds
@@ -216,32 +222,36 @@ impl ChildIndex {
     }
 }
 
-/// Waits until every watched kind has listed once, for at most `timeout`,
-/// woken by `changed`; `kinds` reads each kind's (listed, last error). A
-/// kind whose watch is failing and has never listed fails at once with its
-/// error, named by `names`. Shared by the child index and the related
-/// objects.
+/// Waits until every watched kind `wanted` names has listed once, for at
+/// most `timeout`, woken by `changed`; `kinds` reads each kind's (listed,
+/// last error). A kind whose watch is failing and has never listed fails at
+/// once with its error, named by `names`. Shared by the child index and the
+/// related objects.
 pub(super) async fn wait_listed(
     changed: &tokio::sync::watch::Sender<u64>,
     timeout: Duration,
     names: &[String],
+    wanted: impl Fn(usize) -> bool,
     kinds: impl Fn() -> Vec<(bool, Option<String>)>,
 ) -> Result<(), NotReady> {
     let mut changed = changed.subscribe();
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
-        let kinds = kinds();
+        let kinds: Vec<_> = kinds()
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| wanted(*i))
+            .collect();
         if let Some((i, (_, error))) = kinds
             .iter()
-            .enumerate()
             .find(|(_, (ready, error))| !ready && error.is_some())
         {
             return Err(NotReady::WatchFailed {
-                kind: names.get(i).cloned().unwrap_or_default(),
+                kind: names.get(*i).cloned().unwrap_or_default(),
                 error: error.clone().unwrap_or_default(),
             });
         }
-        if kinds.iter().all(|(ready, _)| *ready) {
+        if kinds.iter().all(|(_, (ready, _))| *ready) {
             return Ok(());
         }
         match tokio::time::timeout_at(deadline, changed.changed()).await {
@@ -389,13 +399,13 @@ mod tests {
         index.apply(0, &watcher::Event::Init);
         index.apply(0, &watcher::Event::InitDone);
         assert_eq!(
-            index.wait_ready(Duration::from_millis(50), &kinds).await,
+            index.wait_ready(Duration::from_millis(50), &kinds, |_| true).await,
             Err(NotReady::Timeout(Duration::from_millis(50)))
         );
         let waiter = {
             let index = index.clone();
             let kinds = kinds.clone();
-            tokio::spawn(async move { index.wait_ready(Duration::from_secs(5), &kinds).await })
+            tokio::spawn(async move { index.wait_ready(Duration::from_secs(5), &kinds, |_| true).await })
         };
         tokio::task::yield_now().await;
         index.apply(1, &watcher::Event::Init);
@@ -411,7 +421,7 @@ mod tests {
         index.apply(0, &watcher::Event::InitDone);
         index.fail(1, "secrets is forbidden".into());
         let err = index
-            .wait_ready(Duration::from_secs(5), &kinds)
+            .wait_ready(Duration::from_secs(5), &kinds, |_| true)
             .await
             .unwrap_err();
         assert!(err.to_string().contains("v1/Secret") && err.to_string().contains("forbidden"));
@@ -420,8 +430,29 @@ mod tests {
         index.apply(1, &watcher::Event::InitDone);
         assert_eq!(index.error(1), None);
         assert_eq!(
-            index.wait_ready(Duration::from_secs(5), &kinds).await,
+            index.wait_ready(Duration::from_secs(5), &kinds, |_| true).await,
             Ok(())
+        );
+    }
+
+    #[tokio::test]
+    async fn a_kind_not_wanted_is_not_waited_for_even_when_its_watch_fails() {
+        let index = ChildIndex::new(2);
+        let kinds = ["v1/ConfigMap".to_owned(), "batch/v1/Job".to_owned()];
+        index.apply(0, &watcher::Event::Init);
+        index.apply(0, &watcher::Event::InitDone);
+        index.fail(1, "jobs.batch is forbidden".into());
+        assert_eq!(
+            index
+                .wait_ready(Duration::from_millis(50), &kinds, |i| i == 0)
+                .await,
+            Ok(())
+        );
+        assert!(
+            index
+                .wait_ready(Duration::from_millis(50), &kinds, |_| true)
+                .await
+                .is_err()
         );
     }
 }

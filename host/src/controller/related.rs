@@ -346,8 +346,13 @@ impl RelatedIndex {
     /// Waits until every related kind has listed once, for at most
     /// `timeout`; a kind whose watch fails before its first list fails at
     /// once. `names` name the kinds in errors.
-    pub async fn wait_ready(&self, timeout: Duration, names: &[String]) -> Result<(), NotReady> {
-        super::index::wait_listed(&self.changed, timeout, names, || {
+    pub async fn wait_ready(
+        &self,
+        timeout: Duration,
+        names: &[String],
+        wanted: impl Fn(usize) -> bool,
+    ) -> Result<(), NotReady> {
+        super::index::wait_listed(&self.changed, timeout, names, wanted, || {
             let state = self.state.read().expect("related lock");
             state.iter().map(|k| (k.ready, k.error.clone())).collect()
         })

@@ -317,6 +317,7 @@ where
             events: events.clone(),
             telemetry: env.telemetry.clone(),
             protected: env.protected.clone(),
+            primary: kinds.primary.resource.clone(),
         },
         events,
         guest_name: guest_name.clone(),
@@ -426,11 +427,11 @@ async fn report_synced(
     loop {
         let children = ctx
             .children
-            .wait_ready(CHILD_CACHE_TIMEOUT, &ctx.child_kind_names)
+            .wait_ready(CHILD_CACHE_TIMEOUT, &ctx.child_kind_names, |_| true)
             .await;
         let related = ctx
             .related
-            .wait_ready(CHILD_CACHE_TIMEOUT, &ctx.related_kind_names)
+            .wait_ready(CHILD_CACHE_TIMEOUT, &ctx.related_kind_names, |_| true)
             .await;
         if children.is_ok() && related.is_ok() {
             synced.store(true, Ordering::Release);

@@ -13,8 +13,11 @@
 //! priority orders the threads of one CPU, but the two CPUs of a VM may be
 //! two threads of one core, where any work beside a reconcile slows it.
 //! The queue holds at most [`MAX_WAITING`] comparisons and
-//! [`MAX_WAITING_BYTES`] of requests; a reconcile that finds it full is not
-//! shadowed and is counted in `wasmop_guest_shadow_skipped_total`.
+//! [`MAX_WAITING_BYTES`] of JSON text, the requests and the stable answers
+//! together (an answer waits as the text the guest gave, checked again on
+//! the shadow thread, not as parsed JSON, which takes several times its
+//! text); a reconcile that finds it full is not shadowed and is counted in
+//! `wasmop_guest_shadow_skipped_total`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -27,7 +30,7 @@ use tokio::sync::Semaphore;
 use wasmop_contract::Reason;
 
 use crate::events::Events;
-use crate::model::{EventType, ReconcileRequest, Request};
+use crate::model::{EventType, ReconcileRequest, ReconcileResponse, Request};
 use crate::protected::ProtectedObjects;
 use crate::rollout::Tracker;
 use crate::rollout::compare::{self, Outcome};
@@ -43,7 +46,8 @@ const MAX_DIFFERENCE: usize = 600;
 /// Comparisons a guest's shadow queue holds at most.
 pub(super) const MAX_WAITING: usize = 4096;
 
-/// Bytes of requests (their JSON text) a guest's shadow queue holds at most.
+/// Bytes of requests and stable answers (their JSON text) a guest's shadow
+/// queue holds at most.
 pub(super) const MAX_WAITING_BYTES: usize = 64 << 20;
 
 /// How long a comparison waits for a pause in the guest's reconciles.
@@ -138,11 +142,15 @@ pub(super) struct Sink {
     pub(super) telemetry: Arc<Telemetry>,
     /// The host's own objects, which no answer may write.
     pub(super) protected: ProtectedObjects,
+    /// The parents' kind, for the Events' object reference.
+    pub(super) primary: kube::core::ApiResource,
 }
 
 /// A candidate to call beside one reconcile; tell it the stable answer.
 pub(super) struct Shadow {
     sink: Sink,
+    /// The stable version, whose answer is checked again by its rules.
+    stable: Guest,
     candidate: Guest,
     tracker: Arc<Tracker>,
     /// The candidate's own request, where its kinds or bounds differ from
@@ -160,34 +168,36 @@ impl Shadow {
     /// on the stable version's request (`own: None`) or on its own.
     pub(super) fn new(
         sink: Sink,
-        reference: k8s_openapi::api::core::v1::ObjectReference,
         parent: &DynamicObject,
+        stable: &Guest,
         candidate: &Guest,
         tracker: &Arc<Tracker>,
         own: Option<Arc<Request>>,
         now: u64,
     ) -> Self {
         Self {
+            reference: kube::Resource::object_ref(parent, &sink.primary),
             sink,
+            stable: stable.clone(),
             candidate: candidate.clone(),
             tracker: tracker.clone(),
             own,
             now,
-            reference,
             uid: parent.uid().unwrap_or_default(),
             namespace: parent.metadata.namespace.clone(),
             span: tracing::info_span!("candidate", sha256 = %short(candidate.digest())),
         }
     }
 
-    /// The stable version's answer, checked (or why it failed), and the
-    /// request it was given: queues the comparison.
+    /// The stable version's answer as it gave it (one that passed the
+    /// host's checks), or why it failed, and the request it was given:
+    /// queues the comparison.
     pub(super) fn stable_answered(
         mut self,
-        answer: Result<&Validated, String>,
+        answer: Result<ReconcileResponse, String>,
         mut wire: ReconcileRequest,
     ) {
-        let size = wire_bytes(&wire);
+        let size = wire_bytes(&wire) + answer.as_ref().map_or_else(String::len, answer_bytes);
         let request = match self.own.take() {
             Some(own) => Work::Own(own),
             None => {
@@ -199,7 +209,7 @@ impl Shadow {
         let (telemetry, guest) = (self.sink.telemetry.clone(), self.sink.guest.clone());
         let job = Job {
             queued: Instant::now(),
-            stable: answer.cloned(),
+            stable: answer,
             request,
             size,
             shadow: self,
@@ -225,6 +235,22 @@ fn wire_bytes(wire: &ReconcileRequest) -> usize {
             .sum::<usize>()
 }
 
+/// The JSON text an answer carries.
+fn answer_bytes(answer: &ReconcileResponse) -> usize {
+    answer.children.iter().map(String::len).sum::<usize>()
+        + answer.status.as_ref().map_or(0, String::len)
+        + answer
+            .events
+            .iter()
+            .map(|e| e.reason.len() + e.message.len())
+            .sum::<usize>()
+        + answer
+            .keep
+            .iter()
+            .map(|k| k.api_version.len() + k.kind.len() + k.name.len())
+            .sum::<usize>()
+}
+
 /// The request a candidate answers.
 enum Work {
     /// The stable version's wire request, with the candidate's settings.
@@ -238,7 +264,8 @@ struct Job {
     queued: Instant,
     shadow: Shadow,
     request: Work,
-    stable: Result<Validated, String>,
+    /// The stable version's answer as given, or why it failed.
+    stable: Result<ReconcileResponse, String>,
     size: usize,
 }
 
@@ -252,6 +279,7 @@ impl Job {
         } = self;
         let Shadow {
             sink,
+            stable: stable_guest,
             candidate,
             tracker,
             now,
@@ -265,11 +293,11 @@ impl Job {
             Work::Wire(wire) => candidate.call_reconcile_wire_offline(&wire),
             Work::Own(own) => candidate.call_reconcile_offline(&own, now),
         });
-        let answer = reply.result.map_err(|e| e.to_string()).and_then(|raw| {
+        let check = |guest: &Guest, raw| {
             validate::validate(
                 Rules {
-                    description: candidate.description(),
-                    bounds: candidate.limits().bounds(),
+                    description: guest.description(),
+                    bounds: guest.limits().bounds(),
                     parent: ParentScope {
                         namespace: namespace.as_deref(),
                     },
@@ -277,8 +305,13 @@ impl Job {
                 },
                 raw,
             )
-            .map_err(|v| format!("invalid answer: {v}"))
-        });
+        };
+        let answer = reply
+            .result
+            .map_err(|e| e.to_string())
+            .and_then(|raw| check(&candidate, raw).map_err(|v| format!("invalid answer: {v}")));
+        // The stable answer passed these checks once already.
+        let stable = stable.and_then(|raw| check(&stable_guest, raw).map_err(|v| v.to_string()));
         let (result, difference) = judge(answer, stable);
         sink.telemetry
             .shadow_reconciles
@@ -375,5 +408,20 @@ mod tests {
             ..ReconcileRequest::default()
         };
         assert_eq!(wire_bytes(&wire), 2 + (7 + 12) + (2 + 12));
+    }
+
+    #[test]
+    fn an_answer_counts_the_json_text_it_carries() {
+        let answer = ReconcileResponse {
+            children: vec!["{\"a\":1}".into(), "{}".into()],
+            status: Some("{\"big\":\"xxxx\"}".into()),
+            events: vec![crate::model::Event {
+                event_type: EventType::Normal,
+                reason: "Made".into(),
+                message: "it".into(),
+            }],
+            ..ReconcileResponse::default()
+        };
+        assert_eq!(answer_bytes(&answer), (7 + 2) + 14 + (4 + 2));
     }
 }

@@ -36,6 +36,27 @@ impl Host {
                 .map_err(Error::Client)?;
             let kinds = discovery::resolve(&client, &watched).await?;
             let settings = running.controller_settings.clone();
+            // What the candidate adds must be watchable by the guest's
+            // identity before the watches restart: a watch that fails
+            // would hold up the stable version's reconciles.
+            let new_children = kinds.children.iter().filter(|k| {
+                !running
+                    .watched
+                    .children
+                    .iter()
+                    .any(|c| c.kind.same_resource(&k.kind))
+            });
+            let new_related = kinds
+                .related
+                .iter()
+                .filter(|(_, r)| !running.watched.related.contains(r))
+                .map(|(k, _)| k);
+            discovery::check_watchable(
+                &client,
+                new_children.chain(new_related),
+                &settings.namespaces,
+            )
+            .await?;
             let env = self.environment(client, &spec.name, &settings)?;
             let running = self.guests.get_mut(&spec.name).expect("a running guest");
             let controller = RunningController::start(

@@ -99,6 +99,9 @@ impl Error {
             | Self::Client(_)
             | Self::NameTaken { .. }
             | Self::WebhookNeeded { .. } => Reason::GuestLoadFailed,
+            Self::Discovery(e) if matches!(**e, discovery::Error::NotWatchable { .. }) => {
+                Reason::Forbidden
+            }
             Self::Discovery(_) => Reason::KindsNotServed,
             Self::KindTaken { .. } | Self::Claim(crate::claims::Error::Taken { .. }) => {
                 Reason::KindTaken

@@ -65,6 +65,25 @@ pub fn shows(status: Option<&Map<String, Value>>, condition: &str) -> Option<boo
         .map(|c| c.get("status").and_then(Value::as_str) == Some("True"))
 }
 
+impl State {
+    /// The parent `key` (with `uid`) as moved to the candidate, recorded
+    /// the first time the candidate handles it: whether it showed the
+    /// ready condition True then (`before`), or, for a parent this host did
+    /// not see move, whether it shows the condition at all.
+    fn moved(&mut self, uid: &str, key: &str, before: Option<bool>) -> &mut Moved {
+        let moved_before = self
+            .assume_ready_up_to
+            .is_some_and(|cut| super::side::position(uid) <= cut);
+        let was_ready = before == Some(true) || (moved_before && before.is_some());
+        self.moved.entry(uid.to_owned()).or_insert_with(|| Moved {
+            key: key.to_owned(),
+            since: Instant::now(),
+            was_ready,
+            ready: was_ready,
+        })
+    }
+}
+
 impl Tracker {
     /// A tracker with nothing seen yet, watching `ready_condition`.
     pub fn new(ready_condition: Option<String>) -> Self {
@@ -112,20 +131,18 @@ impl Tracker {
     }
 
     /// A reconcile of the parent `key` (with `uid`) failed on the candidate
-    /// for `reason`.
-    pub fn failed(&self, uid: &str, key: &str, reason: String) {
+    /// for `reason`; `before`: what the parent showed of its ready
+    /// condition then (True, False, or `None` without the condition). A
+    /// parent whose first reconcile on the candidate failed is watched for
+    /// readiness as one whose first one succeeded.
+    pub fn failed(&self, uid: &str, key: &str, reason: String, before: Option<bool>) {
         let mut state = self.state.lock().expect("tracker lock");
         state.failed += 1;
         state.first_failure.get_or_insert_with(|| Failure {
             reason,
             parent: key.to_owned(),
         });
-        state.moved.entry(uid.to_owned()).or_insert_with(|| Moved {
-            key: key.to_owned(),
-            since: Instant::now(),
-            was_ready: false,
-            ready: false,
-        });
+        state.moved(uid, key, before);
         drop(state);
         self.wake.notify_one();
     }
@@ -136,16 +153,7 @@ impl Tracker {
     /// the answer shows (`ready`; `None`: the answer does not say).
     pub fn answered(&self, uid: &str, key: &str, before: Option<bool>, ready: Option<bool>) {
         let mut state = self.state.lock().expect("tracker lock");
-        let moved_before = state
-            .assume_ready_up_to
-            .is_some_and(|cut| super::side::position(uid) <= cut);
-        let was_ready = before == Some(true) || (moved_before && before.is_some());
-        let moved = state.moved.entry(uid.to_owned()).or_insert_with(|| Moved {
-            key: key.to_owned(),
-            since: Instant::now(),
-            was_ready,
-            ready: was_ready,
-        });
+        let moved = state.moved(uid, key, before);
         if let Some(ready) = ready {
             moved.ready = ready;
         }
@@ -249,9 +257,9 @@ mod tests {
     #[test]
     fn more_failures_than_allowed_fail_the_step_naming_the_first() {
         let tracker = Tracker::new(None);
-        tracker.failed("u1", "ns/a", "GuestTrap: boom".into());
+        tracker.failed("u1", "ns/a", "GuestTrap: boom".into(), None);
         assert_eq!(tracker.verdict(1, None), None);
-        tracker.failed("u2", "ns/b", "ReconcileFailed".into());
+        tracker.failed("u2", "ns/b", "ReconcileFailed".into(), None);
         let failure = tracker.verdict(1, None).unwrap();
         assert_eq!(failure.parent, "ns/a");
         assert!(
@@ -278,6 +286,20 @@ mod tests {
         tracker.answered("u1", "ns/a", Some(true), Some(true));
         assert_eq!(tracker.verdict(0, Some(Duration::ZERO)), None);
         assert_eq!(tracker.verdict(0, None), None);
+    }
+
+    #[test]
+    fn a_ready_parent_whose_first_reconcile_failed_is_still_watched_for_readiness() {
+        let tracker = Tracker::new(Some("Ready".into()));
+        // Ready before the move; the candidate's first reconcile fails ...
+        tracker.failed("u1", "ns/a", "ReconcileFailed: once".into(), Some(true));
+        // ... and its answers from then on say it is not ready.
+        tracker.answered("u1", "ns/a", Some(true), Some(false));
+        let failure = tracker.verdict(1, Some(Duration::ZERO)).unwrap();
+        assert_eq!(failure.parent, "ns/a");
+        assert!(failure.reason.contains("were ready"), "{failure:?}");
+        tracker.answered("u1", "ns/a", Some(false), Some(true));
+        assert_eq!(tracker.verdict(1, Some(Duration::ZERO)), None);
     }
 
     #[test]

@@ -271,9 +271,10 @@ impl Guest {
             (identity.settings.as_deref(),),
         )
         .map(|(result,)| result);
-        let mut description = result
-            .map_err(Error::Describe)?
-            .map_err(Error::InvalidSettings)?;
+        let mut description = result.map_err(Error::Describe)?.map_err(|mut why| {
+            bound(&mut why);
+            Error::InvalidSettings(why)
+        })?;
         if description.finalizer.as_deref() == Some("") {
             description.finalizer = None;
         }
@@ -452,7 +453,13 @@ impl Guest {
             .unwrap_or_default();
         let result = result
             .map_err(|e| classify(e, &store, &inner.limits, started))
-            .and_then(|r| r.map_err(|e| CallError::Guest(GuestError::from(e))))
+            .and_then(|r| {
+                r.map_err(|e| {
+                    let mut error = GuestError::from(e);
+                    bound(&mut error.message);
+                    CallError::Guest(error)
+                })
+            })
             .and_then(|response| {
                 let size = response_size(&response);
                 if size > inner.limits.max_response_bytes {
@@ -633,7 +640,11 @@ fn classify(
                 .join(" | ");
             CallError::Trap {
                 reason,
-                detail: (!detail.is_empty()).then_some(detail),
+                detail: (!detail.is_empty()).then(|| {
+                    let mut detail = detail;
+                    bound(&mut detail);
+                    detail
+                }),
                 frames: error
                     .downcast_ref::<wasmtime::WasmBacktrace>()
                     .map(guest_stack)
@@ -729,6 +740,18 @@ fn frame_text(text: &str) -> String {
 fn unix_seconds(at: SystemTime) -> u64 {
     at.duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |since| since.as_secs())
+}
+
+/// Cuts text a guest chose (its error message, what it printed before a
+/// trap) to the largest sink it may reach, a condition's message: a
+/// failure is held (health, rollout records, logs) and quoted at that size
+/// at most, whatever the guest sent; each sink cuts it further to its own.
+fn bound(text: &mut String) {
+    if let std::borrow::Cow::Owned(cut) =
+        crate::sink::cut(text, crate::sink::CONDITION_MESSAGE_BYTES)
+    {
+        *text = cut;
+    }
 }
 
 #[cfg(test)]

@@ -74,6 +74,7 @@ impl Health {
 
     /// Loading guest `name` failed (it may still run an older version).
     pub fn failed(&self, name: &str, why: String) {
+        let why = crate::sink::cut(&why, crate::sink::LOG_MESSAGE_BYTES).into_owned();
         let mut state = self.inner.lock().expect("health lock");
         state.guests.entry(name.to_owned()).or_default().failed = Some(why);
     }
@@ -81,6 +82,7 @@ impl Health {
     /// Fetching the module of guest `name` failed (it may still run an
     /// older version).
     pub fn fetch_failed(&self, name: &str, why: String) {
+        let why = crate::sink::cut(&why, crate::sink::LOG_MESSAGE_BYTES).into_owned();
         let mut state = self.inner.lock().expect("health lock");
         let guest = state.guests.entry(name.to_owned()).or_default();
         guest.failed = Some(why);

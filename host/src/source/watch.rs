@@ -536,7 +536,11 @@ impl Syncer {
         {
             return;
         }
-        tracing::error!(guest, "{message}");
+        tracing::error!(
+            guest,
+            "{}",
+            crate::sink::cut(&message, crate::sink::LOG_MESSAGE_BYTES)
+        );
         self.guest_event(guest, reference, EventType::Warning, reason, message);
         self.attempted.insert(guest.to_string(), (input, true));
     }
@@ -545,7 +549,10 @@ impl Syncer {
         if self.last_list_error.as_deref() == Some(message.as_str()) {
             return;
         }
-        tracing::error!("{message}");
+        tracing::error!(
+            "{}",
+            crate::sink::cut(&message, crate::sink::LOG_MESSAGE_BYTES)
+        );
         if let Some(cm) = cm {
             self.event(
                 &cm.object_ref(&()),

@@ -722,11 +722,7 @@ async fn install(client: &Client, guest_dir: &Path, reference: Option<&str>) -> 
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    for file in [
-        "host/namespace.yaml",
-        "rbac/roles.yaml",
-        "host/binding.yaml",
-    ] {
+    for file in ["host/namespace.yaml", "rbac/roles.yaml"] {
         apply_file(client, &deploy.join(file), NS).await?;
     }
     // The host runs here as the user `wasmop-host`, not as the in-cluster

@@ -16,7 +16,7 @@ use crate::controller::context::{Context, queue_key};
 use crate::controller::related::RelatedBounds;
 use crate::controller::shadow::Shadow;
 use crate::controller::status;
-use crate::rollout::Assignment;
+use crate::rollout::{Assignment, Tracker};
 use crate::rollout::tracker::shows;
 use crate::runtime::Guest;
 use crate::validate::{self, ParentScope, Rules, Validated};
@@ -65,6 +65,10 @@ pub(super) async fn call(
         ctx.events
             .warn(&reference, Reason::OutboundRefused, message);
     }
+    // A shadow keeps the stable answer as the guest gave it (its text).
+    let given = shadow
+        .as_ref()
+        .and_then(|_| reply.result.as_ref().ok().cloned());
     let answer = reply.result.map_err(ReconcileError::from).and_then(|raw| {
         validate::validate(
             Rules {
@@ -80,29 +84,35 @@ pub(super) async fn call(
         .map_err(ReconcileError::from)
     });
     if let Some(shadow) = shadow {
-        shadow.stable_answered(answer.as_ref().map_err(ToString::to_string), wire);
+        let stable = match (&answer, given) {
+            (Ok(_), Some(given)) => Ok(given),
+            (Err(e), _) => Err(e.to_string()),
+            (Ok(_), None) => unreachable!("a valid answer was given"),
+        };
+        shadow.stable_answered(stable, wire);
     }
     let answer = answer?;
     if let Assignment::Candidate { tracker, .. } = assignment {
         let uid = parent.uid().unwrap_or_default();
         let key = queue_key(parent.metadata.namespace.as_deref(), &parent.name_any());
-        match tracker.ready_condition() {
-            Some(condition) => {
-                let before = parent
-                    .data
-                    .get("status")
-                    .and_then(serde_json::Value::as_object);
-                tracker.answered(
-                    &uid,
-                    &key,
-                    shows(before, &condition),
-                    shows(answer.status.as_ref(), &condition),
-                );
-            }
-            None => tracker.answered(&uid, &key, None, None),
-        }
+        let ready = tracker
+            .ready_condition()
+            .and_then(|condition| shows(answer.status.as_ref(), &condition));
+        tracker.answered(&uid, &key, ready_before(parent, tracker), ready);
     }
     Ok(answer)
+}
+
+/// What `parent` shows of the ready condition `tracker` watches before the
+/// candidate's answer is written: True, False, or `None` (no condition
+/// watched, or none shown).
+pub(super) fn ready_before(parent: &DynamicObject, tracker: &Tracker) -> Option<bool> {
+    let condition = tracker.ready_condition()?;
+    let status = parent
+        .data
+        .get("status")
+        .and_then(serde_json::Value::as_object);
+    shows(status, &condition)
 }
 
 /// The shadow of a shadowed candidate beside this call: the same request,
@@ -121,12 +131,11 @@ fn shadow(
     else {
         return None;
     };
-    let reference = status::reference(parent, ctx);
     let shadow = |own| {
         Shadow::new(
             ctx.shadow.clone(),
-            reference,
             parent,
+            guest,
             candidate,
             tracker,
             own,

@@ -20,10 +20,11 @@ use serde_json::Value;
 
 use super::ReconcileError;
 use crate::controller::context::Context;
+use crate::controller::discovery::ResolvedKind;
 use crate::controller::index::ChildKey;
 use crate::controller::progress;
 use crate::controller::related::{RelatedBounds, RelatedTooLarge};
-use crate::model::Request;
+use crate::model::{Description, Request};
 use crate::runtime::Guest;
 
 /// How long a reconcile waits for the caches' first lists before it fails
@@ -54,12 +55,19 @@ pub(super) async fn gather(
     latest: Option<&DynamicObject>,
 ) -> Result<Gathered, ReconcileError> {
     // Never decide on half-filled caches: a child that is merely not listed
-    // yet would look missing (and be re-created) or unwanted.
+    // yet would look missing (and be re-created) or unwanted. Only the
+    // kinds this version declares: during a rollout the caches also hold
+    // the other version's, whose watch is no concern of this one.
+    let description = guest.description();
     ctx.children
-        .wait_ready(CHILD_CACHE_TIMEOUT, &ctx.child_kind_names)
+        .wait_ready(CHILD_CACHE_TIMEOUT, &ctx.child_kind_names, |i| {
+            declares_child(description, &ctx.kinds.children[i])
+        })
         .await?;
     ctx.related
-        .wait_ready(CHILD_CACHE_TIMEOUT, &ctx.related_kind_names)
+        .wait_ready(CHILD_CACHE_TIMEOUT, &ctx.related_kind_names, |i| {
+            description.related.contains(&ctx.kinds.related[i].1)
+        })
         .await?;
     let uid = parent.uid().unwrap_or_default();
     let observed = ctx.children.children_of(&uid);
@@ -91,12 +99,7 @@ pub(super) fn request_for(
     deleting: bool,
 ) -> Result<(Request, Vec<Arc<DynamicObject>>), RelatedTooLarge> {
     let description = guest.description();
-    let declared = |kind: usize| {
-        description
-            .children
-            .iter()
-            .any(|c| c.kind.same_resource(&ctx.kinds.children[kind].kind))
-    };
+    let declared = |kind: usize| declares_child(description, &ctx.kinds.children[kind]);
     let related = ctx.related.objects_of_declared(
         parent,
         |d| description.related.contains(d),
@@ -113,6 +116,14 @@ pub(super) fn request_for(
         ctx.settings.secret_values,
     );
     Ok((request, related))
+}
+
+/// Whether `description` declares the watched child kind `kind`.
+fn declares_child(description: &Description, kind: &ResolvedKind) -> bool {
+    description
+        .children
+        .iter()
+        .any(|c| c.kind.same_resource(&kind.kind))
 }
 
 /// Each observed child's key and resourceVersion.

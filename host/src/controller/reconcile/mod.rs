@@ -128,6 +128,7 @@ async fn run(parent: &DynamicObject, ctx: &Arc<Context>) -> Result<Outcome, Reco
             &uid,
             &key,
             crate::sink::one_line(&format!("{}: {e}", e.reason()), 200),
+            call::ready_before(parent, tracker),
         );
     }
     result

@@ -77,6 +77,7 @@ impl Wasi {
                 .lines()
                 .filter(|l| !l.trim().is_empty())
             {
+                let line = crate::sink::cut(line, crate::sink::LOG_MESSAGE_BYTES);
                 tracing::info!(guest, stream, "{line}");
             }
         }
