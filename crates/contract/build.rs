@@ -12,7 +12,10 @@ fn main() {
         .filter_map(|entry| {
             let name = entry.ok()?.file_name().into_string().ok()?;
             let version = name.strip_prefix("operator@")?.to_owned();
-            let parts: Vec<u64> = version.split('.').map(|p| p.parse().ok()).collect::<Option<_>>()?;
+            let parts: Vec<u64> = version
+                .split('.')
+                .map(|p| p.parse().ok())
+                .collect::<Option<_>>()?;
             Some((parts, name))
         })
         .max()

@@ -64,6 +64,54 @@ pub enum GuestIdentity {
     },
 }
 
+/// The User-Agent of the requests made for guest `name`.
+pub fn guest_user_agent(name: &str) -> String {
+    format!("{} guest/{name}", user_agent())
+}
+
+/// `config` acting for guest `name` under `identity`: impersonating its
+/// ServiceAccount under [`GuestIdentity::Impersonate`], as itself
+/// otherwise.
+pub fn acting_as(config: &kube::Config, name: &str, identity: &GuestIdentity) -> kube::Config {
+    let mut config = config.clone();
+    if let GuestIdentity::Impersonate { namespace } = identity {
+        config.auth_info.impersonate = Some(guest_user(namespace, name));
+        config.auth_info.impersonate_groups = None;
+        config.auth_info.impersonate_uid = None;
+        config.auth_info.impersonate_user_extra = None;
+    }
+    config
+}
+
+/// A client for the requests `wasmop plan` makes for guest `name`: as the
+/// host would make them, with the guest's User-Agent and identity (its
+/// ServiceAccount in `identity`'s namespace, or the kubeconfig context's
+/// when it names none).
+pub fn planning_client(
+    config: &kube::Config,
+    name: &str,
+    identity: &GuestIdentity,
+) -> kube::Result<kube::Client> {
+    let identity = match identity {
+        GuestIdentity::Impersonate { namespace } if namespace.is_empty() => {
+            GuestIdentity::Impersonate {
+                namespace: config.default_namespace.clone(),
+            }
+        }
+        other => other.clone(),
+    };
+    let mut config = acting_as(config, name, &identity);
+    config
+        .headers
+        .retain(|(header, _)| header != http::header::USER_AGENT);
+    let agent = HeaderValue::from_str(&guest_user_agent(name))
+        .unwrap_or_else(|_| HeaderValue::from_static("wasmop"));
+    config
+        .headers
+        .push((HeaderName::from_static("user-agent"), agent));
+    kube::Client::try_from(config)
+}
+
 /// The ServiceAccount a guest acts as under [`GuestIdentity::Impersonate`].
 pub fn guest_service_account(guest: &str) -> String {
     format!("wasmop-guest-{guest}")
@@ -317,18 +365,11 @@ impl Clients {
         fence: &Leadership,
         duty: Option<&str>,
     ) -> kube::Result<kube::Client> {
-        let mut config = self.config.clone();
-        if let GuestIdentity::Impersonate { namespace } = &self.identity {
-            config.auth_info.impersonate = Some(guest_user(namespace, name));
-            config.auth_info.impersonate_groups = None;
-            config.auth_info.impersonate_uid = None;
-            config.auth_info.impersonate_user_extra = None;
-        }
         build(
-            &config,
+            &acting_as(&self.config, name, &self.identity),
             match duty {
-                Some(duty) => format!("{} guest/{name} {duty}", user_agent()),
-                None => format!("{} guest/{name}", user_agent()),
+                Some(duty) => format!("{} {duty}", guest_user_agent(name)),
+                None => guest_user_agent(name),
             },
             name,
             &self.metrics,

@@ -15,6 +15,19 @@
 //! create is a dry-run create, so a taken name or an invalid object shows
 //! as a failure. The guest's outbound requests are refused. Nothing is
 //! written.
+//!
+//! What the host would write is decided by the reconcile's own plan stage
+//! ([`crate::controller::reconcile::plan`]): the same stamping, drift check,
+//! `keep` and prunes. The requests go out with the client the host would
+//! use for the guest: its User-Agent and, under per-guest identity, its
+//! ServiceAccount, so a write its roles forbid plans as a failure.
+//!
+//! A plan is bounded whatever the guest answers: each value shown is cut to
+//! [`diff::MAX_VALUE_BYTES`], at most [`MAX_FIELDS_PER_PARENT`] changed
+//! fields are listed for a parent, each failure is cut to
+//! [`MAX_ERROR_BYTES`], and once [`MAX_DETAIL_BYTES`] of details are held
+//! the parents that follow keep their verdict alone; what is left out is
+//! counted and said.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -25,21 +38,33 @@ use kube::{Client, ResourceExt};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::controller::apply::{self, Owner};
+use crate::controller::apply;
 use crate::controller::discovery::{self, ResolvedKind};
 use crate::controller::index::controller_uid;
 use crate::controller::reconcile::gather;
+use crate::controller::reconcile::plan;
 use crate::model::{Description, Event};
 use crate::protected::ProtectedObjects;
 use crate::rollout::diff::{self, Change};
 use crate::runtime::Guest;
-use crate::validate::{self, GUEST_LABEL, ParentScope, Rules, Validated};
+use crate::validate::{self, GUEST_LABEL, ParentScope, Rules};
 use wasmop_contract::names::field_manager;
 
 /// Guest calls of a plan that run at once.
 const CALLS_AT_ONCE: usize = 4;
 /// Dry-run applies of a plan in flight at once.
 const DRY_RUNS_AT_ONCE: usize = 8;
+
+/// Changed fields listed for one parent at most (its children's and its
+/// status'); the rest are counted.
+pub const MAX_FIELDS_PER_PARENT: usize = 100;
+
+/// The longest failure a parent's plan quotes.
+pub const MAX_ERROR_BYTES: usize = 1024;
+
+/// Details (changed fields, Events) a whole plan holds at most, as JSON
+/// text; the parents planned after that keep their verdict alone.
+pub const MAX_DETAIL_BYTES: usize = 4 << 20;
 
 /// Why a plan could not be made (a parent's failure is part of the plan).
 #[derive(Debug, thiserror::Error)]
@@ -140,6 +165,13 @@ pub struct ParentPlan {
     /// Why the reconcile would fail.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Changed fields and Events not listed (the plan's bounds).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub left_out: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// The counts of a plan.
@@ -154,6 +186,8 @@ pub struct Summary {
     pub change: usize,
     /// Parents whose reconcile would fail.
     pub fail: usize,
+    /// Changed fields and Events the plan does not list (its bounds).
+    pub left_out: usize,
 }
 
 /// A whole plan (`wasmop plan -o json`).
@@ -223,6 +257,15 @@ impl Plan {
                     e.event_type, e.reason, e.message
                 );
             }
+        }
+        if self.summary.left_out > 0 {
+            let _ = writeln!(
+                out,
+                "plan: {} changed fields and Events are left out (at most {MAX_FIELDS_PER_PARENT} fields a parent, {} bytes a value, {} MiB of details in all)",
+                self.summary.left_out,
+                diff::MAX_VALUE_BYTES,
+                MAX_DETAIL_BYTES >> 20
+            );
         }
         out.push_str(&self.summary_line());
         out.push('\n');
@@ -307,6 +350,7 @@ pub async fn plan(client: &Client, inputs: Inputs<'_>) -> Result<Plan, Error> {
         secret_values: inputs.secret_values,
         protected: inputs.protected.clone(),
         client: client.clone(),
+        budget: std::sync::atomic::AtomicUsize::new(MAX_DETAIL_BYTES),
     });
     let related = Arc::new(related);
     let planned: Vec<ParentPlan> = futures::stream::iter(parents.into_iter().map(|parent| {
@@ -324,6 +368,7 @@ pub async fn plan(client: &Client, inputs: Inputs<'_>) -> Result<Plan, Error> {
         ..Summary::default()
     };
     for p in &planned {
+        summary.left_out += p.left_out;
         match p.result {
             Verdict::Unchanged => summary.unchanged += 1,
             Verdict::Change => summary.change += 1,
@@ -347,6 +392,8 @@ struct Shared {
     secret_values: bool,
     protected: ProtectedObjects,
     client: Client,
+    /// Bytes of details the plan may still hold.
+    budget: std::sync::atomic::AtomicUsize,
 }
 
 /// Every object of `kind` in `namespace` (all: `None`), with its
@@ -446,10 +493,14 @@ async fn plan_parent(
         status: Vec::new(),
         events: Vec::new(),
         error: None,
+        left_out: 0,
     };
     if let Some(e) = too_large {
         planned.result = Verdict::Fail;
-        planned.error = Some(format!("{}: {e}", wasmop_contract::Reason::RelatedTooLarge));
+        planned.error = Some(cut_error(format!(
+            "{}: {e}",
+            wasmop_contract::Reason::RelatedTooLarge
+        )));
         return Ok(planned);
     }
     let guest = ctx.guest.clone();
@@ -484,18 +535,46 @@ async fn plan_parent(
         Ok(answer) => answer,
         Err(error) => {
             planned.result = Verdict::Fail;
-            planned.error = Some(error);
+            planned.error = Some(cut_error(error));
             return Ok(planned);
         }
     };
-    compare(&ctx, &parent, &observed, &answer, &mut planned).await;
+    let observed: Vec<(usize, Arc<DynamicObject>)> = observed
+        .into_iter()
+        .map(|(kind, o)| (kind, Arc::new(o)))
+        .collect();
+    let steps = plan::plan(
+        plan::Inputs {
+            parent: &parent,
+            primary: &ctx.primary.resource,
+            children: &ctx.kinds,
+            guest: &ctx.name,
+            // The shard label is outside the desired hash and a plan
+            // compares what the guest's answer changes.
+            shard: None,
+            observed: &observed,
+        },
+        &answer,
+        &crate::controller::status::now_rfc3339(),
+    )
+    .steps;
+    let mut fields = Fields::new(&ctx.budget);
+    dry_run_steps(&ctx, &parent, steps, &mut planned, &mut fields).await;
     let (now, then) = crate::controller::status::status_change(&parent, answer.status.as_ref());
-    planned.status = diff::changes(&now, &then);
-    planned.events = answer.events;
+    planned.status = fields.changes(&now, &then);
+    for event in answer.events {
+        if fields.take(event.reason.len() + event.message.len()) {
+            planned.events.push(event);
+        } else {
+            fields.left_out += 1;
+        }
+    }
+    planned.left_out = fields.left_out;
     let changes = !planned.create.is_empty()
         || !planned.delete.is_empty()
         || !planned.change.is_empty()
-        || !planned.status.is_empty();
+        || !planned.status.is_empty()
+        || planned.left_out > 0;
     if planned.error.is_some() {
         planned.result = Verdict::Fail;
     } else if changes {
@@ -504,67 +583,109 @@ async fn plan_parent(
     Ok(planned)
 }
 
-/// Fills in the children to create, change and delete.
-async fn compare(
-    ctx: &Shared,
-    parent: &DynamicObject,
-    observed: &[(usize, DynamicObject)],
-    answer: &Validated,
-    planned: &mut ParentPlan,
-) {
-    let uid = parent.uid().unwrap_or_default();
-    let name = parent.name_any();
-    let owner = Owner {
-        api_version: &ctx.primary.resource.api_version,
-        kind: &ctx.primary.resource.kind,
-        name: &name,
-        uid: &uid,
-        namespace: parent.metadata.namespace.as_deref(),
-        // The shard label is outside the desired hash and a plan compares
-        // what the guest's answer changes.
-        shard: None,
-    };
-    let mut kept = vec![false; observed.len()];
-    let mut dry_runs = Vec::new();
-    let mut creates = Vec::new();
-    for child in &answer.children {
-        let Some(kind) = ctx
-            .kinds
-            .iter()
-            .position(|k| k.kind.matches(&child.api_version, &child.kind))
-        else {
-            continue;
-        };
-        let stamped = apply::stamp(child, owner, &ctx.name);
-        let reference = ChildRef {
-            api_version: child.api_version.clone(),
-            kind: child.kind.clone(),
-            name: child.name.clone(),
-        };
-        let namespace = if child.cluster_scoped {
-            None
-        } else {
-            parent.metadata.namespace.clone()
-        };
-        match observed
-            .iter()
-            .position(|(k, o)| *k == kind && o.name_any() == child.name)
-        {
-            None => creates.push((reference, kind, namespace, stamped)),
-            Some(i) => {
-                kept[i] = true;
-                if apply::drift(&stamped, &observed[i].1).is_some() {
-                    dry_runs.push((reference, kind, namespace, stamped, &observed[i].1));
-                }
-            }
+/// `error` cut to [`MAX_ERROR_BYTES`].
+fn cut_error(error: String) -> String {
+    crate::sink::cut(&error, MAX_ERROR_BYTES).into_owned()
+}
+
+/// The changed fields one parent's plan may still list: at most
+/// [`MAX_FIELDS_PER_PARENT`] of its own, within what the whole plan may
+/// still hold.
+struct Fields<'a> {
+    listed: usize,
+    left_out: usize,
+    budget: &'a std::sync::atomic::AtomicUsize,
+}
+
+impl<'a> Fields<'a> {
+    fn new(budget: &'a std::sync::atomic::AtomicUsize) -> Self {
+        Self {
+            listed: 0,
+            left_out: 0,
+            budget,
         }
     }
-    for (i, (kind, child)) in observed.iter().enumerate() {
-        let keep = answer.keep.iter().any(|k| {
-            k.name == child.name_any() && ctx.kinds[*kind].kind.matches(&k.api_version, &k.kind)
-        });
-        if !kept[i] && !keep {
-            planned.delete.push(child_ref(child));
+
+    /// Takes `bytes` of the plan's budget for one more detail; `false`
+    /// when the parent or the plan holds no more.
+    fn take(&mut self, bytes: usize) -> bool {
+        use std::sync::atomic::Ordering;
+        if self.listed >= MAX_FIELDS_PER_PARENT {
+            return false;
+        }
+        let taken = self
+            .budget
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
+                left.checked_sub(bytes)
+            })
+            .is_ok();
+        if taken {
+            self.listed += 1;
+        }
+        taken
+    }
+
+    /// The changed fields between `before` and `after` this parent may
+    /// still list; the others counted as left out.
+    fn changes(&mut self, before: &Value, after: &Value) -> Vec<Change> {
+        let room = MAX_FIELDS_PER_PARENT.saturating_sub(self.listed);
+        let (found, more) = diff::changes_bounded(before, after, room);
+        self.left_out += more;
+        let mut listed = Vec::new();
+        for change in found {
+            let bytes = change.path.len()
+                + change.before.as_ref().map_or(0, |v| v.to_string().len())
+                + change.after.as_ref().map_or(0, |v| v.to_string().len());
+            if self.take(bytes) {
+                listed.push(change);
+            } else {
+                self.left_out += 1;
+            }
+        }
+        listed
+    }
+}
+
+/// Dry-runs the writes `steps` plans: a create or an apply as the host
+/// would send it, and the deletes; fills in the children to create,
+/// change and delete, and the first refusal.
+async fn dry_run_steps(
+    ctx: &Shared,
+    parent: &DynamicObject,
+    steps: Vec<plan::Step<'_>>,
+    planned: &mut ParentPlan,
+    fields: &mut Fields<'_>,
+) {
+    let mut dry_runs = Vec::new();
+    let mut creates = Vec::new();
+    for step in steps {
+        match step {
+            plan::Step::Write {
+                kind,
+                stamped,
+                observed,
+                cluster_scoped,
+                ..
+            } => {
+                let reference = ChildRef {
+                    api_version: ctx.kinds[kind].resource.api_version.clone(),
+                    kind: ctx.kinds[kind].resource.kind.clone(),
+                    name: stamped["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                };
+                let namespace = if cluster_scoped {
+                    None
+                } else {
+                    parent.metadata.namespace.clone()
+                };
+                match observed {
+                    None => creates.push((reference, kind, namespace, stamped)),
+                    Some(live) => dry_runs.push((reference, kind, namespace, stamped, live)),
+                }
+            }
+            plan::Step::Prune { child, .. } => planned.delete.push(child_ref(&child)),
         }
     }
     // A create runs as a dry run too: a name taken, a protected or an
@@ -583,17 +704,17 @@ async fn compare(
             Ok(_) => planned.create.push(reference),
             Err(e) => {
                 planned.error.get_or_insert_with(|| {
-                    format!(
+                    cut_error(format!(
                         "ApplyFailed: the dry run of creating {} {} was refused: {e}",
                         reference.kind, reference.name
-                    )
+                    ))
                 });
             }
         }
     }
     let results: Vec<_> = futures::stream::iter(dry_runs.into_iter().map(
         |(reference, kind, namespace, stamped, live)| async move {
-            let result = dry_run(ctx, kind, namespace.as_deref(), &stamped, live).await;
+            let result = dry_run(ctx, kind, namespace.as_deref(), &stamped, &live).await;
             (reference, live, result)
         },
     ))
@@ -603,10 +724,10 @@ async fn compare(
     for (reference, live, result) in results {
         match result {
             Ok(applied) => {
-                let fields = diff::changes(&comparable(live), &comparable(&applied));
-                if !fields.is_empty() {
-                    let fields = if reference.kind == "Secret" {
-                        fields
+                let changed = fields.changes(&comparable(&live), &comparable(&applied));
+                if !changed.is_empty() {
+                    let changed = if reference.kind == "Secret" {
+                        changed
                             .into_iter()
                             .map(|c| Change {
                                 path: c.path,
@@ -615,20 +736,20 @@ async fn compare(
                             })
                             .collect()
                     } else {
-                        fields
+                        changed
                     };
                     planned.change.push(ChildChange {
                         child: reference,
-                        fields,
+                        fields: changed,
                     });
                 }
             }
             Err(e) => {
                 planned.error.get_or_insert_with(|| {
-                    format!(
+                    cut_error(format!(
                         "ApplyFailed: the dry run of {} {} was refused: {e}",
                         reference.kind, reference.name
-                    )
+                    ))
                 });
             }
         }

@@ -912,7 +912,13 @@ mod tests {
                 .into_iter()
                 .flat_map(|r| r.resources.unwrap_or_default())
                 .collect();
-            for resource in ["caches", "caches/status", "deployments", "configmaps", "events"] {
+            for resource in [
+                "caches",
+                "caches/status",
+                "deployments",
+                "configmaps",
+                "events",
+            ] {
                 assert!(resources.contains(&resource.to_owned()), "{resources:?}");
             }
             let binding: RoleBinding = serde_json::from_value(named(
@@ -949,7 +955,9 @@ mod tests {
             assert_eq!(account["metadata"]["namespace"], "wasmop-system");
             let cluster: ClusterRoleBinding = serde_json::from_value(
                 docs.iter()
-                    .find(|d| d["kind"] == "ClusterRoleBinding" && d["metadata"]["name"] == "wasmop")
+                    .find(|d| {
+                        d["kind"] == "ClusterRoleBinding" && d["metadata"]["name"] == "wasmop"
+                    })
                     .unwrap()
                     .clone(),
             )

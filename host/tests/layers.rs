@@ -54,7 +54,10 @@ fn layers(heading: &str) -> Vec<(String, Vec<String>)> {
     assert!(layers.len() > 1, "no layers under {heading:?}: {section}");
     let mut seen = BTreeSet::new();
     for module in layers.iter().flat_map(|(_, modules)| modules) {
-        assert!(seen.insert(module), "{module} is in two layers of {heading:?}");
+        assert!(
+            seen.insert(module),
+            "{module} is in two layers of {heading:?}"
+        );
     }
     layers.reverse();
     layers

@@ -99,6 +99,9 @@ reasons! {
     InvalidGuestList,
     /// Loading failed for another reason.
     GuestLoadFailed,
+    /// The guest's `concurrency` did not fit in its share of the instance
+    /// pool beside the other guests': it runs with less, or not at all.
+    GuestPoolShare,
     /// A guest started.
     GuestStarted,
     /// A guest's module version was swapped.

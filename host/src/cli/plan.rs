@@ -44,6 +44,14 @@ pub struct PlanArgs {
     /// Directory for compiled modules (the host's `--cache-dir`).
     #[arg(long, env = "WASMOP_CACHE_DIR")]
     pub cache_dir: Option<PathBuf>,
+    /// The host's `--guest-identity`: with `impersonate`, the plan's
+    /// requests impersonate the guest's ServiceAccount as the host's would,
+    /// so a write its roles forbid plans as a failure.
+    #[arg(long, value_enum, default_value = "host")]
+    pub guest_identity: super::IdentityMode,
+    /// The host's `--guest-namespace` (default: the guest list's namespace).
+    #[arg(long, value_name = "NAMESPACE")]
+    pub guest_namespace: Option<String>,
 }
 
 /// Runs `wasmop plan`.
@@ -81,7 +89,8 @@ async fn run(args: PlanArgs) -> anyhow::Result<crate::plan::Plan> {
                 args.guests_configmap
             )
         })?;
-    let client = kube::Client::try_from(config(args.kubeconfig.as_ref()).await?)?;
+    let kubeconfig = config(args.kubeconfig.as_ref()).await?;
+    let client = kube::Client::try_from(kubeconfig.clone())?;
     let entry = list_entry(&client, &list_ns, &list_name, name).await?;
     let (limits, entry_settings, controller) = match &entry {
         Some(entry) => (
@@ -142,8 +151,19 @@ async fn run(args: PlanArgs) -> anyhow::Result<crate::plan::Plan> {
             ProtectedRef::config_map(&list_ns, &crate::rollout::record::status_name(&list_name)),
         ],
     );
+    // The guest's requests as the host would make them.
+    let identity = match args.guest_identity {
+        super::IdentityMode::Host => crate::client::GuestIdentity::Host,
+        super::IdentityMode::Impersonate => crate::client::GuestIdentity::Impersonate {
+            namespace: args
+                .guest_namespace
+                .clone()
+                .unwrap_or_else(|| list_ns.clone()),
+        },
+    };
+    let guest_client = crate::client::planning_client(&kubeconfig, name, &identity)?;
     let plan = crate::plan::plan(
-        &client,
+        &guest_client,
         crate::plan::Inputs {
             host_namespace: Some(&list_ns),
             name,

@@ -71,7 +71,9 @@ pub(super) fn rbac(args: &RbacArgs) -> anyhow::Result<()> {
         let (name, list) = name_and_value("--namespaces", n)?;
         for namespace in list.split(',').map(str::trim).filter(|ns| !ns.is_empty()) {
             crate::validate::names::dns_label(namespace).map_err(|why| {
-                anyhow::anyhow!("--namespaces {name}={list}: {namespace:?} is not a namespace name: {why}")
+                anyhow::anyhow!(
+                    "--namespaces {name}={list}: {namespace:?} is not a namespace name: {why}"
+                )
             })?;
             confined
                 .entry(name.to_owned())

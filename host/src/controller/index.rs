@@ -399,13 +399,19 @@ mod tests {
         index.apply(0, &watcher::Event::Init);
         index.apply(0, &watcher::Event::InitDone);
         assert_eq!(
-            index.wait_ready(Duration::from_millis(50), &kinds, |_| true).await,
+            index
+                .wait_ready(Duration::from_millis(50), &kinds, |_| true)
+                .await,
             Err(NotReady::Timeout(Duration::from_millis(50)))
         );
         let waiter = {
             let index = index.clone();
             let kinds = kinds.clone();
-            tokio::spawn(async move { index.wait_ready(Duration::from_secs(5), &kinds, |_| true).await })
+            tokio::spawn(async move {
+                index
+                    .wait_ready(Duration::from_secs(5), &kinds, |_| true)
+                    .await
+            })
         };
         tokio::task::yield_now().await;
         index.apply(1, &watcher::Event::Init);
@@ -430,7 +436,9 @@ mod tests {
         index.apply(1, &watcher::Event::InitDone);
         assert_eq!(index.error(1), None);
         assert_eq!(
-            index.wait_ready(Duration::from_secs(5), &kinds, |_| true).await,
+            index
+                .wait_ready(Duration::from_secs(5), &kinds, |_| true)
+                .await,
             Ok(())
         );
     }

@@ -67,6 +67,10 @@ pub enum Error {
     /// watch, or the claim could not be read or written.
     #[error(transparent)]
     Claim(#[from] crate::claims::Error),
+    /// The guest's share of the instance pool does not fit beside the
+    /// other guests'.
+    #[error(transparent)]
+    PoolFull(#[from] crate::runtime::shares::PoolFull),
     /// The stable version of a rollout to resume cannot be fetched again.
     #[error(
         "the rollout's stable module sha256 {digest} cannot be fetched again ({why}): the guest starts once it can, or once its entry's rollout strategy is Immediate"
@@ -110,6 +114,7 @@ impl Error {
                 crate::claims::Error::Api { .. } | crate::claims::Error::Contended { .. },
             ) => Reason::GuestLoadFailed,
             Self::RolloutKindsChanged(_) => Reason::RolloutKindsChanged,
+            Self::PoolFull(_) => Reason::GuestPoolShare,
             Self::StableUnavailable { .. } | Self::StableNotPinned { .. } => {
                 Reason::RolloutStableUnavailable
             }

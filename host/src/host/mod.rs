@@ -78,6 +78,9 @@ pub struct Host {
     list: Option<String>,
     /// The units of work of the guests, spread over the replicas.
     units: Units,
+    /// The guests whose share of the instance pool holds fewer reconciles
+    /// at once than their entry asks: (asked, granted).
+    clamped: HashMap<String, (u16, u16)>,
 }
 
 impl Host {
@@ -99,6 +102,7 @@ impl Host {
             board: None,
             host_namespace: None,
             list: None,
+            clamped: HashMap::new(),
         }
     }
 
@@ -227,10 +231,24 @@ impl Host {
     /// Starts `spec`, or swaps it in if a guest of that name runs. Every
     /// change and failure is counted (`wasmop_guest_swaps_total`) and
     /// reaches the health state.
-    pub async fn upsert(&mut self, spec: GuestSpec) -> Result<Change, Error> {
+    pub async fn upsert(&mut self, mut spec: GuestSpec) -> Result<Change, Error> {
         let name = spec.name.clone();
         let old = self.current(&name).map(|g| g.digest().to_owned());
-        let result = self.upsert_inner(spec).await;
+        // The guest runs with the concurrency its share of the instance
+        // pool allows beside the other guests' (said once, when it changes).
+        let asked = spec.controller.concurrency;
+        let result = match self.runtime.shares().fit(&name, asked) {
+            Ok(granted) => {
+                spec.controller.concurrency = granted;
+                let result = self.upsert_inner(spec).await;
+                if result.is_ok() {
+                    self.runtime.shares().hold(&name, granted);
+                    self.note_share(&name, asked, granted);
+                }
+                result
+            }
+            Err(full) => Err(Error::PoolFull(full)),
+        };
         // `wasmop_guest_info` follows the guest's versions (its rollout
         // shows them).
         let metrics = self.runtime.metrics();
@@ -311,9 +329,36 @@ impl Host {
         self.replace(spec).await
     }
 
+    /// Records that `name` asked `asked` reconciles at once and got
+    /// `granted`, and says so when that changes.
+    fn note_share(&mut self, name: &str, asked: u16, granted: u16) {
+        let clamp = (granted < asked).then_some((asked, granted));
+        if self.clamped.get(name).copied() == clamp {
+            return;
+        }
+        match clamp {
+            Some(_) => {
+                tracing::warn!(guest = %name, asked, granted, "the guest runs {granted} reconciles at once, not the {asked} its entry asks: its share of the instance pool beside the other guests' holds no more (raise --instance-pool)");
+                self.clamped.insert(name.to_owned(), (asked, granted));
+            }
+            None => {
+                self.clamped.remove(name);
+            }
+        }
+    }
+
+    /// When guest `name` runs fewer reconciles at once than its entry asks
+    /// (its share of the instance pool holds no more): what it asked and
+    /// what it got.
+    pub fn clamped(&self, name: &str) -> Option<(u16, u16)> {
+        self.clamped.get(name).copied()
+    }
+
     /// Stops a guest's controller; its children stay as they are.
     pub fn remove(&mut self, name: &str) -> bool {
         self.health.removed(name);
+        self.runtime.shares().release(name);
+        self.clamped.remove(name);
         if let Some(webhooks) = &self.webhooks {
             webhooks.remove(name);
         }

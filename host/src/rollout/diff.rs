@@ -44,22 +44,52 @@ pub fn short(value: &Value) -> String {
 /// objects key by key, arrays element by element (extra elements as added
 /// or removed), anything else as a whole.
 pub fn changes(before: &Value, after: &Value) -> Vec<Change> {
-    let mut out = Vec::new();
-    walk_until(
-        &mut String::new(),
-        Some(before),
-        Some(after),
-        &mut out,
-        usize::MAX,
-    );
-    out
+    changes_bounded(before, after, usize::MAX).0
+}
+
+/// The first `limit` fields that differ between `before` and `after` (as
+/// [`changes`]), each value whose JSON text is longer than
+/// [`MAX_VALUE_BYTES`] shown cut, and how many more differ.
+pub fn changes_bounded(before: &Value, after: &Value, limit: usize) -> (Vec<Change>, usize) {
+    let mut walk = Walk {
+        out: Vec::new(),
+        limit,
+        more: 0,
+        stop_at_limit: false,
+    };
+    walk.walk(&mut String::new(), Some(before), Some(after));
+    (walk.out, walk.more)
 }
 
 /// The first field that differs, if any (the walk stops there).
 pub fn first(before: &Value, after: &Value) -> Option<Change> {
-    let mut out = Vec::new();
-    walk_until(&mut String::new(), Some(before), Some(after), &mut out, 1);
-    out.pop()
+    let mut walk = Walk {
+        out: Vec::new(),
+        limit: 1,
+        more: 0,
+        stop_at_limit: true,
+    };
+    walk.walk(&mut String::new(), Some(before), Some(after));
+    walk.out.pop()
+}
+
+/// The longest value a change shows whole, as JSON text; a longer one
+/// becomes a string that says how long it was.
+pub const MAX_VALUE_BYTES: usize = 1024;
+
+/// `value`, or a short stand-in when its JSON text passes
+/// [`MAX_VALUE_BYTES`].
+fn shown(value: &Value) -> Value {
+    let text = value.to_string();
+    if text.len() <= MAX_VALUE_BYTES {
+        return value.clone();
+    }
+    let cut = text.floor_char_boundary(MAX_VALUE_BYTES / 2);
+    Value::String(format!(
+        "{}... ({} bytes of JSON, cut)",
+        &text[..cut],
+        text.len()
+    ))
 }
 
 /// A key as a JSON-pointer token, fit to show: `~` and `/` escaped, control
@@ -79,50 +109,57 @@ fn pointer_token(key: &str) -> String {
 /// Longest key shown in a pointer.
 const MAX_KEY: usize = 64;
 
-/// Collects the changes between `before` and `after` under `path`, at
-/// most `limit` of them.
-fn walk_until(
-    path: &mut String,
-    before: Option<&Value>,
-    after: Option<&Value>,
-    out: &mut Vec<Change>,
+/// A walk over two values, collecting their differences.
+struct Walk {
+    out: Vec<Change>,
+    /// How many differences are collected.
     limit: usize,
-) {
-    if out.len() >= limit {
-        return;
-    }
-    match (before, after) {
-        (Some(Value::Object(a)), Some(Value::Object(b))) => {
-            let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
-            keys.sort();
-            keys.dedup();
-            for key in keys {
-                let len = path.len();
-                path.push('/');
-                path.push_str(&pointer_token(key));
-                walk_until(path, a.get(key), b.get(key), out, limit);
-                path.truncate(len);
-            }
+    /// Differences past the limit, counted.
+    more: usize,
+    /// Whether the walk ends at the limit instead of counting the rest.
+    stop_at_limit: bool,
+}
+
+impl Walk {
+    /// Collects the changes between `before` and `after` under `path`.
+    fn walk(&mut self, path: &mut String, before: Option<&Value>, after: Option<&Value>) {
+        if self.stop_at_limit && self.out.len() >= self.limit {
+            return;
         }
-        (Some(Value::Array(a)), Some(Value::Array(b))) => {
-            for i in 0..a.len().max(b.len()) {
-                let len = path.len();
-                path.push('/');
-                path.push_str(&i.to_string());
-                walk_until(path, a.get(i), b.get(i), out, limit);
-                path.truncate(len);
+        match (before, after) {
+            (Some(Value::Object(a)), Some(Value::Object(b))) => {
+                let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
+                keys.sort();
+                keys.dedup();
+                for key in keys {
+                    let len = path.len();
+                    path.push('/');
+                    path.push_str(&pointer_token(key));
+                    self.walk(path, a.get(key), b.get(key));
+                    path.truncate(len);
+                }
             }
+            (Some(Value::Array(a)), Some(Value::Array(b))) => {
+                for i in 0..a.len().max(b.len()) {
+                    let len = path.len();
+                    path.push('/');
+                    path.push_str(&i.to_string());
+                    self.walk(path, a.get(i), b.get(i));
+                    path.truncate(len);
+                }
+            }
+            (a, b) if a == b => {}
+            _ if self.out.len() >= self.limit => self.more += 1,
+            (a, b) => self.out.push(Change {
+                path: if path.is_empty() {
+                    "/".to_owned()
+                } else {
+                    path.clone()
+                },
+                before: a.map(shown),
+                after: b.map(shown),
+            }),
         }
-        (a, b) if a == b => {}
-        (a, b) => out.push(Change {
-            path: if path.is_empty() {
-                "/".to_owned()
-            } else {
-                path.clone()
-            },
-            before: a.cloned(),
-            after: b.cloned(),
-        }),
     }
 }
 
@@ -160,6 +197,24 @@ mod tests {
         let found = changes(&before, &after);
         assert_eq!(found[0].path, "/a?b");
         assert_eq!(found[1].path.chars().count(), 1 + 64 + 3);
+    }
+
+    #[test]
+    fn a_bounded_walk_names_the_first_fields_counts_the_rest_and_cuts_long_values() {
+        let before = json!({"a": 1, "b": 1, "c": 1, "big": "x"});
+        let after = json!({"a": 2, "b": 2, "c": 2, "big": "y".repeat(4 << 20)});
+        let (shown, more) = changes_bounded(&before, &after, 2);
+        assert_eq!(
+            shown.iter().map(|c| c.path.as_str()).collect::<Vec<_>>(),
+            ["/a", "/b"]
+        );
+        assert_eq!(more, 2);
+        let (all, more) = changes_bounded(&before, &after, 10);
+        assert_eq!(more, 0);
+        let big = all.iter().find(|c| c.path == "/big").unwrap();
+        let text = big.after.as_ref().unwrap().to_string();
+        assert!(text.len() < MAX_VALUE_BYTES, "{} bytes", text.len());
+        assert!(text.contains("4194306 bytes of JSON, cut"), "{text}");
     }
 
     #[test]

@@ -29,6 +29,7 @@ pub mod compile;
 pub mod guest;
 pub mod limits;
 mod sandbox;
+pub mod shares;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -46,6 +47,7 @@ pub use compile::{CompileLimits, Compiler};
 pub use guest::{CallError, Guest};
 pub use limits::Limits;
 use sandbox::GuestState;
+pub use shares::Shares;
 
 /// How often the epoch advances. Deadlines are counted in these ticks, so a
 /// 1 s timeout fires between 1.00 and 1.01 s. Spin ticks every 10 ms too;
@@ -166,6 +168,8 @@ struct Inner {
     /// Milliseconds since `started` at the ticker's last tick.
     heartbeat: Arc<AtomicU64>,
     started: Instant,
+    /// Each guest's share of the instance pool.
+    shares: Shares,
 }
 
 impl Drop for Inner {
@@ -253,8 +257,14 @@ impl Runtime {
                 ticker: Some(ticker),
                 heartbeat,
                 started,
+                shares: Shares::new(pooled.then_some(slots)),
             }),
         })
+    }
+
+    /// Each guest's share of the instance pool.
+    pub fn shares(&self) -> &Shares {
+        &self.inner.shares
     }
 
     /// The wasmtime engine.

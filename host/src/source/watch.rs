@@ -403,6 +403,21 @@ impl Syncer {
                             message,
                         );
                     }
+                    if let (false, Some((asked, granted))) = (
+                        matches!(change, Change::Unchanged),
+                        host.clamped(&entry.name),
+                    ) {
+                        self.guest_event(
+                            &entry.name,
+                            &reference,
+                            EventType::Warning,
+                            Reason::GuestPoolShare,
+                            format!(
+                                "guest {:?} runs {granted} reconciles at once, not the {asked} its entry asks: its share of the instance pool beside the other guests' holds no more (raise --instance-pool)",
+                                entry.name
+                            ),
+                        );
+                    }
                     self.attempted.insert(entry.name.clone(), (input, false));
                 }
                 Err(e) => {

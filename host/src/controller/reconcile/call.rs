@@ -16,8 +16,8 @@ use crate::controller::context::{Context, queue_key};
 use crate::controller::related::RelatedBounds;
 use crate::controller::shadow::Shadow;
 use crate::controller::status;
-use crate::rollout::{Assignment, Tracker};
 use crate::rollout::tracker::shows;
+use crate::rollout::{Assignment, Tracker};
 use crate::runtime::Guest;
 use crate::validate::{self, ParentScope, Rules, Validated};
 
