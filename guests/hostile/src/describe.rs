@@ -85,6 +85,8 @@ fn primary() -> KindRef {
 /// | `related-cluster-scoped` | relates IngressClasses (cluster-scoped) |
 /// | `privileged-child` | a RoleBinding child (a kind that grants power) |
 /// | `privileged-related` | relates ServiceAccounts (a kind that grants power) |
+/// | `extra-kind` | [`honest`] and batch/v1 Jobs, a kind its identity may not watch |
+/// | `long-refusal` | refuses its settings with 2 MiB of text |
 pub fn describe(settings: &Settings) -> Result<Description, String> {
     let settings: HostileSettings = settings.get()?;
     let Some(attack) = settings.describe else {
@@ -160,6 +162,8 @@ pub fn describe(settings: &Settings) -> Result<Description, String> {
             "v1",
             "ServiceAccount",
         ))),
+        "extra-kind" => honest().child(ChildKind::namespaced(KindRef::new("batch", "v1", "Job"))),
+        "long-refusal" => return Err(crate::attack::long_error()),
         other => return Err(format!("unknown describe attack {other:?}")),
     })
 }

@@ -43,6 +43,13 @@
 //! | `http-hoard` | builds 100,000 8 KiB header maps through `wasi:http` and keeps them, status `{"hoard": "<kept> kept; <error>"}` | bound what a guest keeps on the host side, outside its memory cap |
 //! | `long-error` | fails (retryable) with a 2 MiB message of lines that look like the host's log lines | cut it to each sink's limit (Event note, condition, log line) and keep the log one line per record |
 //! | `sleep` | sleeps an hour (the WASI clock) | stop it at the deadline, though it waits in the host |
+//! | `bulk-slow` | busy 300 ms, then as `bulk` | (a slow shadow candidate beside `bulk`) |
+//! | `ready` | as `none`, the status showing the condition `Ready` True | apply it |
+//! | `fail-once-then-unready` | fails its first reconcile of a parent, then answers `Ready` False | as a canary candidate: roll it back once readiness breaks, though it failed less than allowed |
+//! | `bulk` | 20 ConfigMaps of 190 KiB (an answer of 4 MB), the same every call | keep what it holds of the answers bounded in bytes (the shadow queue) |
+//! | `wide-status` | a status of 40,000 fields | bound what `wasmop plan` lists and holds |
+//! | `refused-bulk` | as `bulk`, each ConfigMap with a data key the API server refuses: every answer 4 MB, every request small | keep what it holds of the answers bounded in bytes (the shadow queue) |
+//! | `refused-bulk-slow` | busy 300 ms, then as `refused-bulk` | (a slow shadow candidate beside `refused-bulk`) |
 //! | `echo-related` | status `{"related": [...], "observedSecrets": [...]}`: every related object and observed child Secret it got, as it got them | hand it Secret values only with `secretValues: true` |
 //!
 //! The setting `attack` makes every reconcile make that attack instead:
@@ -53,6 +60,7 @@
 
 pub mod attack;
 pub mod authority;
+pub mod bounds;
 pub mod describe;
 pub mod webhooks;
 
@@ -138,6 +146,19 @@ impl Operator for HostileGuest {
             "http-forged-trace" => attack::http_forged_trace(&name, target()),
             "long-error" => Err(Error::retryable(attack::long_error())),
             "oversized-status" => attack::oversized_status(&name),
+            "ready" => bounds::ready(&name),
+            "fail-once-then-unready" => bounds::fail_once_then_unready(&request, &name),
+            "bulk" => bounds::bulk(&name),
+            "bulk-slow" => {
+                attack::busy(std::time::Duration::from_millis(300));
+                bounds::bulk(&name)
+            }
+            "wide-status" => bounds::wide_status(&name),
+            "refused-bulk" => bounds::refused_bulk(&name),
+            "refused-bulk-slow" => {
+                attack::busy(std::time::Duration::from_millis(300));
+                bounds::refused_bulk(&name)
+            }
             "sleep" => {
                 std::thread::sleep(std::time::Duration::from_secs(3600));
                 attack::none(&name)

@@ -237,12 +237,12 @@ impl Host {
         // The guest runs with the concurrency its share of the instance
         // pool allows beside the other guests' (said once, when it changes).
         let asked = spec.controller.concurrency;
-        let result = match self.runtime.shares().fit(&name, asked) {
+        self.runtime.shares().ask(&name, asked);
+        let result = match self.runtime.shares().grant(&name) {
             Ok(granted) => {
                 spec.controller.concurrency = granted;
                 let result = self.upsert_inner(spec).await;
                 if result.is_ok() {
-                    self.runtime.shares().hold(&name, granted);
                     self.note_share(&name, asked, granted);
                 }
                 result
@@ -329,6 +329,22 @@ impl Host {
         self.replace(spec).await
     }
 
+    /// The guests `asks` names, with the concurrency each asks, are about
+    /// to be upserted: each one's share of the instance pool is reckoned
+    /// with all of them, whichever comes first.
+    pub fn expect<'a>(&self, asks: impl IntoIterator<Item = (&'a str, u16)>) {
+        for (name, concurrency) in asks {
+            self.runtime.shares().ask(name, concurrency);
+        }
+    }
+
+    /// Guest `name`, expected but never loaded, is expected no more.
+    pub fn unexpect(&self, name: &str) {
+        if !self.guests.contains_key(name) {
+            self.runtime.shares().forget(name);
+        }
+    }
+
     /// Records that `name` asked `asked` reconciles at once and got
     /// `granted`, and says so when that changes.
     fn note_share(&mut self, name: &str, asked: u16, granted: u16) {
@@ -357,7 +373,7 @@ impl Host {
     /// Stops a guest's controller; its children stay as they are.
     pub fn remove(&mut self, name: &str) -> bool {
         self.health.removed(name);
-        self.runtime.shares().release(name);
+        self.runtime.shares().forget(name);
         self.clamped.remove(name);
         if let Some(webhooks) = &self.webhooks {
             webhooks.remove(name);

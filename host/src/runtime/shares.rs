@@ -3,11 +3,14 @@
 //! Every call of a guest takes one slot of the pool for as long as it runs,
 //! and a call that finds none free fails (`GuestPoolExhausted`). A guest
 //! runs at most [`slots_for`] calls at once: `concurrency` reconciles, as
-//! many webhook calls, one shadow comparison and one load. Each guest holds
-//! that many slots for itself while it runs, so no guest's calls ever wait
-//! for, or fail because of, another guest's: a guest whose share does not
-//! fit beside the others' gets the largest `concurrency` that does
-//! ([`Shares::fit`]), and none when not even one reconcile at a time fits.
+//! many webhook calls, one shadow comparison and one load. The pool is
+//! shared out among the guests that ask, max-min fair: every guest gets
+//! the `concurrency` it asks while the pool holds everyone's, and when it
+//! does not, each gets at most the same level, the largest that fits, so
+//! that the guests asking little get what they ask and the greedy ones
+//! share the rest. No guest's calls then wait for, or fail because of,
+//! another's. A guest whose share holds not one reconcile at a time (more
+//! guests than the pool holds) gets none, the last by name first.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -20,13 +23,13 @@ pub fn slots_for(concurrency: u16) -> u32 {
 /// Why a guest gets no share at all.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "the instance pool has {free} of its {slots} slots free beside the other guests' shares; a guest needs {needed} at least: raise --instance-pool or lower another guest's concurrency"
+    "the instance pool of {slots} slots holds no share for this guest beside the {guests} others' (each needs {needed} slots at least): raise --instance-pool"
 )]
 pub struct PoolFull {
     /// The pool's slots.
     pub slots: u32,
-    /// Slots the other guests leave.
-    pub free: u32,
+    /// The other guests with a share.
+    pub guests: usize,
     /// What one reconcile at a time needs.
     pub needed: u32,
 }
@@ -36,7 +39,7 @@ pub struct PoolFull {
 #[derive(Debug, Default)]
 pub struct Shares {
     slots: Option<u32>,
-    held: Mutex<BTreeMap<String, u32>>,
+    asks: Mutex<BTreeMap<String, u16>>,
 }
 
 impl Shares {
@@ -44,50 +47,54 @@ impl Shares {
     pub fn new(slots: Option<u32>) -> Self {
         Self {
             slots,
-            held: Mutex::default(),
+            asks: Mutex::default(),
         }
     }
 
-    /// The `concurrency` guest `guest` may run with: what it asks when its
-    /// share fits beside the others' (its own current share counts as
-    /// free), else the most that fits. Nothing is held until [`Self::hold`].
-    pub fn fit(&self, guest: &str, concurrency: u16) -> Result<u16, PoolFull> {
-        let Some(slots) = self.slots else {
-            return Ok(concurrency);
-        };
-        let held = self.held.lock().expect("shares lock");
-        let others: u32 = held
-            .iter()
-            .filter(|(name, _)| *name != guest)
-            .map(|(_, n)| n)
-            .sum();
-        let free = slots.saturating_sub(others);
-        if slots_for(concurrency) <= free {
-            return Ok(concurrency);
-        }
-        let most = (free.saturating_sub(2) / 2).min(u32::from(concurrency));
-        match u16::try_from(most) {
-            Ok(most) if most >= 1 => Ok(most),
-            _ => Err(PoolFull {
-                slots,
-                free,
-                needed: slots_for(1),
-            }),
-        }
-    }
-
-    /// Holds the share of `guest` running `concurrency` reconciles at once
-    /// (in place of the one it held).
-    pub fn hold(&self, guest: &str, concurrency: u16) {
-        self.held
+    /// Guest `guest` asks to run `concurrency` reconciles at once.
+    pub fn ask(&self, guest: &str, concurrency: u16) {
+        self.asks
             .lock()
             .expect("shares lock")
-            .insert(guest.to_owned(), slots_for(concurrency));
+            .insert(guest.to_owned(), concurrency.max(1));
     }
 
-    /// Gives back the share of `guest`.
-    pub fn release(&self, guest: &str) {
-        self.held.lock().expect("shares lock").remove(guest);
+    /// Guest `guest` asks for nothing any more.
+    pub fn forget(&self, guest: &str) {
+        self.asks.lock().expect("shares lock").remove(guest);
+    }
+
+    /// The `concurrency` guest `guest` (which asked) gets of the pool beside
+    /// every other guest that asks.
+    pub fn grant(&self, guest: &str) -> Result<u16, PoolFull> {
+        let asks = self.asks.lock().expect("shares lock");
+        let asked = asks.get(guest).copied().unwrap_or(1);
+        let Some(slots) = self.slots else {
+            return Ok(asked);
+        };
+        // The guests that get a share: all while one reconcile each fits,
+        // else the first by name.
+        let fit = usize::try_from(slots / slots_for(1)).unwrap_or(usize::MAX);
+        let sharing: Vec<u16> = asks.values().take(fit).copied().collect();
+        if !asks.keys().take(fit).any(|name| name == guest) {
+            return Err(PoolFull {
+                slots,
+                guests: fit,
+                needed: slots_for(1),
+            });
+        }
+        let used = |level: u16| -> u32 { sharing.iter().map(|c| slots_for((*c).min(level))).sum() };
+        // The largest level that fits (at least 1, which fits: `fit`).
+        let (mut low, mut high) = (1_u16, sharing.iter().copied().max().unwrap_or(1));
+        while low < high {
+            let mid = low + (high - low).div_ceil(2);
+            if used(mid) <= slots {
+                low = mid;
+            } else {
+                high = mid - 1;
+            }
+        }
+        Ok(asked.min(low))
     }
 }
 
@@ -96,34 +103,56 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_guest_asking_more_than_is_left_gets_what_fits_and_the_others_keep_theirs() {
+    fn a_greedy_guest_gets_what_the_others_leave_and_the_others_what_they_ask() {
+        let shares = Shares::new(Some(64));
+        shares.ask("greedy", 100);
+        shares.ask("twin", 10);
+        // twin: 22 slots; greedy: the 42 left, 20 reconciles at once.
+        assert_eq!(shares.grant("twin"), Ok(10));
+        assert_eq!(shares.grant("greedy"), Ok(20));
+        assert_eq!(slots_for(10) + slots_for(20), 64);
+        // Whichever asked first.
+        let shares = Shares::new(Some(64));
+        shares.ask("twin", 10);
+        shares.ask("greedy", 100);
+        assert_eq!(shares.grant("greedy"), Ok(20));
+        shares.forget("twin");
+        assert_eq!(shares.grant("greedy"), Ok(31));
+    }
+
+    #[test]
+    fn two_greedy_guests_share_alike() {
         let shares = Shares::new(Some(256));
-        assert_eq!(shares.fit("quiet", 10), Ok(10));
-        shares.hold("quiet", 10);
-        // 256 - 22 = 234 slots left: 116 reconciles at once.
-        assert_eq!(shares.fit("greedy", 400), Ok(116));
-        shares.hold("greedy", 116);
-        assert_eq!(slots_for(10) + slots_for(116), 256);
-        // A guest asking again for its own share counts it as free.
-        assert_eq!(shares.fit("greedy", 116), Ok(116));
-        assert_eq!(shares.fit("quiet", 10), Ok(10));
-        // Nothing left for a third.
+        shares.ask("a", 400);
+        shares.ask("b", 300);
+        assert_eq!(shares.grant("a"), shares.grant("b"));
+        let each = shares.grant("a").unwrap();
+        assert!(2 * slots_for(each) <= 256 && 2 * slots_for(each + 1) > 256);
+    }
+
+    #[test]
+    fn past_one_reconcile_each_the_last_by_name_get_none() {
+        let shares = Shares::new(Some(8));
+        for guest in ["a", "b", "c"] {
+            shares.ask(guest, 1);
+        }
+        assert_eq!(shares.grant("a"), Ok(1));
+        assert_eq!(shares.grant("b"), Ok(1));
         assert_eq!(
-            shares.fit("late", 1),
+            shares.grant("c"),
             Err(PoolFull {
-                slots: 256,
-                free: 0,
+                slots: 8,
+                guests: 2,
                 needed: 4
             })
         );
-        shares.release("greedy");
-        assert_eq!(shares.fit("late", 1), Ok(1));
     }
 
     #[test]
     fn without_a_pool_every_guest_gets_what_it_asks() {
         let shares = Shares::new(None);
-        shares.hold("a", u16::MAX);
-        assert_eq!(shares.fit("b", u16::MAX), Ok(u16::MAX));
+        shares.ask("a", u16::MAX);
+        shares.ask("b", u16::MAX);
+        assert_eq!(shares.grant("b"), Ok(u16::MAX));
     }
 }

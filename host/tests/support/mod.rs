@@ -617,9 +617,15 @@ pub async fn least_privilege_with(
                     .patch(&name, &pp, &Patch::Apply(&binding))
                     .await?;
             }
+            // The host's own ServiceAccount and its bindings: the test's
+            // user is bound above instead.
+            Some("ServiceAccount" | "ClusterRoleBinding" | "RoleBinding")
+                if own || doc["metadata"]["name"] == "wasmop" => {}
             // With --guest-identity impersonate: each guest's
-            // ServiceAccount, ClusterRole and binding, as printed.
-            Some("ServiceAccount" | "ClusterRole" | "ClusterRoleBinding") => {
+            // ServiceAccount, roles and bindings, as printed.
+            Some(
+                "ServiceAccount" | "ClusterRole" | "ClusterRoleBinding" | "Role" | "RoleBinding",
+            ) => {
                 apply_as_printed(&client, &doc).await?;
             }
             other => bail!("wasmop rbac printed an unexpected {other:?}"),
