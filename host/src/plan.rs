@@ -561,6 +561,12 @@ async fn plan_parent(
     let mut fields = Fields::new(&ctx.budget);
     dry_run_steps(&ctx, &parent, steps, &mut planned, &mut fields).await;
     let (now, then) = crate::controller::status::status_change(&parent, answer.status.as_ref());
+    // A parent without a status yet gets each field listed as added, not
+    // the whole status as one value.
+    let now = match (now, &then) {
+        (Value::Null, Value::Object(_)) => Value::Object(serde_json::Map::new()),
+        (now, _) => now,
+    };
     planned.status = fields.changes(&now, &then);
     for event in answer.events {
         if fields.take(event.reason.len() + event.message.len()) {

@@ -448,11 +448,15 @@ async fn a_plan_is_bounded_and_made_as_the_guest_would_write(
     let dry_run = audit
         .iter()
         .find(|e| {
+            // A refused create names no object (its name is in the body):
+            // the refused dry-run create of a ConfigMap in this namespace.
             e["verb"] == "create"
-                && e["objectRef"]["name"] == "fresh-ok"
+                && e["objectRef"]["resource"] == "configmaps"
+                && e["objectRef"]["namespace"] == ns.as_str()
+                && e["responseStatus"]["code"] == 403
                 && e["requestURI"].as_str().is_some_and(|u| u.contains("dryRun=All"))
         })
-        .context("no dry-run create of fresh-ok in the audit log")?;
+        .context("no refused dry-run create of a ConfigMap in the audit log")?;
     ensure!(
         dry_run["userAgent"]
             .as_str()

@@ -116,19 +116,57 @@ const GUESTS: &[Guest] = &[
 /// Builds every guest and leaves each at `target/guests/<guest-name>.wasm`,
 /// installing the guests' Rust targets first if they are missing.
 pub fn build_all() -> Result<()> {
+    let started = Instant::now();
+    let root = workspace_root();
+    let out_dir = build_rust(|_| true, GUESTS.len() + crate::languages::GUESTS.len())?;
+    let toolchains = crate::languages::Toolchains::ensure(&root)?;
+    for (i, guest) in crate::languages::GUESTS.iter().enumerate() {
+        eprintln!(
+            "--> guest {}/{}: {} ({:?})",
+            GUESTS.len() + i + 1,
+            GUESTS.len() + crate::languages::GUESTS.len(),
+            guest.name,
+            guest.lang
+        );
+        let installed = out_dir.join(format!("{}.wasm", guest.name));
+        if !toolchains.build(&root, guest, &installed)? {
+            eprintln!(
+                "    {} kept: its sources, SDK, WIT and toolchain are those it was built from",
+                relative_to(&installed, &root).display()
+            );
+        }
+    }
+    eprintln!(
+        "--> {} guests ready in {:.1}s in {}",
+        GUESTS.len() + crate::languages::GUESTS.len(),
+        started.elapsed().as_secs_f64(),
+        relative_to(&out_dir, &root).display()
+    );
+    Ok(())
+}
+
+/// Builds the Rust guests the demo shows (the cache-operator, its v2 and its
+/// broken build), not every language's.
+pub fn build_demo() -> Result<()> {
+    const SHOWN: &[&str] = &["cache-operator", "cache-operator-v2", "cache-operator-broken"];
+    build_rust(|g| SHOWN.contains(&g.name), SHOWN.len()).map(drop)
+}
+
+/// Builds the Rust guests `wanted` picks into `target/guests` (numbered out
+/// of `total`), installing their Rust targets first if they are missing;
+/// returns that directory.
+fn build_rust(wanted: impl Fn(&Guest) -> bool, total: usize) -> Result<PathBuf> {
     let root = workspace_root();
     crate::toolchain::ensure_targets(&root)?;
     let out_dir = guest_dir();
     std::fs::create_dir_all(&out_dir)
         .with_context(|| format!("could not create {}", out_dir.display()))?;
-    let started = Instant::now();
     // `cargo -vV` of the pinned toolchain: its version and commit.
     let toolchain = tool_version(cargo(&["-vV"]).current_dir(workspace_root()))?;
-    for (i, guest) in GUESTS.iter().enumerate() {
+    for (i, guest) in GUESTS.iter().filter(|g| wanted(g)).enumerate() {
         eprintln!(
-            "--> guest {}/{}: {}{}",
+            "--> guest {}/{total}: {}{}",
             i + 1,
-            GUESTS.len() + crate::languages::GUESTS.len(),
             guest.name,
             if guest.features.is_empty() {
                 String::new()
@@ -162,30 +200,7 @@ pub fn build_all() -> Result<()> {
         );
         stamp.write()?;
     }
-    let toolchains = crate::languages::Toolchains::ensure(&root)?;
-    for (i, guest) in crate::languages::GUESTS.iter().enumerate() {
-        eprintln!(
-            "--> guest {}/{}: {} ({:?})",
-            GUESTS.len() + i + 1,
-            GUESTS.len() + crate::languages::GUESTS.len(),
-            guest.name,
-            guest.lang
-        );
-        let installed = out_dir.join(format!("{}.wasm", guest.name));
-        if !toolchains.build(&root, guest, &installed)? {
-            eprintln!(
-                "    {} kept: its sources, SDK, WIT and toolchain are those it was built from",
-                relative_to(&installed, &root).display()
-            );
-        }
-    }
-    eprintln!(
-        "--> {} guests ready in {:.1}s in {}",
-        GUESTS.len() + crate::languages::GUESTS.len(),
-        started.elapsed().as_secs_f64(),
-        relative_to(&out_dir, &root).display()
-    );
-    Ok(())
+    Ok(out_dir)
 }
 
 /// What a Rust guest is built from: every source of the workspace's guests,

@@ -100,7 +100,19 @@ async fn demo(keep: bool, ha: bool, oci: bool) -> Result<()> {
         1,
         "build the operator guests (Rust compiled to wasm components) and the wasmop host",
     );
-    guests::build_all()?;
+    // The control plane (and, with --oci, the registry) is built from Go
+    // modules while Cargo builds the guests and the host: on a new machine
+    // the two are the demo's longest waits, and they need not wait for
+    // each other.
+    let go_tools = std::thread::spawn(move || -> Result<()> {
+        wasmop_testenv::ensure_binaries()?;
+        if oci {
+            wasmop_testenv::ensure_registry_binary()?;
+        }
+        Ok(())
+    });
+    println!("   building the guests and the host with Cargo, the control plane with Go, side by side");
+    guests::build_demo()?;
     // The debug build the tests use: it shares their build, and the host
     // compiles guests with Cranelift optimised either way.
     crate::process::run(&mut crate::process::cargo(&[
@@ -110,6 +122,14 @@ async fn demo(keep: bool, ha: bool, oci: bool) -> Result<()> {
         "--bin",
         "wasmop",
     ]))?;
+    if !go_tools.is_finished() {
+        println!(
+            "   waiting for the control plane's Go build (cached in ~/.cache/wasmop once built; its progress is on stderr)"
+        );
+    }
+    go_tools
+        .join()
+        .map_err(|_| anyhow::anyhow!("the control plane's build panicked"))??;
     let wasmop = guests::target_dir().join("debug/wasmop");
     let guest_dir = guests::guest_dir();
     for g in ["cache-operator", "cache-operator-v2"] {
