@@ -11,9 +11,13 @@
 //! If the control plane cannot start, every test fails with the reason;
 //! with `WASMOP_SKIP_CLUSTER_TESTS=1` they are reported as ignored instead,
 //! with a loud line on stderr saying why.
+//!
+//! A test that cannot share the control plane or the machine with the others
+//! ([`Test::alone`]: it points a cluster-wide object at itself, or it times
+//! a failover the machine's load would stretch) runs after them, by itself.
 
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -36,6 +40,7 @@ type Body = Box<dyn FnOnce(Arc<TestEnv>) -> BoxFuture<'static, anyhow::Result<()
 pub struct Test {
     name: String,
     timeout: Duration,
+    alone: bool,
     body: Body,
 }
 
@@ -51,6 +56,7 @@ impl Test {
         Self {
             name: name.into(),
             timeout: DEFAULT_TIMEOUT,
+            alone: false,
             body: Box::new(move |env| Box::pin(body(env))),
         }
     }
@@ -58,6 +64,23 @@ impl Test {
     /// Replaces the [`DEFAULT_TIMEOUT`].
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// Runs this test by itself, after every test that is not alone: for a
+    /// test that points a cluster-wide object at itself (another test would
+    /// find it so) or that times what the machine's load stretches (a
+    /// failover, a handover). Each one waits for the tests running before it
+    /// to end, and no test starts while it runs.
+    pub fn alone(mut self) -> Self {
+        self.alone = true;
+        self
+    }
+
+    /// The test as part of `module`: named `<module>::<name>`, so one name
+    /// filter selects a module's tests in a binary of several.
+    pub fn in_module(mut self, module: &str) -> Self {
+        self.name = format!("{module}::{}", self.name);
         self
     }
 
@@ -86,7 +109,8 @@ impl From<Duration> for Timeout {
 /// Builds a `Vec<`[`Test`]`>` from async functions
 /// `async fn name(env: Arc<TestEnv>) -> anyhow::Result<()>`, each named after
 /// its function; `name => 300` gives that test 300 seconds instead of
-/// [`DEFAULT_TIMEOUT`], and `name => timeout` the `Duration` `timeout`.
+/// [`DEFAULT_TIMEOUT`], and `name => timeout` the `Duration` `timeout`;
+/// `#[alone] name` runs it [alone](Test::alone).
 ///
 /// ```no_run
 /// use std::sync::Arc;
@@ -104,10 +128,11 @@ impl From<Duration> for Timeout {
 /// ```
 #[macro_export]
 macro_rules! tests {
-    ($($test:ident $(=> $timeout:expr)?),* $(,)?) => {
+    ($($(#[$mark:ident])* $test:ident $(=> $timeout:expr)?),* $(,)?) => {
         ::std::vec![$({
             let test = $crate::harness::Test::new(::std::stringify!($test), $test);
             $(let test = test.with_timeout($crate::harness::Timeout::from($timeout).0);)?
+            $(let test = test.$mark();)*
             test
         }),*]
     };
@@ -115,8 +140,9 @@ macro_rules! tests {
 
 /// Runs `tests` as a `cargo test` binary would: parses the command line,
 /// starts one [`TestEnv`] if any selected test needs it, runs the tests
-/// (in parallel, as `--test-threads` says), stops the control plane and
-/// returns the exit code for `main`.
+/// (in parallel, as `--test-threads` says; those [alone](Test::alone) after
+/// the others, one at a time), stops the control plane and returns the exit
+/// code for `main`.
 ///
 /// The control plane is started on the calling thread, inside a tokio
 /// multi-thread runtime that the tests share; it is stopped before this
@@ -133,7 +159,7 @@ pub fn run_in_sequence(tests: Vec<Test>) -> ExitCode {
     run_with(args, tests)
 }
 
-fn run_with(args: Arguments, tests: Vec<Test>) -> ExitCode {
+fn run_with(args: Arguments, mut tests: Vec<Test>) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -165,13 +191,29 @@ fn run_with(args: Arguments, tests: Vec<Test>) -> ExitCode {
     }
 
     let shared = Arc::new(env);
+    // The test threads take tests in this order: those alone last (a stable
+    // sort keeps the order of each part). While a test alone holds the
+    // write side, no other runs; each other test holds the read side.
+    tests.sort_by_key(|test| test.alone);
+    let turns = Arc::new(RwLock::new(()));
     let trials = tests
         .into_iter()
         .map(|test| {
             let shared = Arc::clone(&shared);
+            let turns = Arc::clone(&turns);
             let handle = runtime.handle().clone();
             Trial::ignorable_test(test.name, move || match &*shared {
                 Some(Ok(env)) => {
+                    // The whole control plane for a test alone, a share of
+                    // it for the others, taken before the test's time
+                    // starts. A test that panicked poisons the lock; the
+                    // next runs all the same.
+                    let (_alone, _shared);
+                    if test.alone {
+                        _alone = turns.write().unwrap_or_else(PoisonError::into_inner);
+                    } else {
+                        _shared = turns.read().unwrap_or_else(PoisonError::into_inner);
+                    }
                     let body = (test.body)(Arc::clone(env));
                     // The timer must be made inside the runtime, hence the
                     // async block.
