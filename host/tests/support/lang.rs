@@ -1,6 +1,6 @@
 //! The cache-operator in each language it is written in (Rust, TypeScript,
 //! Python), run by a `wasmop` host per case: the end-to-end suites whose
-//! cases run once per language (`<case>::rust`, `::ts`, `::python`).
+//! cases run once per language (`rust::<case>`, `ts::`, `python::`).
 
 use std::time::Duration;
 
@@ -38,7 +38,8 @@ impl Lang {
         }
     }
 
-    /// The suffix of the case names and namespaces.
+    /// What names a case's language: the part of the case names after the
+    /// module (`rust::<case>`) and the suffix of their namespaces.
     pub fn suffix(self) -> &'static str {
         match self {
             Self::Rust => "rust",
@@ -164,7 +165,8 @@ pub async fn wait_phase(
     .with_context(|| format!("Cache {name} never reached phase {phase}"))
 }
 
-/// `case` for `lang`, named `<case>::<lang>`.
+/// `case` for `lang`, named `<lang>::<case>`: one name filter
+/// (`cache_operator::rust::`) selects a language's cases of a module.
 // Only the suites with per-language cases use it.
 #[allow(unused_macros)]
 macro_rules! per_language {
@@ -172,7 +174,7 @@ macro_rules! per_language {
         vec![$({
             let lang = $lang;
             wasmop_testenv::harness::Test::new(
-                format!("{}::{}", stringify!($case), lang.suffix()),
+                format!("{}::{}", lang.suffix(), stringify!($case)),
                 move |env| $case(env, lang),
             )
         }),*]

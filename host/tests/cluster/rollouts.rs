@@ -3,8 +3,6 @@
 //! canary, `wasmop plan` and `wasmop status`, a rollout resumed by a
 //! standby and by a restarted host).
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -19,13 +17,16 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
-use support::guests::{Entry, GuestList};
-use support::{
+use wasmop_testenv::TestEnv;
+use wasmop_testenv::harness::Test;
+
+use crate::support;
+use crate::support::guests::{Entry, GuestList};
+use crate::support::{
     HostProcess, LEASE, admin_identity, caches, create_small_cache, events_about, guest_module,
     http_get, install_cache_crd, parse_prometheus, put_guest_list, put_module, sample, sha256_hex,
     timed_successful_writes_by, wait_for, wait_for_event,
 };
-use wasmop_testenv::TestEnv;
 
 const LONG: Duration = Duration::from_secs(120);
 const LIST: &str = "wasmop-guests";
@@ -779,13 +780,14 @@ async fn a_progressive_change_of_the_module_in_place_is_refused_and_the_stable_v
     Ok(())
 }
 
-fn main() -> std::process::ExitCode {
-    wasmop_testenv::harness::run(wasmop_testenv::tests![
+/// The tests of this module.
+pub fn tests() -> Vec<Test> {
+    wasmop_testenv::tests![
         a_canary_of_a_broken_build_aborts_in_its_first_step_and_every_cache_returns_to_stable => 300,
         v2_in_shadow_applies_nothing_and_names_the_pdb_then_a_canary_promotes_it => 300,
         wasmop_plan_lists_each_pdb_of_v2_nothing_for_v1_and_the_cache_a_broken_build_fails_on => 300,
         a_host_killed_mid_canary_is_resumed_at_the_same_step_by_the_standby_and_by_the_restarted_host => 400,
         a_hostile_candidate_is_contained_by_shadow_and_rolled_back_by_a_canary => 300,
         a_progressive_change_of_the_module_in_place_is_refused_and_the_stable_version_keeps_serving,
-    ])
+    ]
 }

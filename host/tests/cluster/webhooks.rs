@@ -7,14 +7,12 @@
 //!
 //! The cache-operator in each language (Rust, TypeScript, Python) runs on
 //! the shipped two-version CRD, its admission and conversion served by the
-//! host: `<case>::rust`, `::ts`, `::python`.
+//! host: `rust::<case>`, `ts::`, `python::`.
 //!
 //! Each test uses a Cache CRD of its own group (the setting `apiGroup`), so
 //! the cluster-wide CRD conversion of one test never reaches another; each
 //! guest watches only its namespace, which its webhooks' namespace selector
 //! follows.
-
-mod support;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,14 +27,16 @@ use kube::ResourceExt as _;
 use kube::api::{Api, PostParams};
 use kube::core::DynamicObject;
 use serde_json::{Value, json};
-use support::guests::{Entry, GuestList};
-use support::lang::{Lang, compiled_modules, per_language};
-use support::{
+use wasmop_testenv::TestEnv;
+use wasmop_testenv::harness::Test;
+
+use crate::support;
+use crate::support::guests::{Entry, GuestList};
+use crate::support::lang::{Lang, compiled_modules, per_language};
+use crate::support::{
     HostProcess, admin_identity, cache_crd, dyn_api, guest_module, install_crd, install_yaml,
     kubectl, put_guest_list, put_module, wait_for, webhook_host, webhook_host_with, workspace,
 };
-use wasmop_testenv::TestEnv;
-use wasmop_testenv::harness::run;
 
 const LONG: Duration = Duration::from_secs(120);
 const LIST: &str = support::WEBHOOK_LIST;
@@ -858,7 +858,8 @@ async fn a_guest_whose_crd_converts_is_refused_without_webhooks_with_the_flag_na
     Ok(())
 }
 
-fn main() -> std::process::ExitCode {
+/// The tests of this module.
+pub fn tests() -> Vec<Test> {
     let mut tests = Vec::new();
     for lang in Lang::ALL {
         tests.extend(
@@ -875,5 +876,5 @@ fn main() -> std::process::ExitCode {
         the_webhooks_run_under_the_generated_least_privilege_role => Duration::from_secs(240),
         hostile_verdicts_are_refused_before_the_api_server_sees_them => Duration::from_secs(240),
     ]);
-    run(tests)
+    tests
 }

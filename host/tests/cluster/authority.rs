@@ -6,8 +6,6 @@
 //! serving a well-behaved guest and not spin. The host runs under exactly
 //! the roles `wasmop rbac` prints for its guests.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,15 +16,17 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServicePort, Servic
 use kube::api::{Api, ObjectMeta, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
-use support::guests::{Entry, GuestList};
-use support::hostile::HostileHost;
-use support::{
+use wasmop_testenv::TestEnv;
+use wasmop_testenv::Window;
+use wasmop_testenv::harness::Test;
+
+use crate::support;
+use crate::support::guests::{Entry, GuestList};
+use crate::support::hostile::HostileHost;
+use crate::support::{
     HostProcess, at, events_about, guest_module, install_yaml, put_guest_list,
     successful_writes_by, wait_for, wait_for_event, workspace,
 };
-use wasmop_testenv::TestEnv;
-use wasmop_testenv::Window;
-use wasmop_testenv::harness::run;
 
 const LONG: Duration = Duration::from_secs(90);
 
@@ -1184,9 +1184,10 @@ async fn a_kind_has_one_guest_across_hosts(env: Arc<TestEnv>) -> anyhow::Result<
     Ok(())
 }
 
-fn main() -> std::process::ExitCode {
+/// The tests of this module.
+pub fn tests() -> Vec<Test> {
     let long = Duration::from_secs(240);
-    run(wasmop_testenv::tests![
+    wasmop_testenv::tests![
         a_guest_cannot_take_over_objects_its_parent_does_not_control => long,
         a_guest_cannot_write_the_hosts_own_objects => long,
         a_description_the_host_refuses_is_never_loaded => long,
@@ -1199,5 +1200,5 @@ fn main() -> std::process::ExitCode {
         each_guest_acts_under_its_own_identity_and_rbac_holds_without_the_fence => long,
         a_guest_of_every_namespace_leaves_the_hosts_namespace_alone => long,
         a_kind_has_one_guest_across_hosts => long,
-    ])
+    ]
 }

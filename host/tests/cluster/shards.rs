@@ -3,8 +3,6 @@
 //! label) (issue: every replica works: guests and shards spread over the
 //! replicas).
 
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,15 +15,17 @@ use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
-use support::guests::{Entry, GuestList};
-use support::{
+use wasmop_host::controller::shards::{LABELLER, SHARD_LABEL, Shard};
+use wasmop_host::leader::units::lease_name;
+use wasmop_testenv::harness::Test;
+use wasmop_testenv::{TestEnv, Window};
+
+use crate::support;
+use crate::support::guests::{Entry, GuestList};
+use crate::support::{
     HostProcess, LEASE, LEASE_DURATION, caches, guest_module, install_cache_crd, put_guest_list,
     put_module, wait_for,
 };
-use wasmop_host::controller::shards::{LABELLER, SHARD_LABEL, Shard};
-use wasmop_host::leader::units::lease_name;
-use wasmop_testenv::harness::run;
-use wasmop_testenv::{TestEnv, Window};
 
 const LONG: Duration = Duration::from_secs(120);
 const LIST: &str = "wasmop-guests";
@@ -817,11 +817,12 @@ async fn a_guest_that_takes_shards_under_leader_election_spreads_them_and_lets_i
     Ok(())
 }
 
-fn main() -> std::process::ExitCode {
-    run(wasmop_testenv::tests![
+/// The tests of this module.
+pub fn tests() -> Vec<Test> {
+    wasmop_testenv::tests![
         three_replicas_share_nine_units_and_hand_them_over_without_two_writers => Duration::from_secs(400),
         parents_and_children_carry_their_shard_and_move_when_the_count_changes => Duration::from_secs(300),
         a_shard_count_out_of_range_is_refused_and_the_running_version_kept,
         a_guest_that_takes_shards_under_leader_election_spreads_them_and_lets_its_old_unit_go => Duration::from_secs(300),
-    ])
+    ]
 }

@@ -1,9 +1,7 @@
 //! End to end on the real control plane: the cache-operator guest run by the
 //! `wasmop` binary. The cases about the guest's behaviour run once per
 //! language the cache-operator is written in (Rust, TypeScript, Python),
-//! named `<case>::rust`, `::ts` and `::python`.
-
-mod support;
+//! named `rust::<case>`, `ts::` and `python::`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,13 +12,15 @@ use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
-use support::lang::{GUEST, LONG, Lang, per_language, setup, start_host, wait_phase};
-use support::{
-    HostProcess, at, caches, create_cache, guest_module, install_cache_crd, wait_for, workspace,
-};
 use wasmop_testenv::TestEnv;
 use wasmop_testenv::Window;
-use wasmop_testenv::harness::run;
+use wasmop_testenv::harness::Test;
+
+use crate::support;
+use crate::support::lang::{GUEST, LONG, Lang, per_language, setup, start_host, wait_phase};
+use crate::support::{
+    HostProcess, at, caches, create_cache, guest_module, install_cache_crd, wait_for, workspace,
+};
 
 async fn a_new_cache_gets_owned_labelled_children_and_becomes_ready(
     env: Arc<TestEnv>,
@@ -811,7 +811,8 @@ async fn a_child_watch_the_host_may_not_list_is_reported_instead_of_waited_for(
     Ok(())
 }
 
-fn main() -> std::process::ExitCode {
+/// The tests of this module.
+pub fn tests() -> Vec<Test> {
     let mut tests = wasmop_testenv::tests![
         a_child_watch_the_host_may_not_list_is_reported_instead_of_waited_for,
         the_crd_rejects_what_its_cel_rule_and_schema_forbid,
@@ -829,5 +830,5 @@ fn main() -> std::process::ExitCode {
             a_restarted_host_makes_zero_writes_over_converged_objects,
         ]);
     }
-    run(tests)
+    tests
 }

@@ -1,14 +1,12 @@
 //! End to end on the real control plane: a Cache's upgrade of `spec.image`
 //! and its rollback, run once per language the cache-operator is written in
-//! (`<case>::rust`, `::ts`, `::python`).
+//! (`rust::<case>`, `ts::`, `python::`).
 //!
 //! A failed rollout is real: kwok keeps every Pod whose image contains
 //! `never-ready` un-Ready (the harness's kwok Stage), and
 //! kube-controller-manager's Deployment controller reports
 //! `ProgressDeadlineExceeded` once the Deployment's `progressDeadlineSeconds`
 //! (the Cache's `spec.upgrade.timeoutSeconds`) have passed without progress.
-
-mod support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,10 +17,12 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, WatchEvent, WatchParams};
 use kube::{Client, ResourceExt as _};
 use serde_json::{Value, json};
-use support::lang::{LONG, Lang, per_language, setup, wait_phase};
-use support::{at, caches, create_cache, wait_for};
 use wasmop_testenv::TestEnv;
-use wasmop_testenv::harness::run;
+use wasmop_testenv::harness::Test;
+
+use crate::support;
+use crate::support::lang::{LONG, Lang, per_language, setup, wait_phase};
+use crate::support::{at, caches, create_cache, wait_for};
 
 /// The image every case starts from.
 const GOOD: &str = "redis:7.2";
@@ -495,7 +495,8 @@ async fn a_paused_cache_does_not_upgrade_until_it_is_unpaused(
     Ok(())
 }
 
-fn main() -> std::process::ExitCode {
+/// The tests of this module.
+pub fn tests() -> Vec<Test> {
     let mut tests = Vec::new();
     for lang in Lang::ALL {
         tests.extend(per_language![lang;
@@ -505,8 +506,8 @@ fn main() -> std::process::ExitCode {
             a_paused_cache_does_not_upgrade_until_it_is_unpaused,
         ]);
     }
-    run(tests
+    tests
         .into_iter()
         .map(|test| test.with_timeout(CASE_TIMEOUT))
-        .collect())
+        .collect()
 }

@@ -4,8 +4,6 @@
 //! unless its list entry says `secretValues: true`, settings choose what a
 //! module reconciles and bad settings keep the running version.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,15 +16,17 @@ use kube::api::{Api, DeleteParams, DynamicObject, ObjectMeta, Patch, PatchParams
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use sha2::Digest as _;
-use support::guests::{Entry, GuestList};
-use support::hostile::HostileHost;
-use support::{
+use wasmop_testenv::TestEnv;
+use wasmop_testenv::Window;
+use wasmop_testenv::harness::Test;
+
+use crate::support;
+use crate::support::guests::{Entry, GuestList};
+use crate::support::hostile::HostileHost;
+use crate::support::{
     HostProcess, at, caches, dyn_api, events_about, guest_module, install_cache_crd, install_yaml,
     put_guest_list, wait_for, workspace,
 };
-use wasmop_testenv::TestEnv;
-use wasmop_testenv::Window;
-use wasmop_testenv::harness::run;
 
 const LONG: Duration = Duration::from_secs(90);
 const PASSWORD: &str = "s3cr3t-value";
@@ -730,14 +730,15 @@ async fn nothing_in_the_hosts_namespace_is_related(env: Arc<TestEnv>) -> anyhow:
     Ok(())
 }
 
-fn main() -> std::process::ExitCode {
+/// The tests of this module.
+pub fn tests() -> Vec<Test> {
     let long = Duration::from_secs(240);
-    run(wasmop_testenv::tests![
+    wasmop_testenv::tests![
         a_cache_waits_for_its_secret_and_rolls_when_it_rotates => long,
         a_shared_config_map_reconciles_exactly_the_parents_it_maps_to => long,
         secret_values_reach_only_a_guest_whose_entry_asks_for_them => long,
         related_objects_past_the_bounds_fail_the_parent_naming_the_kind => long,
         nothing_in_the_hosts_namespace_is_related => long,
         rbac_reads_related_secrets_only_under_a_comment,
-    ])
+    ]
 }

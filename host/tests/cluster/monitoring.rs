@@ -9,8 +9,6 @@
 //! receives a reconcile's trace, and the guest's outbound request carries
 //! that trace's `traceparent`.
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -21,14 +19,16 @@ use anyhow::{Context as _, bail, ensure};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
-use support::guests::{Entry, GuestList};
-use support::{
+use wasmop_testenv::TestEnv;
+use wasmop_testenv::harness::Test;
+
+use crate::support;
+use crate::support::guests::{Entry, GuestList};
+use crate::support::{
     HostProcess, admin_identity, cache_crd, dyn_api, guest_module, http_attack, install_crd,
     install_yaml, kubectl, parse_prometheus, put_guest_list, put_module, wait_for,
     webhook_host_with, workspace,
 };
-use wasmop_testenv::TestEnv;
-use wasmop_testenv::harness::run_in_sequence;
 
 const LONG: Duration = Duration::from_secs(120);
 const LIST: &str = support::WEBHOOK_LIST;
@@ -913,14 +913,18 @@ async fn a_host_told_to_sample_nothing_exports_no_span(env: Arc<TestEnv>) -> any
     Ok(())
 }
 
-/// One at a time: three of them run a host that serves the hostile guest,
-/// whose cluster-wide CRD the serving host points at itself.
-fn main() -> std::process::ExitCode {
-    run_in_sequence(wasmop_testenv::tests![
+/// The tests of this module.
+///
+/// Three of them serve the hostile guest's webhooks: their host points the
+/// guest's cluster-wide CRD at itself (its conversion) and writes the
+/// webhook configurations `wasmop-hostile`, which every other test's host of
+/// the hostile guest would find so; they run alone.
+pub fn tests() -> Vec<Test> {
+    wasmop_testenv::tests![
         the_alert_rules_pass_promtool_and_fire_only_on_their_faults,
-        a_real_scrape_is_lint_clean_and_feeds_every_dashboard_query_and_alert => Duration::from_secs(300),
+        #[alone] a_real_scrape_is_lint_clean_and_feeds_every_dashboard_query_and_alert => Duration::from_secs(300),
         the_kit_applies_where_the_prometheus_operators_crds_are => Duration::from_secs(300),
-        a_reconcile_is_one_trace_down_to_the_guests_outbound_request => Duration::from_secs(300),
-        a_host_told_to_sample_nothing_exports_no_span => Duration::from_secs(300),
-    ])
+        #[alone] a_reconcile_is_one_trace_down_to_the_guests_outbound_request => Duration::from_secs(300),
+        #[alone] a_host_told_to_sample_nothing_exports_no_span => Duration::from_secs(300),
+    ]
 }

@@ -2,8 +2,6 @@
 //! distribution registry, `wasmop_testenv::Registry`): guests listed by an
 //! `oci` reference, published with `wasmop push`, following their tag.
 
-mod support;
-
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,14 +12,16 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
 use kube::api::{Api, PostParams};
 use serde_json::json;
-use support::guests::{Entry, GuestList};
-use support::{
+use wasmop_testenv::Window;
+use wasmop_testenv::harness::Test;
+use wasmop_testenv::{BasicAuth, Registry, TestEnv};
+
+use crate::support;
+use crate::support::guests::{Entry, GuestList};
+use crate::support::{
     HostProcess, events_about, guest_module, install_cache_crd, install_yaml, put_guest_list,
     wait_for, wait_for_event, wait_ready, workspace,
 };
-use wasmop_testenv::Window;
-use wasmop_testenv::harness::run;
-use wasmop_testenv::{BasicAuth, Registry, TestEnv};
 
 const LONG: Duration = Duration::from_secs(120);
 const LIST: &str = "wasmop-guests";
@@ -427,9 +427,10 @@ async fn a_fifteen_megabyte_module_loads_from_oci(env: Arc<TestEnv>) -> anyhow::
     Ok(())
 }
 
-fn main() -> std::process::ExitCode {
+/// The tests of this module.
+pub fn tests() -> Vec<Test> {
     // Each case waits for several polls, swaps and rollouts in turn.
-    run(wasmop_testenv::tests![
+    wasmop_testenv::tests![
         a_tag_pushed_again_swaps_the_guest_at_a_later_poll_without_a_restart,
         a_pinned_digest_ignores_the_tag_and_a_wrong_digest_or_artifact_keeps_the_running_version,
         a_stopped_registry_keeps_the_running_version_and_is_followed_again_when_back,
@@ -438,5 +439,5 @@ fn main() -> std::process::ExitCode {
     ]
     .into_iter()
     .map(|test| test.with_timeout(Duration::from_secs(300)))
-    .collect())
+    .collect()
 }

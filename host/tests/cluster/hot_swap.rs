@@ -2,8 +2,6 @@
 //! hot-swapped without restarting the host (issue: guests listed in a
 //! ConfigMap and hot-swapped).
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,14 +12,16 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-use support::guests::{Entry, GuestList};
-use support::{
+use wasmop_testenv::TestEnv;
+use wasmop_testenv::Window;
+use wasmop_testenv::harness::Test;
+
+use crate::support;
+use crate::support::guests::{Entry, GuestList};
+use crate::support::{
     HostProcess, caches, guest_module, install_cache_crd, install_yaml, put_guest_list, put_module,
     wait_for, wait_for_event, workspace,
 };
-use wasmop_testenv::TestEnv;
-use wasmop_testenv::Window;
-use wasmop_testenv::harness::run;
 
 const LONG: Duration = Duration::from_secs(120);
 const LIST: &str = "wasmop-guests";
@@ -605,8 +605,9 @@ async fn a_module_too_large_for_a_config_map_is_refused_as_the_api_server_would(
     Ok(())
 }
 
-fn main() -> std::process::ExitCode {
-    run(wasmop_testenv::tests![
+/// The tests of this module.
+pub fn tests() -> Vec<Test> {
+    wasmop_testenv::tests![
         a_module_too_large_for_a_config_map_is_refused_as_the_api_server_would,
         a_v1_to_v2_swap_under_load_converges_fifty_caches_without_a_restart => Duration::from_secs(400),
         a_second_guest_is_added_and_removed_at_runtime,
@@ -615,5 +616,5 @@ fn main() -> std::process::ExitCode {
         a_file_guest_keeps_running_while_the_guest_list_is_followed_too,
         swapping_back_to_a_known_version_hits_the_compiled_cache,
         a_rebuild_with_the_same_kinds_swaps_in_place_keeping_the_watches,
-    ])
+    ]
 }

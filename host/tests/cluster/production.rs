@@ -3,8 +3,6 @@
 //! warm standbys and fencing, Prometheus metrics checked by Prometheus' own
 //! parser, the probes, graceful shutdown, JSON logs, and `deploy/`.
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,15 +11,17 @@ use anyhow::{Context as _, bail, ensure};
 use kube::Client;
 use kube::api::PostParams;
 use serde_json::{Value, json};
-use support::guests::{Entry, GuestList};
-use support::hostile::HostileHost;
-use support::{
+use wasmop_testenv::harness::Test;
+use wasmop_testenv::{TestEnv, Window};
+
+use crate::support;
+use crate::support::guests::{Entry, GuestList};
+use crate::support::hostile::HostileHost;
+use crate::support::{
     HostProcess, LEASE, LEASE_DURATION, guest_module, http_get, install_cache_crd, install_yaml,
     parse_prometheus, put_guest_list, put_module, sample, successful_writes_by, wait_for,
     workspace,
 };
-use wasmop_testenv::harness::run;
-use wasmop_testenv::{TestEnv, Window};
 
 const LONG: Duration = Duration::from_secs(90);
 const LIST: &str = "wasmop-guests";
@@ -1011,8 +1011,9 @@ async fn a_guests_api_budget_holds_its_own_requests_and_no_one_elses(
     Ok(())
 }
 
-fn main() -> std::process::ExitCode {
-    run(wasmop_testenv::tests![
+/// The tests of this module.
+pub fn tests() -> Vec<Test> {
+    wasmop_testenv::tests![
         three_hosts_elect_one_writer_and_hand_over_without_two_writers => Duration::from_secs(300),
         metrics_follow_reconciles_failures_and_swaps_under_controller_runtimes_names => Duration::from_secs(240),
         readyz_waits_for_every_guest_and_its_caches => Duration::from_secs(240),
@@ -1021,5 +1022,5 @@ fn main() -> std::process::ExitCode {
         repeated_events_join_one_series_on_the_api_server,
         a_guests_api_budget_holds_its_own_requests_and_no_one_elses => Duration::from_secs(240),
         deploy_installs_everything_and_grants_what_wasmop_rbac_prints,
-    ])
+    ]
 }

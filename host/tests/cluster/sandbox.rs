@@ -3,8 +3,6 @@
 //! isolation and least privilege). The host runs under exactly the roles
 //! `wasmop rbac` prints for its guests, as in production.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,11 +12,15 @@ use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::Client;
 use kube::api::{Api, PostParams};
 use serde_json::json;
-use support::hostile::HostileHost;
-use support::{HostProcess, at, caches, guest_module, install_cache_crd, wait_for, wait_for_event};
 use wasmop_testenv::TestEnv;
 use wasmop_testenv::Window;
-use wasmop_testenv::harness::run;
+use wasmop_testenv::harness::Test;
+
+use crate::support;
+use crate::support::hostile::HostileHost;
+use crate::support::{
+    HostProcess, at, caches, guest_module, install_cache_crd, wait_for, wait_for_event,
+};
 
 const LONG: Duration = Duration::from_secs(90);
 
@@ -429,11 +431,12 @@ async fn concurrency_bounds_a_guest_across_all_its_namespaces(
     Ok(())
 }
 
-fn main() -> std::process::ExitCode {
-    run(wasmop_testenv::tests![
+/// The tests of this module.
+pub fn tests() -> Vec<Test> {
+    wasmop_testenv::tests![
         concurrency_bounds_a_guest_across_all_its_namespaces,
         every_hostile_guest_fails_cleanly_writes_nothing_and_the_host_keeps_serving => Duration::from_secs(300),
         a_guest_cannot_read_host_files_open_sockets_or_see_the_environment,
         the_cache_operator_flow_passes_under_the_generated_least_privilege_role,
-    ])
+    ]
 }

@@ -3,10 +3,8 @@
 //! outside the cluster). A real HTTP server in this test binary stands for
 //! the external registry and records every request that reaches it. The
 //! registry cases run once per language the cache-operator is written in
-//! (`<case>::rust`, `::ts`, `::python`: its registry build, which imports
+//! (`rust::<case>`, `ts::`, `python::`: its registry build, which imports
 //! `wasi:http`).
-
-mod support;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -21,15 +19,17 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::Client;
 use kube::api::{Api, DeleteParams};
 use serde_json::json;
-use support::hostile::HostileHost;
-use support::lang::{Lang, per_language};
-use support::{
+use wasmop_testenv::TestEnv;
+use wasmop_testenv::Window;
+use wasmop_testenv::harness::Test;
+
+use crate::support;
+use crate::support::hostile::HostileHost;
+use crate::support::lang::{Lang, per_language};
+use crate::support::{
     HostProcess, at, caches, guest_module, http_attack, install_cache_crd, wait_for,
     wait_for_event, workspace,
 };
-use wasmop_testenv::TestEnv;
-use wasmop_testenv::Window;
-use wasmop_testenv::harness::run;
 
 const LONG: Duration = Duration::from_secs(120);
 
@@ -687,7 +687,8 @@ fn api_server_ca(env: &TestEnv) -> anyhow::Result<Vec<u8>> {
     Ok(std::fs::read(path)?)
 }
 
-fn main() -> std::process::ExitCode {
+/// The tests of this module.
+pub fn tests() -> Vec<Test> {
     let mut tests = Vec::new();
     for lang in Lang::ALL {
         tests.extend(
@@ -703,5 +704,5 @@ fn main() -> std::process::ExitCode {
         refused_hosts_redirects_metadata_and_rebinding_reach_nothing => Duration::from_secs(300),
         render_makes_granted_calls_and_names_refused_ones,
     ]);
-    run(tests)
+    tests
 }
