@@ -202,6 +202,7 @@ fn run_with(args: Arguments, mut tests: Vec<Test>) -> ExitCode {
             let shared = Arc::clone(&shared);
             let turns = Arc::clone(&turns);
             let handle = runtime.handle().clone();
+            let name = test.name.clone();
             Trial::ignorable_test(test.name, move || match &*shared {
                 Some(Ok(env)) => {
                     // The whole control plane for a test alone, a share of
@@ -215,10 +216,18 @@ fn run_with(args: Arguments, mut tests: Vec<Test>) -> ExitCode {
                         _shared = turns.read().unwrap_or_else(PoisonError::into_inner);
                     }
                     let body = (test.body)(Arc::clone(env));
+                    let started = std::time::Instant::now();
                     // The timer must be made inside the runtime, hence the
                     // async block.
-                    match handle.block_on(async { tokio::time::timeout(test.timeout, body).await })
-                    {
+                    let outcome =
+                        handle.block_on(async { tokio::time::timeout(test.timeout, body).await });
+                    // What each test costs, for whoever orders or splits
+                    // them (libtest-mimic prints no times).
+                    eprintln!(
+                        "testenv: {name} ran {:.1} s",
+                        started.elapsed().as_secs_f64()
+                    );
+                    match outcome {
                         Ok(Ok(())) => Ok(Completion::Completed),
                         // The chain on one line, innermost cause last, and no
                         // backtrace (RUST_BACKTRACE=1 would bury the cause
