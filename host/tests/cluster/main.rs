@@ -19,7 +19,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
-use wasmop_testenv::harness::{Test, run};
+use wasmop_testenv::harness::run;
 
 mod authority;
 mod cache_operator;

@@ -464,7 +464,15 @@ async fn the_kit_applies_where_the_prometheus_operators_crds_are(
         Ok(stdout)
     };
     let path = |p: &str| workspace().join(p).display().to_string();
-    kubectl(&["apply", "-f", &path("deploy/host/namespace.yaml")])?;
+    // Server-side: production's test of deploy/ applies it too, maybe at
+    // the same moment, and a client-side apply that finds no namespace and
+    // then creates it would fail on the other's.
+    kubectl(&[
+        "apply",
+        "--server-side",
+        "-f",
+        &path("deploy/host/namespace.yaml"),
+    ])?;
     let kit = path("deploy/monitoring/");
     let applied = kubectl(&["apply", "--dry-run=server", "-k", &kit])?;
     for object in [

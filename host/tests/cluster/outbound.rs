@@ -112,11 +112,14 @@ impl Recorder {
     }
 }
 
-/// A file under the env's temp dir holding `text`.
+/// A file of its own under the env's temp dir holding `text`: the cases of
+/// each language write theirs at once, each with its own registry's URL.
 fn temp_file(env: &TestEnv, name: &str, text: &str) -> anyhow::Result<PathBuf> {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let path = env
         .temp_dir()
-        .join(format!("{name}-{}.yaml", std::process::id()));
+        .join(format!("{name}-{}-{n}.yaml", std::process::id()));
     std::fs::write(&path, text)?;
     Ok(path)
 }

@@ -579,14 +579,14 @@ async fn hostile_verdicts_are_refused_before_the_api_server_sees_them(
 async fn the_webhooks_run_under_the_generated_least_privilege_role(
     env: Arc<TestEnv>,
 ) -> anyhow::Result<()> {
-    // deploy/'s CRD as it is (apps.example.com, both versions) and its guest
-    // name: the roles are what `wasmop rbac` prints for that module.
+    // deploy/'s CRD (both versions) and its guest name: the roles are what
+    // `wasmop rbac` prints for that module. Under a group of this test's
+    // own: its host points the CRD's conversion at itself, which would
+    // leave the other tests' Caches (`apps.example.com`) unreadable once it
+    // stops.
+    const GROUP: &str = "least.example.com";
     let client = env.client();
-    install_crd(
-        &client,
-        serde_json::from_value(cache_crd("apps.example.com")?)?,
-    )
-    .await?;
+    install_crd(&client, serde_json::from_value(cache_crd(GROUP)?)?).await?;
     let ns = env.create_namespace("least").await?;
     put_module(
         &client,
@@ -602,12 +602,12 @@ async fn the_webhooks_run_under_the_generated_least_privilege_role(
         LIST,
         &GuestList::of([Entry::config_map("cache-operator", "module")
             .namespaces([&ns])
-            .with("settings", json!({"version": "v1beta1"}))])
+            .with("settings", json!({"apiGroup": GROUP, "version": "v1beta1"}))])
         .yaml(),
     )
     .await?;
     let settings = env.temp_dir().join("least-settings.yaml");
-    std::fs::write(&settings, "version: v1beta1\n")?;
+    std::fs::write(&settings, format!("apiGroup: {GROUP}\nversion: v1beta1\n"))?;
     let (_, kubeconfig) = support::least_privilege_with(
         &env,
         "webhooks",
@@ -651,9 +651,9 @@ async fn the_webhooks_run_under_the_generated_least_privilege_role(
         }
     })
     .await?;
-    converting_at(&client, "apps.example.com", "cache-operator").await?;
+    converting_at(&client, GROUP, "cache-operator").await?;
     let bad = cache_yaml(
-        "apps.example.com",
+        GROUP,
         "v1alpha1",
         &ns,
         "untagged",
@@ -665,7 +665,7 @@ async fn the_webhooks_run_under_the_generated_least_privilege_role(
         "an image tagged latest was admitted: {stderr}"
     );
     let good = cache_yaml(
-        "apps.example.com",
+        GROUP,
         "v1alpha1",
         &ns,
         "good",
@@ -859,6 +859,12 @@ async fn a_guest_whose_crd_converts_is_refused_without_webhooks_with_the_flag_na
 }
 
 /// The tests of this module.
+///
+/// Two of them serve the hostile guest's webhooks: their host points the
+/// guest's cluster-wide CRD at itself (its conversion), which every other
+/// test's host of the hostile guest would find so, and one writes the
+/// webhook configurations `wasmop-hostile`, which monitoring's tests write
+/// too; they run alone.
 pub fn tests() -> Vec<Test> {
     let mut tests = Vec::new();
     for lang in Lang::ALL {
@@ -872,9 +878,9 @@ pub fn tests() -> Vec<Test> {
         a_guest_whose_crd_converts_is_refused_without_webhooks_with_the_flag_named,
         kubectl_apply_is_defaulted_and_refused_by_the_guest => Duration::from_secs(240),
         objects_read_back_in_both_versions_unchanged_in_meaning => Duration::from_secs(240),
-        a_swap_changes_verdicts_and_a_looping_admit_obeys_its_policy => Duration::from_secs(300),
+        #[alone] a_swap_changes_verdicts_and_a_looping_admit_obeys_its_policy => Duration::from_secs(300),
         the_webhooks_run_under_the_generated_least_privilege_role => Duration::from_secs(240),
-        hostile_verdicts_are_refused_before_the_api_server_sees_them => Duration::from_secs(240),
+        #[alone] hostile_verdicts_are_refused_before_the_api_server_sees_them => Duration::from_secs(240),
     ]);
     tests
 }

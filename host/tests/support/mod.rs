@@ -58,17 +58,43 @@ pub fn released_guests() -> bool {
     std::env::var_os("WASMOP_GUESTS_DIR").is_some()
 }
 
-/// Applies every document of a YAML file (CRDs) and waits until CRDs are established.
+/// Applies every document of a YAML file (CRDs) and waits until CRDs are
+/// established. A CRD the file gives no conversion loses the one a host may
+/// have set on it (a host that serves a converting guest points the CRD at
+/// its webhook, and leaves it so when it stops): a host without webhooks
+/// refuses a converting guest whose CRD says `Webhook`.
 pub async fn install_yaml(client: &Client, path: &Path) -> anyhow::Result<()> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let docs: Vec<Value> = serde_saphyr::from_multiple(&text)?;
     for doc in docs.into_iter().filter(|d| !d.is_null()) {
         if doc["kind"] == "CustomResourceDefinition" {
-            install_crd(client, serde_json::from_value(doc)?).await?;
+            let converts = doc["spec"].get("conversion").is_some();
+            let crd: CustomResourceDefinition = serde_json::from_value(doc)?;
+            install_crd(client, crd.clone()).await?;
+            if !converts {
+                no_webhook_conversion(client, &crd.name_any()).await?;
+            }
         } else {
             bail!("install_yaml only installs CRDs, found {}", doc["kind"]);
         }
+    }
+    Ok(())
+}
+
+/// Sets the conversion of the CRD `name` back to `None` if a host pointed
+/// it at its webhook. Only the tests that run alone serve a converting
+/// guest's webhooks on a CRD other tests share (the hostile guest's), so no
+/// host of another test is serving it meanwhile.
+async fn no_webhook_conversion(client: &Client, name: &str) -> anyhow::Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = crds.get(name).await?;
+    if crd.spec.conversion.is_some_and(|c| c.strategy == "Webhook") {
+        let patch =
+            serde_json::json!({"spec": {"conversion": {"strategy": "None", "webhook": null}}});
+        crds.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .with_context(|| format!("setting the conversion of {name} back to None"))?;
     }
     Ok(())
 }
