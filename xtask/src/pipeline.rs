@@ -12,6 +12,10 @@ use crate::suites;
 const RELEASED_GUESTS: &str = "tests/fixtures/operator@0.1.0";
 /// Where the host's tests look for guests before `target/guests`.
 const GUESTS_DIR: &str = "WASMOP_GUESTS_DIR";
+/// The cluster tests run again against [`RELEASED_GUESTS`], as filters of
+/// the cluster binary: the Rust cache-operator's cases and the hostile
+/// guest's suites.
+const RELEASED_SUITES: [&str; 3] = ["cache_operator::rust::", "sandbox::", "authority::"];
 
 /// The README's test command: builds what the tests need (control plane,
 /// guests, the container image), then fmt, clippy and every test of the
@@ -86,16 +90,19 @@ pub fn test(test_args: &[String]) -> Result<()> {
                 return run(&mut command);
             }
             let mut all = suites::build(&envs)?;
+            // One run a filter (libtest-mimic takes one), each on a control
+            // plane of its own, beside the other binaries.
             let released: Vec<_> = all
                 .iter()
-                .filter(|s| s.is_integration())
-                .filter_map(|s| {
-                    let filter: &[&str] = match s.name.as_str() {
-                        "cache_operator" => &["::rust"],
-                        "sandbox" | "authority" => &[],
-                        _ => return None,
-                    };
-                    Some(s.with(RELEASED_GUESTS, filter, &[(GUESTS_DIR, RELEASED_GUESTS)]))
+                .filter(|s| s.is_integration() && s.name == suites::CLUSTER)
+                .flat_map(|s| {
+                    RELEASED_SUITES.map(|filter| {
+                        s.with(
+                            &format!("{RELEASED_GUESTS}, {filter}"),
+                            &[filter],
+                            &[(GUESTS_DIR, RELEASED_GUESTS)],
+                        )
+                    })
                 })
                 .collect();
             all.extend(released);
