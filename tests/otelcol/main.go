@@ -1,5 +1,5 @@
 // Program otelcol is an OpenTelemetry Collector with an OTLP receiver and the
-// file exporter: what host/tests/monitoring.rs
+// file exporter: what host/tests/cluster/monitoring.rs
 // needs to read the spans the host exports, in the layout the collector's
 // builder (ocb) generates.
 package main
