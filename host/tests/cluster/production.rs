@@ -1012,9 +1012,14 @@ async fn a_guests_api_budget_holds_its_own_requests_and_no_one_elses(
 }
 
 /// The tests of this module.
+///
+/// The HA test times the takeover of a killed leader against its lease
+/// (within the lease duration and 3 s) and the handover on SIGTERM (3 s):
+/// beside the other tests of the binary a loaded machine stretched the
+/// takeover from 5.2–6.1 s to 7.4 s, so it runs alone.
 pub fn tests() -> Vec<Test> {
     wasmop_testenv::tests![
-        three_hosts_elect_one_writer_and_hand_over_without_two_writers => Duration::from_secs(300),
+        #[alone] three_hosts_elect_one_writer_and_hand_over_without_two_writers => Duration::from_secs(300),
         metrics_follow_reconciles_failures_and_swaps_under_controller_runtimes_names => Duration::from_secs(240),
         readyz_waits_for_every_guest_and_its_caches => Duration::from_secs(240),
         sigterm_lets_running_reconciles_finish_and_exits_zero,

@@ -818,9 +818,15 @@ async fn a_guest_that_takes_shards_under_leader_election_spreads_them_and_lets_i
 }
 
 /// The tests of this module.
+///
+/// The fleet's test times the takeover of a killed replica's units against
+/// their lease (within the lease duration and 2 s) and the handover on
+/// SIGTERM (within the lease duration): beside the other tests of the
+/// binary, on a loaded machine, the takeover took 11.6 s instead of
+/// 6.1–6.2 s, so it runs alone.
 pub fn tests() -> Vec<Test> {
     wasmop_testenv::tests![
-        three_replicas_share_nine_units_and_hand_them_over_without_two_writers => Duration::from_secs(400),
+        #[alone] three_replicas_share_nine_units_and_hand_them_over_without_two_writers => Duration::from_secs(400),
         parents_and_children_carry_their_shard_and_move_when_the_count_changes => Duration::from_secs(300),
         a_shard_count_out_of_range_is_refused_and_the_running_version_kept,
         a_guest_that_takes_shards_under_leader_election_spreads_them_and_lets_its_old_unit_go => Duration::from_secs(300),

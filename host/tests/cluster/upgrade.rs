@@ -195,8 +195,11 @@ async fn events_with_reason(
 async fn fail_an_upgrade(client: &Client, ns: &str, name: &str) -> anyhow::Result<DynamicObject> {
     let api = caches(client, ns);
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
-    patch_spec(client, ns, name, json!({"image": NEVER_READY})).await?;
+    // From before the request: the API server may have taken the change
+    // (and the deadline started) well before its answer reaches a busy
+    // test.
     let changed = Instant::now();
+    patch_spec(client, ns, name, json!({"image": NEVER_READY})).await?;
     let within = Duration::from_secs(TIMEOUT_SECONDS + 10);
     let cache = wait_for(within, || async {
         let c = api.get(name).await?;
