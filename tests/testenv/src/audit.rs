@@ -160,7 +160,7 @@ mod tests {
         fs::write(&path, format!("{alice}{bob}{}", &alice[..20])).unwrap();
         assert_eq!(cursor.advance(&path, Some("alice")).unwrap().len(), 1);
         let mut file = fs::OpenOptions::new().append(true).open(&path).unwrap();
-        file.write_all(alice[20..].as_bytes()).unwrap();
+        file.write_all(&alice.as_bytes()[20..]).unwrap();
         assert_eq!(cursor.advance(&path, Some("alice")).unwrap().len(), 2);
         assert_eq!(cursor.advance(&path, Some("alice")).unwrap().len(), 2);
         // Started past what the log held: only what came after.
