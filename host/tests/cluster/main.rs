@@ -22,6 +22,7 @@ mod support;
 use wasmop_testenv::harness::run;
 
 mod authority;
+mod bounds;
 mod cache_operator;
 mod hot_swap;
 mod monitoring;
@@ -58,6 +59,7 @@ fn main() -> std::process::ExitCode {
         cache_operator,
         rollouts,
         authority,
+        bounds,
         webhooks,
         shards,
         hot_swap,

@@ -8,8 +8,6 @@
 //! what the others share; the namespace fence is the API server's too; a
 //! describe refusal of 2 MiB is cut in the log.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,12 +15,15 @@ use anyhow::{Context as _, bail, ensure};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use support::guests::{Entry, GuestList};
-use support::{
+use wasmop_testenv::TestEnv;
+use wasmop_testenv::harness::Test;
+
+use crate::support;
+use crate::support::guests::{Entry, GuestList};
+use crate::support::{
     HostProcess, admin_identity, events_about, guest_module, hostiles, put_guest_list,
     put_hostile_module, wait_for, wait_for_event,
 };
-use wasmop_testenv::TestEnv;
 
 const LONG: Duration = Duration::from_secs(120);
 const LIST: &str = "wasmop-guests";
@@ -62,7 +63,12 @@ async fn config_map_appears(client: &kube::Client, ns: &str, name: &str) -> anyh
 }
 
 /// The rollout record of guest `guest` once its phase is `phase`.
-async fn record(client: &kube::Client, ns: &str, guest: &str, phase: &str) -> anyhow::Result<Value> {
+async fn record(
+    client: &kube::Client,
+    ns: &str,
+    guest: &str,
+    phase: &str,
+) -> anyhow::Result<Value> {
     wait_for(LONG, || async {
         let cm = Api::<ConfigMap>::namespaced(client.clone(), ns)
             .get_opt(STATUS)
@@ -299,7 +305,10 @@ async fn a_guest_whose_concurrency_would_take_the_whole_pool_gets_its_share_and_
         .into_iter()
         .filter(|(_, reason, _)| reason == "GuestPoolExhausted")
         .count();
-    ensure!(refused == 0, "{refused} of t1's reconciles found the pool exhausted");
+    ensure!(
+        refused == 0,
+        "{refused} of t1's reconciles found the pool exhausted"
+    );
     Ok(())
 }
 
@@ -351,7 +360,10 @@ async fn a_guest_confined_to_a_namespace_is_kept_there_by_the_api_server(
             anyhow::Ok(answer.status.is_some_and(|s| s.allowed))
         }
     };
-    ensure!(may(ns.clone()).await?, "the guest may not write in its namespace");
+    ensure!(
+        may(ns.clone()).await?,
+        "the guest may not write in its namespace"
+    );
     ensure!(
         !may(other.clone()).await?,
         "the API server lets the guest write in {other}, outside its namespaces"
@@ -388,7 +400,10 @@ async fn a_plan_is_bounded_and_made_as_the_guest_would_write(
             .args(["plan", "--kubeconfig"])
             .arg(env.kubeconfig_path())
             .arg("--guest")
-            .arg(format!("hostile={}", guest_module("hostile").unwrap().display()))
+            .arg(format!(
+                "hostile={}",
+                guest_module("hostile").unwrap().display()
+            ))
             .args(["--guests-configmap", &format!("{ns}/{LIST}")])
             .args(extra);
         command.output()
@@ -396,7 +411,11 @@ async fn a_plan_is_bounded_and_made_as_the_guest_would_write(
     // Four parents whose status would get 40,000 fields each.
     let out = plan(&[])?;
     let text = String::from_utf8_lossy(&out.stdout);
-    ensure!(out.status.code() == Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    ensure!(
+        out.status.code() == Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     ensure!(
         text.len() < 1 << 20,
         "the plan printed {} bytes",
@@ -440,7 +459,9 @@ async fn a_plan_is_bounded_and_made_as_the_guest_would_write(
         .find(|l| l.contains("/fresh:"))
         .with_context(|| format!("no line for fresh in {text}"))?;
     ensure!(
-        fresh.contains("would fail") && fresh.contains("forbidden") && fresh.contains("ConfigMap fresh-ok"),
+        fresh.contains("would fail")
+            && fresh.contains("forbidden")
+            && fresh.contains("ConfigMap fresh-ok"),
         "{fresh}"
     );
     // Its requests carry the guest's User-Agent and identity.
@@ -498,8 +519,9 @@ async fn a_describe_refusal_of_2_mib_is_cut_in_every_log_line_and_event(
     Ok(())
 }
 
-fn main() -> std::process::ExitCode {
-    wasmop_testenv::harness::run(wasmop_testenv::tests![
+/// The tests of this module.
+pub fn tests() -> Vec<Test> {
+    wasmop_testenv::tests![
         a_canary_that_breaks_readiness_after_one_failure_is_rolled_back => 240,
         a_candidate_whose_new_kind_the_guest_may_not_watch_is_refused_and_never_delays_the_stable_version => 240,
         the_shadow_queue_keeps_what_it_holds_of_large_answers_bounded => 240,
@@ -507,5 +529,5 @@ fn main() -> std::process::ExitCode {
         a_guest_confined_to_a_namespace_is_kept_there_by_the_api_server,
         a_plan_is_bounded_and_made_as_the_guest_would_write => 240,
         a_describe_refusal_of_2_mib_is_cut_in_every_log_line_and_event,
-    ])
+    ]
 }
