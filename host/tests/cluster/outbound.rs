@@ -25,7 +25,7 @@ use wasmop_testenv::harness::Test;
 
 use crate::support;
 use crate::support::hostile::HostileHost;
-use crate::support::lang::{Lang, per_language};
+use crate::support::lang::{Lang, compiled, per_language};
 use crate::support::{
     HostProcess, at, caches, guest_module, http_attack, install_cache_crd, wait_for,
     wait_for_event, workspace,
@@ -147,9 +147,10 @@ async fn registry_host(
     let ns = env
         .create_namespace(&format!("{prefix}-{}", lang.suffix()))
         .await?;
-    // One module cache for the suite: a TypeScript or Python component is
-    // compiled once, not by every host.
-    let cache_dir = env.temp_dir().join("compiled-registry-modules");
+    // One module cache for the binary: a TypeScript or Python component is
+    // compiled once, before the first host, not by every host (both cases
+    // of a language start at once).
+    let cache_dir = compiled(env, registry_module(lang)).await?;
     let (_, kubeconfig) = support::least_privilege(env, &ns, &ns, &["cache-operator"]).await?;
     let settings = temp_file(env, prefix, &format!("registryUrl: {}\n", recorder.url()))?;
     let host = HostProcess::start(

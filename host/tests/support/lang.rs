@@ -47,56 +47,61 @@ impl Lang {
             Self::Python => "python",
         }
     }
-
-    fn index(self) -> usize {
-        self as usize
-    }
 }
 
-/// The compiled-module cache every host of this suite shares, filled once
-/// per language before its first host starts: a 12–18 MB TypeScript or
-/// Python component takes tens of seconds to compile, which every host (and
-/// every case at once) would pay again.
+/// The compiled-module cache every host of the cluster tests shares, with
+/// `lang`'s cache-operator in it ([`compiled`]).
 pub async fn compiled_modules(env: &TestEnv, lang: Lang) -> anyhow::Result<std::path::PathBuf> {
-    static WARM: [tokio::sync::OnceCell<()>; 3] = [
-        tokio::sync::OnceCell::const_new(),
-        tokio::sync::OnceCell::const_new(),
-        tokio::sync::OnceCell::const_new(),
-    ];
+    compiled(env, lang.module()).await
+}
+
+/// The compiled-module cache every host of the cluster tests shares, filled
+/// with the guest `stem` (a module of `target/guests`) once for the whole
+/// binary, before the first host that runs it starts: a 12–18 MB
+/// TypeScript or Python component takes tens of seconds to compile, which
+/// every host (and every case at once) would pay again.
+pub async fn compiled(env: &TestEnv, stem: &str) -> anyhow::Result<std::path::PathBuf> {
+    type Warm = std::sync::Arc<tokio::sync::OnceCell<()>>;
+    static WARM: std::sync::Mutex<std::collections::BTreeMap<String, Warm>> =
+        std::sync::Mutex::new(std::collections::BTreeMap::new());
     let dir = env.temp_dir().join("compiled-modules");
-    let module = guest_module(lang.module())?;
-    WARM[lang.index()]
-        .get_or_try_init(|| async {
-            let parent = env.temp_dir().join(format!("warm-{}.yaml", lang.suffix()));
-            std::fs::write(
-                &parent,
-                "{apiVersion: apps.example.com/v1alpha1, kind: Cache, metadata: {name: warm, namespace: default}, spec: {image: redis}}",
-            )?;
-            let started = std::time::Instant::now();
-            let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_wasmop"))
-                .arg("render")
-                .arg("--guest")
-                .arg(&module)
-                .arg("--parent")
-                .arg(&parent)
-                .arg("--cache-dir")
-                .arg(&dir)
-                .output()
-                .await?;
-            ensure!(
-                out.status.success(),
-                "wasmop render of {} failed: {}",
-                module.display(),
-                String::from_utf8_lossy(&out.stderr)
-            );
-            eprintln!(
-                "cache_operator: {} compiled into the suite's module cache in {:.1} s",
-                lang.module(),
-                started.elapsed().as_secs_f64()
-            );
-            anyhow::Ok(())
-        })
-        .await?;
+    let module = guest_module(stem)?;
+    let warm = std::sync::Arc::clone(
+        WARM.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(stem.to_owned())
+            .or_default(),
+    );
+    warm.get_or_try_init(|| async {
+        let parent = env.temp_dir().join(format!("warm-{stem}.yaml"));
+        std::fs::write(
+            &parent,
+            "{apiVersion: apps.example.com/v1alpha1, kind: Cache, metadata: {name: warm, namespace: default}, spec: {image: redis}}",
+        )?;
+        let started = std::time::Instant::now();
+        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_wasmop"))
+            .arg("render")
+            .arg("--guest")
+            .arg(&module)
+            .arg("--parent")
+            .arg(&parent)
+            .arg("--cache-dir")
+            .arg(&dir)
+            .output()
+            .await?;
+        ensure!(
+            out.status.success(),
+            "wasmop render of {} failed: {}",
+            module.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        eprintln!(
+            "cluster: {stem} compiled into the binary's module cache in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+        anyhow::Ok(())
+    })
+    .await?;
     Ok(dir)
 }
 
