@@ -142,6 +142,9 @@ pub struct Options {
     /// `wasi-io`, … each with its `package.wit` (default:
     /// `$WASMOP_WASI_WIT`).
     pub wasi_wit: Option<PathBuf>,
+    /// The folder of the contract's `operator.wit` (default: the guest's
+    /// `wit/`, else the contract this `wasmop` was built with).
+    pub wit: Option<PathBuf>,
 }
 
 /// A guest built.

@@ -64,6 +64,9 @@ pub(super) fn build(lang: Lang, dir: &Path, out: &Path, options: &Options) -> Re
             if let Some(wit) = &options.wasi_wit {
                 command.arg("--wasi-wit").arg(wit);
             }
+            if let Some(wit) = &options.wit {
+                command.arg("--wit").arg(wit);
+            }
             run(&mut command, script, &mut steps)?;
             "from the entry's exports".to_owned()
         }

@@ -68,12 +68,12 @@ pub(super) struct Contract {
 }
 
 impl Contract {
-    /// The contract of the guest in `dir`, checked to be `expected` (the
-    /// SDK's pin); with `http` (the WASI WIT's folder and a folder to stage
-    /// the packages in), beside it `wasi:http`.
-    pub fn load(dir: &Path, expected: &str, http: Option<(&Path, &Path)>) -> Result<Self> {
-        let own = dir.join("wit/operator.wit");
-        let (text, path) = if own.is_file() {
+    /// The contract's text for the guest in `dir` (from `wit`, else its
+    /// `wit/`, else the contract `wasmop` carries) and where it came from,
+    /// checked to be `expected` (the SDK's pin) before anything is built.
+    pub fn source(dir: &Path, wit: Option<&Path>, expected: &str) -> Result<(String, PathBuf)> {
+        let own = wit.unwrap_or(&dir.join("wit")).join("operator.wit");
+        let (text, path) = if own.is_file() || wit.is_some() {
             (
                 std::fs::read_to_string(&own).map_err(Error::io("reading", &own))?,
                 own,
@@ -92,10 +92,18 @@ impl Contract {
                 expected: expected.to_owned(),
             });
         }
+        Ok((text, path))
+    }
+
+    /// The contract `text` (from [`Contract::source`], at `path`); with
+    /// `http` (the WASI WIT's folder and a folder to stage the packages
+    /// in), beside it `wasi:http`.
+    pub fn load(text: &str, path: &Path, http: Option<(&Path, &Path)>) -> Result<Self> {
+        let found = package_line(text).unwrap_or("(no package line)");
         let mut resolve = Resolve::default();
         let Some((wasi, staging)) = http else {
             let package = resolve
-                .push_str(path.to_string_lossy().as_ref(), &text)
+                .push_str(path.to_string_lossy().as_ref(), text)
                 .map_err(|e| Error::Wit(format!("{e:#}")))?;
             return Ok(Self {
                 resolve,
@@ -125,7 +133,7 @@ impl Contract {
         let deps = staging.join("deps");
         std::fs::create_dir_all(deps.join("wasmop-operator"))
             .map_err(Error::io("creating", &deps))?;
-        std::fs::write(deps.join("wasmop-operator/operator.wit"), &text)
+        std::fs::write(deps.join("wasmop-operator/operator.wit"), text)
             .map_err(Error::io("writing", &deps))?;
         for package in WASI_PACKAGES {
             let from = wasi.join(package);
@@ -207,7 +215,8 @@ mod tests {
     #[test]
     fn a_guest_without_a_wit_is_built_against_the_contract_wasmop_carries() {
         let dir = tempfile::tempdir().unwrap();
-        let contract = Contract::load(dir.path(), "wasmop:operator@0.1.0", None).unwrap();
+        let (text, path) = Contract::source(dir.path(), None, "wasmop:operator@0.1.0").unwrap();
+        let contract = Contract::load(&text, &path, None).unwrap();
         assert_eq!(contract.name, "wasmop:operator@0.1.0");
         for exports in [
             Exports::ALL,
@@ -233,7 +242,7 @@ mod tests {
             ),
         )
         .unwrap();
-        let Err(err) = Contract::load(dir.path(), "wasmop:operator@0.1.0", None) else {
+        let Err(err) = Contract::source(dir.path(), None, "wasmop:operator@0.1.0") else {
             panic!("a 0.2.0 WIT loaded");
         };
         assert!(

@@ -22,6 +22,11 @@ pub struct BuildArgs {
     /// `wasi-io`, … each with its `package.wit`.
     #[arg(long, env = "WASMOP_WASI_WIT", value_name = "DIR")]
     pub wasi_wit: Option<PathBuf>,
+    /// The folder of the contract's `operator.wit` (default: the guest's
+    /// `wit/`, else the contract this `wasmop` was built with); a WIT of
+    /// another contract version than the SDK's is refused.
+    #[arg(long, value_name = "DIR")]
+    pub wit: Option<PathBuf>,
 }
 
 pub(super) fn build(args: BuildArgs) -> anyhow::Result<()> {
@@ -31,6 +36,7 @@ pub(super) fn build(args: BuildArgs) -> anyhow::Result<()> {
         out: args.out,
         http: args.http,
         wasi_wit: args.wasi_wit,
+        wit: args.wit,
     })?;
     let steps: Vec<String> = built
         .steps

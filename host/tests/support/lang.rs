@@ -1,6 +1,6 @@
 //! The cache-operator in each language it is written in (Rust, TypeScript,
-//! Python), run by a `wasmop` host per case: the end-to-end suites whose
-//! cases run once per language (`<case>::rust`, `::ts`, `::python`).
+//! Python, Go), run by a `wasmop` host per case: the end-to-end suites whose
+//! cases run once per language (`<case>::rust`, `::ts`, `::python`, `::go`).
 
 use std::time::Duration;
 
@@ -23,11 +23,12 @@ pub enum Lang {
     Rust,
     TypeScript,
     Python,
+    Go,
 }
 
 impl Lang {
     /// Every language, in the order the cases run.
-    pub const ALL: [Self; 3] = [Self::Rust, Self::TypeScript, Self::Python];
+    pub const ALL: [Self; 4] = [Self::Rust, Self::TypeScript, Self::Python, Self::Go];
 
     /// The module under `target/guests`.
     pub fn module(self) -> &'static str {
@@ -35,6 +36,7 @@ impl Lang {
             Self::Rust => "cache-operator",
             Self::TypeScript => "cache-operator-ts",
             Self::Python => "cache-operator-py",
+            Self::Go => "cache-operator-go",
         }
     }
 
@@ -44,6 +46,7 @@ impl Lang {
             Self::Rust => "rust",
             Self::TypeScript => "ts",
             Self::Python => "python",
+            Self::Go => "go",
         }
     }
 
@@ -54,10 +57,11 @@ impl Lang {
 
 /// The compiled-module cache every host of this suite shares, filled once
 /// per language before its first host starts: a 12–18 MB TypeScript or
-/// Python component takes tens of seconds to compile, which every host (and
+/// Python component (5 MB in Go) takes seconds to tens of seconds to compile, which every host (and
 /// every case at once) would pay again.
 pub async fn compiled_modules(env: &TestEnv, lang: Lang) -> anyhow::Result<std::path::PathBuf> {
-    static WARM: [tokio::sync::OnceCell<()>; 3] = [
+    static WARM: [tokio::sync::OnceCell<()>; 4] = [
+        tokio::sync::OnceCell::const_new(),
         tokio::sync::OnceCell::const_new(),
         tokio::sync::OnceCell::const_new(),
         tokio::sync::OnceCell::const_new(),

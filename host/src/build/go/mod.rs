@@ -43,6 +43,7 @@ pub(super) fn build(dir: &Path, out: &Path, options: &Options) -> Result<Built> 
     let go_version = go_version()?;
     let module = module_path(dir)?;
     let pin = sdk_pin(dir)?;
+    let (wit, wit_path) = Contract::source(dir, options.wit.as_deref(), &pin)?;
     steps.push(("the module and its SDK (go list)", started.elapsed()));
 
     let started = Instant::now();
@@ -65,7 +66,7 @@ pub(super) fn build(dir: &Path, out: &Path, options: &Options) -> Result<Built> 
         }
         (_, false) => None,
     };
-    let contract = Contract::load(dir, &pin, http)?;
+    let contract = Contract::load(&wit, &wit_path, http)?;
     let world = contract.world(Exports::ALL)?;
     bindings::write(
         &contract,
