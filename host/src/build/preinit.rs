@@ -65,7 +65,11 @@ pub(super) fn run(core: &[u8]) -> Result<Started> {
     let mut wizer = Wizer::new();
     wizer.init_func("_initialize");
     let (cx, instrumented) = wizer.instrument(core).map_err(fail)?;
-    let engine = Engine::default();
+    // The start-up runs once: compiling the module fast matters more than
+    // running it fast.
+    let mut config = wasmtime::Config::new();
+    config.cranelift_opt_level(wasmtime::OptLevel::None);
+    let engine = Engine::new(&config).map_err(fail)?;
     let module = Module::new(&engine, &instrumented).map_err(fail)?;
     let mut linker = Linker::new(&engine);
     // Go imports some functions twice (fd_write): each is defined once.
