@@ -1,3 +1,3 @@
 module wasmop.dev/sdk
 
-go 1.26
+go 1.25

@@ -295,7 +295,7 @@ impl Project {
             Lang::Rust => "cargo build --release --target wasm32-unknown-unknown".into(),
             Lang::Ts => "npm run build".into(),
             Lang::Python => format!("python3 build.py component . --out {}.wasm", self.name),
-            Lang::Go => "wasmop build".into(),
+            Lang::Go => format!("wasmop build -o {}.wasm", self.name),
         }
     }
 
