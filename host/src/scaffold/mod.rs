@@ -188,6 +188,10 @@ const GO_COPIED: &[Template] = &[
         "sdk/exports_wasip1.go",
         include_str!("../../../guests/sdk-go/exports_wasip1.go"),
     ),
+    (
+        "sdk/gc_wasip1.go",
+        include_str!("../../../guests/sdk-go/gc_wasip1.go"),
+    ),
     ("sdk/go.mod", include_str!("../../../guests/sdk-go/go.mod")),
     (
         "sdk/hash.go",
