@@ -8,8 +8,8 @@
 //! The two are measured interleaved, call for call, so machine drift hits
 //! both alike. Prints both medians, p99s and the ratio (targets: ratio <= 1.5
 //! and wasm p50 <= 50 us), then where the native time goes stage by stage,
-//! the per-call floor of a fresh instance, the cache-operator in TypeScript
-//! and Python beside the Rust one, and the hostile-neighbour figure.
+//! the per-call floor of a fresh instance, the cache-operator in TypeScript,
+//! Python and Go beside the Rust one, and the hostile-neighbour figure.
 //! Run with `cargo xtask bench` (builds the guests first).
 
 use std::hint::black_box;
@@ -298,19 +298,20 @@ fn main() {
 /// Calls per guest in the language comparison: its calls take milliseconds.
 const LANGUAGE_SAMPLES: usize = 400;
 
-/// The cache-operator in TypeScript and Python beside the Rust one, on the
-/// same request: a cold compile into an empty on-disk cache, a load from
-/// that cache by a fresh runtime (a restarted host), the reconcile's p50
-/// and p99 (validation included, as above) and the per-call floor (a fresh
-/// instance and a call that fails at once: what instantiating costs).
-/// Targets: TypeScript p50 <= 2 ms, Python p50 <= 3 ms.
+/// The cache-operator in TypeScript, Python and Go beside the Rust one, on
+/// the same request: the module's size, a cold compile into an empty
+/// on-disk cache, a load from that cache by a fresh runtime (a restarted
+/// host), the reconcile's p50 and p99 (validation included, as above) and
+/// the per-call floor (a fresh instance and a call that fails at once:
+/// what instantiating costs). Targets: TypeScript p50 <= 2 ms, Python p50
+/// <= 3 ms, Go p50 <= 1 ms and module <= 8 MB.
 fn languages(request: &Request, rust: impl Fn()) {
     println!(
         "cache-operator by language ({LANGUAGE_SAMPLES} calls each, interleaved with the Rust guest's):"
     );
     println!(
-        "  {:<20} {:>10} {:>10} {:>10} {:>12} {:>12}",
-        "module", "p50", "p99", "floor", "cold compile", "cache load"
+        "  {:<20} {:>10} {:>10} {:>10} {:>12} {:>12} {:>9}",
+        "module", "p50", "p99", "floor", "cold compile", "cache load", "size"
     );
     let empty = Request::of(json!({}));
     let cache = std::env::temp_dir().join(format!("wasmop-bench-languages-{}", std::process::id()));
@@ -318,6 +319,7 @@ fn languages(request: &Request, rust: impl Fn()) {
         ("cache-operator", None),
         ("cache-operator-ts", Some(2.0)),
         ("cache-operator-py", Some(3.0)),
+        ("cache-operator-go", Some(1.0)),
     ] {
         let _ = std::fs::remove_dir_all(&cache);
         let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -375,12 +377,13 @@ fn languages(request: &Request, rust: impl Fn()) {
         floor.sort();
         let p50 = pct(&times, 0.5);
         println!(
-            "  {stem:<20} {:>7.2} ms {:>7.2} ms {:>7.2} ms {:>10.1} s {:>9.0} ms{}",
+            "  {stem:<20} {:>7.2} ms {:>7.2} ms {:>7.2} ms {:>10.1} s {:>9.0} ms {:>6.1} MB{}",
             ms(p50),
             ms(pct(&times, 0.99)),
             ms(pct(&floor, 0.5)),
             cold.elapsed.as_secs_f64(),
             ms(hit.elapsed),
+            module.len() as f64 / 1e6,
             match target_ms {
                 Some(target) if ms(p50) <= target => format!("  (target p50 <= {target} ms: met)"),
                 Some(target) => format!("  (target p50 <= {target} ms: NOT met)"),

@@ -23,6 +23,7 @@
 //! own (ARCHITECTURE.md; checked by `host/tests/layers.rs`).
 
 pub mod app;
+pub mod build;
 pub mod cases;
 pub mod claims;
 pub mod cli;

@@ -1,4 +1,4 @@
-//! The cache-operator in Rust, TypeScript and Python answers alike: each
+//! The cache-operator in Rust, TypeScript, Python and Go answers alike: each
 //! passes the shared case set `guests/cases/cache-operator` under
 //! `wasmop test` (every reconcile stage, the admission webhook, conversions
 //! both ways), converts a Cache to v1beta1 and back without a change, and
@@ -9,8 +9,10 @@
 //! The host refuses a TypeScript or Python guest's bad verdicts and
 //! conversions (the hostile guest's attacks, past the SDKs' own checks)
 //! exactly as it refuses the Rust hostile guest's; the hostile guest's
-//! sandbox attacks end under `wasmop test` as the host ends them; and both
-//! SDKs' build scripts refuse a WIT of another contract version.
+//! sandbox attacks end under `wasmop test` as the host ends them, and so do
+//! the Go hostile guest's (heap, spin, goroutines, panics), whose trap shows
+//! the guest's own frames; and the SDKs' builds (`build.mjs`, `build.py`,
+//! `wasmop build`) refuse a WIT of another contract version.
 
 mod support;
 
@@ -19,12 +21,18 @@ use wasmop_host::model::Request;
 use wasmop_host::runtime::{Guest, Limits, ModuleBytes, Runtime, RuntimeConfig};
 use wasmop_host::webhook::offline;
 
-const MODULES: [&str; 3] = ["cache-operator", "cache-operator-ts", "cache-operator-py"];
+const MODULES: [&str; 4] = [
+    "cache-operator",
+    "cache-operator-ts",
+    "cache-operator-py",
+    "cache-operator-go",
+];
 /// The builds that import `wasi:http` for their `registryUrl`.
-const REGISTRY_MODULES: [&str; 3] = [
+const REGISTRY_MODULES: [&str; 4] = [
     "cache-operator-registry",
     "cache-operator-ts-registry",
     "cache-operator-py-registry",
+    "cache-operator-go-registry",
 ];
 /// A transition time the requests' parents carry: an answer that keeps it
 /// shows it, one that sets a new time does not.
@@ -141,12 +149,12 @@ fn load(runtime: &Runtime, stems: &[&str], settings: Option<&str>) -> Vec<Guest>
         .collect()
 }
 
-/// A guest's `memoryLimit` holds for these engines too: the TypeScript and
-/// Python components need megabytes of memory before any reconcile code
-/// runs, and under a cap smaller than that every call fails as
+/// A guest's `memoryLimit` holds for these engines too: the TypeScript,
+/// Python and Go components need megabytes of memory before any reconcile
+/// code runs (Go's runtime, kept in the module, about 5 MiB), and under a cap smaller than that every call fails as
 /// `GuestMemoryLimit`, named, instead of trapping some other way.
 #[test]
-fn the_memory_limit_applies_to_typescript_and_python_guests() {
+fn the_memory_limit_applies_to_typescript_python_and_go_guests() {
     let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
     let request = Request::of(cache(json!({"image": "redis:7.2", "replicas": 2}), None));
     for stem in &MODULES[1..] {
@@ -201,7 +209,7 @@ fn count_cases(dir: &std::path::Path) -> usize {
 /// webhook's defaults and refusals, and conversions both ways and their
 /// refusals. Each language's guest passes every case.
 #[test]
-fn the_three_cache_operators_pass_the_shared_cases() {
+fn every_languages_cache_operator_passes_the_shared_cases() {
     let cases = support::workspace().join("guests/cases/cache-operator");
     let total = count_cases(&cases);
     assert!(total >= 40, "{total} cases");
@@ -233,6 +241,55 @@ fn the_hostile_guests_attacks_end_under_wasmop_test_as_the_host_ends_them() {
         total,
         "{out}"
     );
+}
+
+/// The Go hostile guest's attacks under `wasmop test`
+/// (`guests/hostile-go/cases`): a heap past the memory cap, a spin, ten
+/// thousand goroutines left waiting, a spinning goroutine, a panic, a
+/// panic inside a goroutine, a wait no goroutine ends and a sleep: each
+/// ends as the host ends any guest's, named, and the run goes on.
+#[test]
+fn the_go_hostile_guests_attacks_end_under_wasmop_test_as_the_host_ends_them() {
+    let cases = support::workspace().join("guests/hostile-go/cases");
+    let (passed, out) = wasmop_test(&support::guest_module("hostile-go").unwrap(), &cases);
+    assert!(passed, "{out}");
+    let total = count_cases(&cases);
+    assert!(total >= 9, "{total} cases");
+    assert_eq!(
+        out.lines().filter(|l| l.starts_with("ok ")).count(),
+        total,
+        "{out}"
+    );
+}
+
+/// A Go guest's panic is a trap that shows the guest's own functions, by
+/// the names Go's linker writes into the module, with the panic's message
+/// and place; so is a panic inside a goroutine, whose message is Go's own.
+#[test]
+fn a_go_trap_shows_the_guests_own_frames() {
+    let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
+    let guest = load(&runtime, &["hostile-go"], None).remove(0);
+    for (attack, frame, message) in [
+        (
+            "go-panic",
+            "wasmop.dev_hostile_go.Hostile.Reconcile",
+            "panicked at wasmop.dev/hostile-go/hostile.go",
+        ),
+        (
+            "go-goroutine-panic",
+            "wasmop.dev_hostile_go.explode",
+            "panic: hostile panics in a goroutine",
+        ),
+    ] {
+        let err = guest.reconcile(&Request::of(hostile(attack))).unwrap_err();
+        assert_eq!(err.reason().as_str(), "GuestTrap", "{attack}: {err}");
+        assert!(err.to_string().contains(message), "{attack}: {err}");
+        assert!(
+            err.frames().iter().any(|f| f.contains(frame)),
+            "{attack}: no frame {frame} in {:#?}",
+            err.frames()
+        );
+    }
 }
 
 /// A Cache converted to v1beta1 and back is the same Cache, byte for byte
@@ -268,7 +325,7 @@ fn a_round_trip_through_v1beta1_gives_back_the_same_cache() {
 }
 
 #[test]
-fn the_three_registry_builds_answer_a_refused_registry_alike() {
+fn every_registry_build_answers_a_refused_registry_alike() {
     let runtime = Runtime::new(RuntimeConfig::default()).unwrap();
     // No origin is granted: the host refuses every request, which each
     // guest reports as a registration that cannot have been stored.
@@ -363,7 +420,7 @@ impl Drop for WitDir {
 }
 
 #[test]
-fn both_sdks_refuse_to_build_against_another_contract_version() {
+fn every_sdk_refuses_to_build_against_another_contract_version() {
     let wit = wit_of_version("0.2.0");
     let out = wit.path().join("guest.wasm");
     let root = support::workspace();
@@ -385,7 +442,16 @@ fn both_sdks_refuse_to_build_against_another_contract_version() {
         .current_dir(root.join("guests/cache-operator-py"))
         .output()
         .unwrap();
-    for (lang, output) in [("TypeScript", ts), ("Python", py)] {
+    let go = std::process::Command::new(env!("CARGO_BIN_EXE_wasmop"))
+        .arg("build")
+        .arg(root.join("guests/cache-operator-go"))
+        .arg("--wit")
+        .arg(wit.path())
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    for (lang, output) in [("TypeScript", ts), ("Python", py), ("Go", go)] {
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(!output.status.success(), "{lang}: built against 0.2.0");
         assert!(

@@ -1,4 +1,4 @@
-//! `wasmop new <name> --lang rust|ts|python`: each project, as generated,
+//! `wasmop new <name> --lang rust|ts|python|go`: each project, as generated,
 //! builds with the one command its README gives, passes its unit test and
 //! its two `wasmop test` cases, and renders its sample with `wasmop render`
 //! into the ConfigMap it owns.
@@ -74,7 +74,11 @@ fn generate_build_test_render(
         .collect();
     for (what, line) in [("build", blocks[0]), ("unit test", blocks[1])] {
         let mut words = line.split(' ');
-        let mut command = Command::new(words.next().unwrap());
+        // `wasmop` is the one this test runs, not one on PATH.
+        let mut command = match words.next().unwrap() {
+            "wasmop" => wasmop(),
+            program => Command::new(program),
+        };
         command.args(words).current_dir(&dir);
         for (var, value) in env {
             command.env(var, value);
@@ -142,6 +146,13 @@ fn a_new_python_guest_builds_tests_and_renders_as_generated() {
         &[("WASMOP_PYTHON_TOOLS", tools)],
         |dir| dir.join("py-guest.wasm"),
     );
+}
+
+/// A Go project builds with `wasmop build` and Go alone: the bindings are
+/// generated from the contract, nothing is installed.
+#[test]
+fn a_new_go_guest_builds_tests_and_renders_as_generated() {
+    generate_build_test_render("go-guest", "go", &[], |dir| dir.join("go-guest.wasm"));
 }
 
 #[test]

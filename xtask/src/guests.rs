@@ -17,8 +17,11 @@
 //! `cache-operator-py.wasm`, their registry builds
 //! `cache-operator-ts-registry.wasm` and `cache-operator-py-registry.wasm`,
 //! `hostile-ts.wasm` and `hostile-py.wasm` (the hostile guest's webhook
-//! attacks in those languages), `tutorial-cache.wasm` (the kubebuilder
-//! tutorial's logic, for the scale bench).
+//! attacks in those languages), `cache-operator-go.wasm` and
+//! `cache-operator-go-registry.wasm` (built by `wasmop build`),
+//! `hostile-go.wasm` (Go's own attacks: heap, goroutines, panics),
+//! `tutorial-cache.wasm` (the kubebuilder tutorial's logic, for the scale
+//! bench).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;

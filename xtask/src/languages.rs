@@ -1,5 +1,9 @@
-//! Guests written in TypeScript and Python: their pinned toolchains and
+//! Guests written in TypeScript, Python and Go: their pinned toolchains and
 //! their builds.
+//!
+//! Go guests are built by `wasmop build` (the `wasmop` binary of this
+//! workspace, built once before the first Go guest that is not current),
+//! with the Go on PATH; Go's build cache keeps what it compiled.
 //!
 //! The toolchains are installed on first use into the user's cache, never
 //! globally, each keyed by the files that pin it:
@@ -32,6 +36,8 @@ pub enum Lang {
     TypeScript,
     /// Python, made a component by componentize-py.
     Python,
+    /// Go, made a component by `wasmop build`.
+    Go,
 }
 
 /// A guest built by its language's SDK build script.
@@ -105,6 +111,33 @@ pub const GUESTS: &[ScriptedGuest] = &[
         tests: &[],
         http: false,
     },
+    // The Cache operator in Go, and its build with outbound HTTP.
+    ScriptedGuest {
+        name: "cache-operator-go",
+        lang: Lang::Go,
+        dir: "guests/cache-operator-go",
+        entry: ".",
+        tests: &["./..."],
+        http: false,
+    },
+    ScriptedGuest {
+        name: "cache-operator-go-registry",
+        lang: Lang::Go,
+        dir: "guests/cache-operator-go",
+        entry: ".",
+        tests: &[],
+        http: true,
+    },
+    // The hostile guest's attacks that are Go's own: its heap, goroutines
+    // and panics.
+    ScriptedGuest {
+        name: "hostile-go",
+        lang: Lang::Go,
+        dir: "guests/hostile-go",
+        entry: ".",
+        tests: &[],
+        http: false,
+    },
 ];
 
 /// The SDKs' own unit tests: (language, tests in its [`sdk_dir`]).
@@ -119,6 +152,7 @@ const SDK_TESTS: &[(Lang, &[&str])] = &[
         ],
     ),
     (Lang::Python, &["tests"]),
+    (Lang::Go, &["./..."]),
 ];
 
 /// The installed toolchains.
@@ -126,6 +160,8 @@ pub struct Toolchains {
     node: PathBuf,
     python: PathBuf,
     wasi_wit: PathBuf,
+    /// The `wasmop` binary that builds Go guests, once built.
+    wasmop: std::cell::OnceCell<PathBuf>,
 }
 
 impl Toolchains {
@@ -136,6 +172,7 @@ impl Toolchains {
             wasi_wit: node.join(WASI_WIT),
             node,
             python: python_tools(root)?,
+            wasmop: std::cell::OnceCell::new(),
         })
     }
 
@@ -161,6 +198,7 @@ impl Toolchains {
                 c.arg(root.join(sdk_dir(lang)).join("build.py"));
                 c
             }
+            Lang::Go => Command::new("go"),
         };
         command.current_dir(dir).envs(self.env());
         command
@@ -175,12 +213,28 @@ impl Toolchains {
             return Ok(false);
         };
         let dir = root.join(guest.dir);
+        if guest.lang == Lang::Go {
+            let mut command = Command::new(self.wasmop(root)?);
+            command
+                .arg("build")
+                .arg(&dir)
+                .arg("-o")
+                .arg(out)
+                .envs(self.env());
+            if guest.http {
+                command.arg("--http");
+            }
+            run(&mut command).with_context(|| format!("building guest {}", guest.name))?;
+            stamp.write()?;
+            return Ok(true);
+        }
         let mut command = self.script(root, guest.lang, &dir);
         match guest.lang {
             Lang::TypeScript => command.args(["component", guest.entry, "--out"]).arg(out),
             Lang::Python => command
                 .args(["component", ".", "--module", guest.entry, "--out"])
                 .arg(out),
+            Lang::Go => unreachable!("built above"),
         };
         if guest.http {
             command.arg("--http");
@@ -198,6 +252,16 @@ impl Toolchains {
         let mut hash = Sha256::new();
         for dir in [guest.dir, sdk_dir(guest.lang), "wit"] {
             hash_tree(&mut hash, root, &root.join(dir))?;
+        }
+        if guest.lang == Lang::Go {
+            // What `wasmop build` makes of them: its code, the crates it
+            // generates and componentizes with, the Go that compiles them.
+            hash_tree(&mut hash, root, &root.join("host/src/build"))?;
+            for file in ["host/build.rs", "Cargo.lock"] {
+                crate::inputs::hash_file(&mut hash, root, &root.join(file))?;
+            }
+            hash.update(tool_version(Command::new("go").arg("version"))?);
+            hash.update([u8::from(guest.http)]);
         }
         for (_, tools) in self.env() {
             hash.update(tools.as_os_str().as_encoded_bytes());
@@ -219,6 +283,10 @@ impl Toolchains {
             if lang == Lang::Python {
                 command.arg(".");
             }
+            if lang == Lang::Go {
+                // The guest's logic natively, without the bindings.
+                command.env_remove("GOOS").env_remove("GOARCH");
+            }
             command.args(tests);
             run(&mut command).with_context(|| format!("unit tests of {dir}"))?;
         }
@@ -235,6 +303,25 @@ fn sdk_dir(lang: Lang) -> &'static str {
     match lang {
         Lang::TypeScript => "guests/sdk-ts",
         Lang::Python => "guests/sdk-py",
+        Lang::Go => "guests/sdk-go",
+    }
+}
+
+impl Toolchains {
+    /// The `wasmop` binary of this workspace, built on first use
+    /// (`cargo build -p wasmop-host --bin wasmop`, the build the tests
+    /// use too).
+    fn wasmop(&self, root: &Path) -> Result<&PathBuf> {
+        if let Some(path) = self.wasmop.get() {
+            return Ok(path);
+        }
+        run(
+            crate::process::cargo(&["build", "-p", "wasmop-host", "--bin", "wasmop"])
+                .current_dir(root),
+        )
+        .context("building wasmop, which builds the Go guests")?;
+        let path = crate::guests::target_dir().join("debug/wasmop");
+        Ok(self.wasmop.get_or_init(|| path))
     }
 }
 

@@ -4,11 +4,13 @@
 //! - `wasmop render --guest <path.wasm> --parent <object.yaml> [--observed <objects.yaml>]… [--related <objects.yaml>]… [--secret-values] [--settings <file.yaml>] [--allow-outbound <url>]… [-o yaml|json]`
 //! - `wasmop rbac --guest [<name>=]<path.wasm> [--guest …] [--name wasmop] [--namespace wasmop-system] [--pull-secret <name>]… [--guest-identity host|impersonate]`
 //! - `wasmop test --guest <path.wasm> [--settings <file.yaml>] [--update] <cases…>`
+//! - `wasmop build [<dir>] [-o <out.wasm>] [--http [--wasi-wit <dir>]]`
 //! - `wasmop push <file.wasm> <registry>/<repository>:<tag> [--insecure] [--username <user> --password-stdin]`
 //!
 //! Errors are printed as one line each: `error: ` and the chain of causes,
 //! each cause once.
 
+mod build;
 mod configmap;
 mod new;
 mod plan;
@@ -19,6 +21,7 @@ mod run;
 mod status;
 mod test;
 
+pub use build::BuildArgs;
 pub use configmap::ConfigmapArgs;
 pub use new::NewArgs;
 pub use plan::PlanArgs;
@@ -62,6 +65,10 @@ pub enum Command {
     /// Publish a module to an OCI registry as a wasm artifact; prints its
     /// digest.
     Push(PushArgs),
+    /// Build a guest's folder into a component: Go with the bindings
+    /// generated from the contract, Rust, TypeScript and Python with their
+    /// own toolchains.
+    Build(BuildArgs),
     /// Create a guest project: a kind and its CRD, a reconcile that owns
     /// one ConfigMap, a unit test, and a README with the commands that
     /// build, test, render and run it.
@@ -212,6 +219,7 @@ pub fn main() -> ExitCode {
         Command::Push(args) => tokio::runtime::Runtime::new()
             .context("starting the async runtime")
             .and_then(|rt| rt.block_on(push::push(args))),
+        Command::Build(args) => build::build(args),
         Command::New(args) => new::new(args),
         Command::Configmap(args) => configmap::configmap(&args),
         Command::Plan(args) => return plan::plan(args),

@@ -1,4 +1,4 @@
-//! `wasmop new`: a guest project in Rust, TypeScript or Python.
+//! `wasmop new`: a guest project in Rust, TypeScript, Python or Go.
 
 use std::path::PathBuf;
 

@@ -1,4 +1,4 @@
-//! `wasmop new <name> --lang rust|ts|python`: a guest project to start from,
+//! `wasmop new <name> --lang rust|ts|python|go`: a guest project to start from,
 //! as `kubebuilder create api` or `spin new` make one.
 //!
 //! The project has a kind and its CRD (`crd.yaml`), a sample object, a
@@ -7,9 +7,9 @@
 //! the commands that build, test, run the cases, render and run it. It builds with one command and renders with `wasmop render`
 //! as generated.
 //!
-//! The TypeScript and Python projects carry their SDK (and its build
-//! script) as `guests/sdk-ts` and `guests/sdk-py` have it, so they build
-//! anywhere; the Rust project depends on the Rust SDK by path (`--sdk`,
+//! The TypeScript, Python and Go projects carry their SDK (and, but for
+//! Go, whose build is `wasmop build`, its build script) as `guests/sdk-ts`,
+//! `guests/sdk-py` and `guests/sdk-go` have it, so they build anywhere; the Rust project depends on the Rust SDK by path (`--sdk`,
 //! default: the SDK of the source tree this binary was built from).
 
 use std::path::{Path, PathBuf};
@@ -25,6 +25,8 @@ pub enum Lang {
     Ts,
     /// Python, made a component by componentize-py.
     Python,
+    /// Go, made a component by `wasmop build`.
+    Go,
 }
 
 /// What to generate.
@@ -148,6 +150,104 @@ const PYTHON_COPIED: &[Template] = &[
     ),
 ];
 
+const GO: &[Template] = &[
+    ("go.mod", include_str!("templates/go/go.mod")),
+    ("guest.go", include_str!("templates/go/guest.go")),
+    ("guest_test.go", include_str!("templates/go/guest_test.go")),
+    (".gitignore", "/generated/\n*.wasm\n"),
+];
+
+/// The Go SDK, every file but its tests.
+const GO_COPIED: &[Template] = &[
+    (
+        "sdk/admission.go",
+        include_str!("../../../guests/sdk-go/admission.go"),
+    ),
+    (
+        "sdk/condition.go",
+        include_str!("../../../guests/sdk-go/condition.go"),
+    ),
+    (
+        "sdk/contract.go",
+        include_str!("../../../guests/sdk-go/contract.go"),
+    ),
+    (
+        "sdk/conversion.go",
+        include_str!("../../../guests/sdk-go/conversion.go"),
+    ),
+    ("sdk/doc.go", include_str!("../../../guests/sdk-go/doc.go")),
+    (
+        "sdk/errors.go",
+        include_str!("../../../guests/sdk-go/errors.go"),
+    ),
+    (
+        "sdk/export.go",
+        include_str!("../../../guests/sdk-go/export.go"),
+    ),
+    (
+        "sdk/exports_wasip1.go",
+        include_str!("../../../guests/sdk-go/exports_wasip1.go"),
+    ),
+    (
+        "sdk/gc_wasip1.go",
+        include_str!("../../../guests/sdk-go/gc_wasip1.go"),
+    ),
+    ("sdk/go.mod", include_str!("../../../guests/sdk-go/go.mod")),
+    (
+        "sdk/hash.go",
+        include_str!("../../../guests/sdk-go/hash.go"),
+    ),
+    (
+        "sdk/http.go",
+        include_str!("../../../guests/sdk-go/http.go"),
+    ),
+    (
+        "sdk/http_native.go",
+        include_str!("../../../guests/sdk-go/http_native.go"),
+    ),
+    (
+        "sdk/http_wasip1.go",
+        include_str!("../../../guests/sdk-go/http_wasip1.go"),
+    ),
+    (
+        "sdk/kinds.go",
+        include_str!("../../../guests/sdk-go/kinds.go"),
+    ),
+    ("sdk/log.go", include_str!("../../../guests/sdk-go/log.go")),
+    (
+        "sdk/log_native.go",
+        include_str!("../../../guests/sdk-go/log_native.go"),
+    ),
+    (
+        "sdk/log_wasip1.go",
+        include_str!("../../../guests/sdk-go/log_wasip1.go"),
+    ),
+    (
+        "sdk/object.go",
+        include_str!("../../../guests/sdk-go/object.go"),
+    ),
+    (
+        "sdk/request.go",
+        include_str!("../../../guests/sdk-go/request.go"),
+    ),
+    (
+        "sdk/response.go",
+        include_str!("../../../guests/sdk-go/response.go"),
+    ),
+    (
+        "sdk/trap_native.go",
+        include_str!("../../../guests/sdk-go/trap_native.go"),
+    ),
+    (
+        "sdk/trap_wasm.go",
+        include_str!("../../../guests/sdk-go/trap_wasm.go"),
+    ),
+    (
+        "sdk/trap_wasm.s",
+        include_str!("../../../guests/sdk-go/trap_wasm.s"),
+    ),
+];
+
 /// The TypeScript SDK's pinned toolchain, which a TypeScript project pins too.
 const TS_SDK_PACKAGE: &str = include_str!("../../../guests/sdk-ts/package.json");
 
@@ -160,6 +260,7 @@ impl Lang {
             Self::Rust => RUST,
             Self::Ts => TS,
             Self::Python => PYTHON,
+            Self::Go => GO,
         }
     }
 
@@ -168,6 +269,7 @@ impl Lang {
             Self::Rust => &[],
             Self::Ts => TS_COPIED,
             Self::Python => PYTHON_COPIED,
+            Self::Go => GO_COPIED,
         }
     }
 
@@ -176,6 +278,7 @@ impl Lang {
             Self::Rust => "Rust",
             Self::Ts => "TypeScript",
             Self::Python => "Python",
+            Self::Go => "Go",
         }
     }
 
@@ -184,6 +287,7 @@ impl Lang {
             Self::Rust => "rust",
             Self::Ts => "ts",
             Self::Python => "python",
+            Self::Go => "go",
         }
     }
 }
@@ -195,6 +299,7 @@ impl Project {
             Lang::Rust => "cargo build --release --target wasm32-unknown-unknown".into(),
             Lang::Ts => "npm run build".into(),
             Lang::Python => format!("python3 build.py component . --out {}.wasm", self.name),
+            Lang::Go => format!("wasmop build -o {}.wasm", self.name),
         }
     }
 
@@ -204,6 +309,7 @@ impl Project {
             Lang::Rust => "cargo test".into(),
             Lang::Ts => "npm test".into(),
             Lang::Python => "python3 build.py test . tests".into(),
+            Lang::Go => "go test ./...".into(),
         }
     }
 
@@ -219,7 +325,7 @@ impl Project {
                 "target/wasm32-unknown-unknown/release/{}.wasm",
                 self.name.replace('-', "_")
             ),
-            Lang::Ts | Lang::Python => format!("{}.wasm", self.name),
+            Lang::Ts | Lang::Python | Lang::Go => format!("{}.wasm", self.name),
         }
     }
 
@@ -302,10 +408,16 @@ impl Project {
             Lang::Python => {
                 "- `guest.py`: the reconcile; `tests/test_guest.py`: its unit test; `app.py`: the exports.\n- `wasmop_sdk/`: the Python SDK; `build.py`: its build (componentize-py, installed into `.tools/` on first use)."
             }
+            Lang::Go => {
+                "- `guest.go`: the reconcile, registered with `wasmop.Export` in `init`; `guest_test.go`: its unit test, which runs natively.\n- `sdk/`: the Go SDK (`wasmop.dev/sdk`, which `go.mod` replaces with it). `wasmop build` generates the contract's bindings into `generated/` (not committed), builds with `GOOS=wasip1 GOARCH=wasm`, runs the Go runtime's start-up once and keeps it in the module, and makes the component; it needs Go 1.25 or later and nothing else."
+            }
         };
         let imports_note = match self.lang {
             Lang::Python => {
                 " (and the WASI interfaces componentize-py imports, which the host links granting nothing but clocks and randomness)"
+            }
+            Lang::Go => {
+                " (and the WASI interfaces the Go runtime reaches through the preview 1 adapter, which the host links granting nothing but clocks and randomness)"
             }
             Lang::Rust | Lang::Ts => "",
         };
@@ -314,6 +426,7 @@ impl Project {
             ("{{Kind}}", kind.clone()),
             ("{{group}}", self.group.clone()),
             ("{{plural}}", format!("{singular}s")),
+            ("{{package}}", self.name.replace('-', "")),
             ("{{singular}}", singular),
             ("{{lang}}", self.lang.flag().to_owned()),
             ("{{Language}}", self.lang.title().to_owned()),
@@ -335,7 +448,7 @@ impl Project {
                         .replace('\n', "\n  "),
                 ));
             }
-            Lang::Python => {}
+            Lang::Python | Lang::Go => {}
         }
         Ok(values)
     }
@@ -397,6 +510,23 @@ mod tests {
     }
 
     #[test]
+    fn a_go_project_carries_every_file_of_the_go_sdk_but_its_tests() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guests/sdk-go");
+        let mut files: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|f| {
+                (f.ends_with(".go") || f.ends_with(".s") || f == "go.mod")
+                    && !f.ends_with("_test.go")
+            })
+            .map(|f| format!("sdk/{f}"))
+            .collect();
+        files.sort();
+        let copied: Vec<&str> = GO_COPIED.iter().map(|(path, _)| *path).collect();
+        assert_eq!(copied, files);
+    }
+
+    #[test]
     fn the_kind_is_the_name_in_camel_case_unless_given() {
         assert_eq!(project("web-cache", Lang::Ts).kind(), "WebCache");
         let mut p = project("x", Lang::Ts);
@@ -419,7 +549,7 @@ mod tests {
 
     #[test]
     fn every_placeholder_is_filled_and_a_non_empty_directory_is_refused() {
-        for lang in [Lang::Rust, Lang::Ts, Lang::Python] {
+        for lang in [Lang::Rust, Lang::Ts, Lang::Python, Lang::Go] {
             let dir = std::env::temp_dir().join(format!(
                 "wasmop-new-unit-{}-{}",
                 lang.flag(),

@@ -130,6 +130,7 @@ fn registry_module(lang: Lang) -> &'static str {
         Lang::Rust => "cache-operator-registry",
         Lang::TypeScript => "cache-operator-ts-registry",
         Lang::Python => "cache-operator-py-registry",
+        Lang::Go => "cache-operator-go-registry",
     }
 }
 

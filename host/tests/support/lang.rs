@@ -1,6 +1,6 @@
 //! The cache-operator in each language it is written in (Rust, TypeScript,
-//! Python), run by a `wasmop` host per case: the end-to-end suites whose
-//! cases run once per language (`rust::<case>`, `ts::`, `python::`).
+//! Python, Go), run by a `wasmop` host per case: the end-to-end suites whose
+//! cases run once per language (`rust::<case>`, `ts::`, `python::`, `go::`).
 
 use std::time::Duration;
 
@@ -23,11 +23,12 @@ pub enum Lang {
     Rust,
     TypeScript,
     Python,
+    Go,
 }
 
 impl Lang {
     /// Every language, in the order the cases run.
-    pub const ALL: [Self; 3] = [Self::Rust, Self::TypeScript, Self::Python];
+    pub const ALL: [Self; 4] = [Self::Rust, Self::TypeScript, Self::Python, Self::Go];
 
     /// The module under `target/guests`.
     pub fn module(self) -> &'static str {
@@ -35,6 +36,7 @@ impl Lang {
             Self::Rust => "cache-operator",
             Self::TypeScript => "cache-operator-ts",
             Self::Python => "cache-operator-py",
+            Self::Go => "cache-operator-go",
         }
     }
 
@@ -45,6 +47,7 @@ impl Lang {
             Self::Rust => "rust",
             Self::TypeScript => "ts",
             Self::Python => "python",
+            Self::Go => "go",
         }
     }
 }

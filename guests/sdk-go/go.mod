@@ -1,0 +1,3 @@
+module wasmop.dev/sdk
+
+go 1.25

@@ -1,0 +1,5 @@
+//go:build wasip1
+
+package wasmop
+
+const unavailable = "this guest was built without --http"
