@@ -1,9 +1,13 @@
 //! Scale, against the operator a user would otherwise write: the seeds'
-//! controller-runtime Cache operator (`tests/peers/kubebuilder-cache`),
-//! one process per CRD group, against one wasmop host running the
-//! cache-operator guest. On one real control plane, one operator at a time,
-//! each in a fresh namespace (its own CRD group for the density runs),
-//! deleted once measured so that the next one starts in an empty cluster:
+//! controller-runtime Cache operator as their chapter 3 writes it
+//! (`tests/peers/kubebuilder-cache`, "peer ch.3") and as their stages 4
+//! and 5 finish it (`tests/peers/kubebuilder-cache-finished`, "peer
+//! finished": finalizer and cleanup, conditions, Events, the ConfigMap, per
+//! Cache what the cache-operator does), one process per CRD group, against
+//! one wasmop host running the cache-operator guest. On one real control
+//! plane, one operator at a time, each in a fresh namespace (its own CRD
+//! group for the density runs), deleted once measured so that the next one
+//! starts in an empty cluster:
 //!
 //! 1. convergence: N Caches created at once; wall time until every one is
 //!    Ready at its generation; the operator's API requests by verb (audit
@@ -17,17 +21,21 @@
 //!    changed as soon as the burst is created; how long until its status
 //!    shows the new generation while the N others converge;
 //! 6. deletion: every Cache deleted at once (the operator still running);
-//!    time until none is left;
+//!    time until none is left, the operator's requests by verb (audit log)
+//!    and each control-plane component's CPU seconds meanwhile;
 //!
 //! and the floor: the same N Deployments, Services and ConfigMaps applied
 //! with no operator, until every Deployment is available, with the CPU
-//! seconds each control-plane component used in it. One table, with
-//! wasmop / peer for every figure.
+//! seconds each control-plane component used in it, then every Deployment
+//! scaled to zero until none has a pod (the cleanup the finalizers of the
+//! cache-operator and the finished peer wait for). One table, with each
+//! operator's figure and wasmop / peer for both peers.
 //!
 //! `cargo xtask bench scale`; `WASMOP_SCALE_N=100,1000,5000`,
 //! `WASMOP_SCALE_M=1,5,20` and `WASMOP_SCALE_STEADY_SECS=60` choose others;
-//! `WASMOP_SCALE_OPERATORS=wasmop` measures one operator alone (a profile
-//! run; the table then has no ratios). `WASMOP_SCALE_GUEST=tutorial-cache`
+//! `WASMOP_SCALE_OPERATORS` names the operators measured (default
+//! `wasmop,kubebuilder,kubebuilder-finished`; `wasmop` alone is a profile
+//! run, and the table then has no ratios). `WASMOP_SCALE_GUEST=tutorial-cache`
 //! runs the host with the guest that has the peer's logic (no ConfigMap,
 //! finalizer or Events) instead of the cache-operator: the host alone
 //! against controller-runtime, the same writes asked of both.
@@ -63,14 +71,31 @@ fn env_list(var: &str, default: &str) -> Vec<usize> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Operator {
     Wasmop,
+    /// The seeds' chapter-3 operator (`tests/peers/kubebuilder-cache`).
     Peer,
+    /// The seeds' operator as stages 4 and 5 finish it
+    /// (`tests/peers/kubebuilder-cache-finished`).
+    Finished,
 }
 
 impl Operator {
+    const ALL: [Self; 3] = [Self::Wasmop, Self::Peer, Self::Finished];
+
+    /// Its name in `WASMOP_SCALE_OPERATORS`, identities and namespaces.
     fn name(self) -> &'static str {
         match self {
             Self::Wasmop => "wasmop",
             Self::Peer => "kubebuilder",
+            Self::Finished => "kubebuilder-finished",
+        }
+    }
+
+    /// Its column in the table.
+    fn label(self) -> &'static str {
+        match self {
+            Self::Wasmop => "wasmop",
+            Self::Peer => "peer ch.3",
+            Self::Finished => "peer finished",
         }
     }
 }
@@ -247,8 +272,8 @@ async fn start(
                 metrics: Some(metrics),
             }]
         }
-        Operator::Peer => {
-            let binary = wasmop_testenv::ensure_kubebuilder_cache().expect("peer build");
+        Operator::Peer | Operator::Finished => {
+            let binary = peer_binary(operator);
             groups
                 .iter()
                 .enumerate()
@@ -273,6 +298,16 @@ async fn start(
                 .collect()
         }
     }
+}
+
+/// The binary of a peer, built if missing.
+fn peer_binary(operator: Operator) -> std::path::PathBuf {
+    match operator {
+        Operator::Peer => wasmop_testenv::ensure_kubebuilder_cache(),
+        Operator::Finished => wasmop_testenv::ensure_kubebuilder_cache_finished(),
+        Operator::Wasmop => unreachable!("wasmop is no peer"),
+    }
+    .expect("peer build")
 }
 
 /// Resident and peak memory (KiB), CPU seconds of `pid`.
@@ -416,6 +451,14 @@ struct Run {
     fairness: Duration,
     /// From deleting every Cache to none left.
     deletion: Duration,
+    /// The operator's requests while deleting, by verb.
+    deletion_requests: BTreeMap<String, usize>,
+    /// CPU seconds of each control-plane component while deleting.
+    deletion_plane_cpu: BTreeMap<&'static str, f64>,
+    /// The metrics' counters while deleting.
+    deletion_counters: Counters,
+    /// Share of the machine's CPU time busy while deleting, in percent.
+    deletion_machine_busy: f64,
     requests: BTreeMap<String, usize>,
     /// The metrics' counters while converging.
     counters: Counters,
@@ -457,10 +500,10 @@ async fn measure(env: &TestEnv, operator: Operator, n: usize, steady: Duration) 
     let converge = wait_converged(&api, n + 1, started).await;
     let converged_at = SystemTime::now();
     let cpu_after = machine_cpu();
-    let plane_cpu = plane_cpu_since(&plane_before, plane_cpu(env));
+    let converge_cpu = plane_cpu_since(&plane_before, plane_cpu(env));
     let machine_busy =
         100.0 * (cpu_after.0 - cpu_before.0) as f64 / (cpu_after.1 - cpu_before.1).max(1) as f64;
-    let counters = counters(metrics).await - counters_before;
+    let converge_counters = counters(metrics).await - counters_before;
     // The API server logs an event just after it answers.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let requests = requests_by_verb(env, &user, from, converged_at);
@@ -493,17 +536,31 @@ async fn measure(env: &TestEnv, operator: Operator, n: usize, steady: Duration) 
     let (_, _, cpu) = cost(pid);
     let steady_writes = writes(&requests_by_verb(env, &user, steady_from, steady_to));
     let storm_writes = writes(&requests_by_verb(env, &user, steady_to, storm_to));
+    let (deletion_from, plane_before) = (SystemTime::now(), plane_cpu(env));
+    let (cpu_before, counters_before) = (machine_cpu(), counters(metrics).await);
     let deletion = delete_all(&api).await;
+    let deletion_plane_cpu = plane_cpu_since(&plane_before, plane_cpu(env));
+    let cpu_after = machine_cpu();
+    let deletion_counters = counters(metrics).await - counters_before;
+    let deletion_machine_busy =
+        100.0 * (cpu_after.0 - cpu_before.0) as f64 / (cpu_after.1 - cpu_before.1).max(1) as f64;
+    let deletion_to = SystemTime::now();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let deletion_requests = requests_by_verb(env, &user, deletion_from, deletion_to);
     drop(running);
     clear(env, &ns, Some(&group)).await;
     Run {
         converge,
         fairness,
         deletion,
+        deletion_requests,
+        deletion_plane_cpu,
+        deletion_counters,
+        deletion_machine_busy,
         requests,
-        counters,
+        counters: converge_counters,
         machine_busy,
-        plane_cpu,
+        plane_cpu: converge_cpu,
         steady_writes,
         storm_writes,
         rss_peak_mib: rss_peak as f64 / 1024.0,
@@ -628,10 +685,23 @@ async fn clear(env: &TestEnv, ns: &str, group: Option<&str>) {
     }
 }
 
+/// What the control plane takes with no operator.
+struct Floor {
+    /// N Deployments, Services and ConfigMaps applied until every
+    /// Deployment is available.
+    available: Duration,
+    /// CPU seconds of each control-plane component in it.
+    cpu: BTreeMap<&'static str, f64>,
+    /// Then every Deployment scaled to zero until none has a pod: the
+    /// cleanup a finalizer of the cache-operator's kind waits for.
+    scaled_down: Duration,
+}
+
 /// The floor: N Deployments, Services and ConfigMaps applied directly;
 /// time until every Deployment is available, and the CPU seconds each
-/// control-plane component used in it.
-async fn floor(env: &TestEnv, n: usize) -> (Duration, BTreeMap<&'static str, f64>) {
+/// control-plane component used in it; then the time until every
+/// Deployment scaled to zero has no pod.
+async fn floor(env: &TestEnv, n: usize) -> Floor {
     let client = env.client();
     let ns = env
         .create_namespace(&format!("scale-floor-{n}"))
@@ -684,12 +754,58 @@ async fn floor(env: &TestEnv, n: usize) -> (Duration, BTreeMap<&'static str, f64
             .filter(|d| d.status.as_ref().and_then(|s| s.ready_replicas) == Some(1))
             .count();
         if ready == n {
-            let took = started.elapsed();
-            let used = plane_cpu_since(&plane_before, plane_cpu(env));
+            let available = started.elapsed();
+            let cpu = plane_cpu_since(&plane_before, plane_cpu(env));
+            let scaled_down = scale_down(&deployments, n).await;
             clear(env, &ns, None).await;
-            return (took, used);
+            return Floor {
+                available,
+                cpu,
+                scaled_down,
+            };
         }
         assert!(started.elapsed() < CONVERGE_LIMIT, "floor: {ready} of {n}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Scales the `n` Deployments `c0` … `c<n-1>` of `api` to zero, 32 requests
+/// at a time, and waits until none reports a pod (`status.replicas`, which
+/// the cache-operator's finalizer waits for).
+async fn scale_down(api: &Api<DynamicObject>, n: usize) -> Duration {
+    let started = Instant::now();
+    let patch = json!({"spec": {"replicas": 0}});
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let (api, patch) = (api.clone(), &patch);
+            async move {
+                api.patch(
+                    &format!("c{i}"),
+                    &PatchParams::default(),
+                    &Patch::Merge(patch),
+                )
+                .await
+                .map(drop)
+            }
+        })
+        .buffer_unordered(32)
+        .try_collect::<Vec<_>>()
+        .await
+        .expect("scale to zero");
+    loop {
+        let list = api.list(&ListParams::default()).await.expect("list");
+        let left = list
+            .items
+            .iter()
+            .filter(|d| d.data.pointer("/status/replicas").and_then(Value::as_i64) > Some(0))
+            .count();
+        if left == 0 {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < CONVERGE_LIMIT,
+            "floor: {left} of {n} Deployments still have pods"
+        );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
@@ -727,19 +843,22 @@ fn ratio(a: f64, b: f64) -> String {
     }
 }
 
-/// One table row: wasmop's figure, the peer's and their ratio, "-" where an
-/// operator was not measured.
-fn row(label: &str, wasmop: Option<f64>, peer: Option<f64>, unit: &str) {
+/// One table row: each operator's figure (wasmop, the chapter-3 peer, the
+/// finished peer) and wasmop's ratio to each peer, "-" where an operator
+/// was not measured.
+fn row(label: &str, figures: [Option<f64>; 3], unit: &str) {
     let cell = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.1}{unit}"));
-    let ratio = match (wasmop, peer) {
+    let ratio_to = |peer: Option<f64>| match (figures[0], peer) {
         (Some(w), Some(p)) => ratio(w, p),
         _ => "-".to_owned(),
     };
     println!(
-        "  {label:<42} {:>12} {:>12} {:>8}",
-        cell(wasmop),
-        cell(peer),
-        ratio
+        "  {label:<42} {:>12} {:>12} {:>13} {:>8} {:>8}",
+        cell(figures[0]),
+        cell(figures[1]),
+        cell(figures[2]),
+        ratio_to(figures[1]),
+        ratio_to(figures[2]),
     );
 }
 
@@ -769,17 +888,21 @@ async fn main() {
             .and_then(|s| s.parse().ok())
             .unwrap_or(60),
     );
-    let operators =
-        std::env::var("WASMOP_SCALE_OPERATORS").unwrap_or_else(|_| "wasmop,kubebuilder".to_owned());
-    let runs = |o: Operator| operators.split(',').any(|name| name.trim() == o.name());
-    let (run_wasmop, run_peer) = (runs(Operator::Wasmop), runs(Operator::Peer));
+    let default_operators = Operator::ALL.map(Operator::name).join(",");
+    let operators = std::env::var("WASMOP_SCALE_OPERATORS").unwrap_or(default_operators);
+    let measured: Vec<Operator> = Operator::ALL
+        .into_iter()
+        .filter(|o| operators.split(',').any(|name| name.trim() == o.name()))
+        .collect();
     assert!(
-        run_wasmop || run_peer,
-        "WASMOP_SCALE_OPERATORS names neither wasmop nor kubebuilder"
+        !measured.is_empty(),
+        "WASMOP_SCALE_OPERATORS names none of {:?}",
+        Operator::ALL.map(Operator::name)
     );
-    if run_peer {
-        let peer = wasmop_testenv::ensure_kubebuilder_cache().expect("peer build");
-        println!("scale: peer {}", peer.display());
+    // The peers are built before the control plane starts, so a cold
+    // build's minutes are not spent beside it.
+    for &peer in measured.iter().filter(|&&o| o != Operator::Wasmop) {
+        println!("scale: {} {}", peer.label(), peer_binary(peer).display());
     }
     let env = TestEnv::start().await.expect("control plane");
     let client = env.client();
@@ -789,39 +912,48 @@ async fn main() {
     }
 
     println!(
-        "\nscale: wasmop (one host, {} guest) against kubebuilder (the seeds' controller-runtime operator), one real control plane",
+        "\nscale: wasmop (one host, {} guest) against the seeds' controller-runtime operator as chapter 3 writes it (peer ch.3) and as stages 4 and 5 finish it (peer finished), one real control plane",
         guest()
     );
     println!(
-        "  {:<42} {:>12} {:>12} {:>8}",
-        "", "wasmop", "kubebuilder", "ratio"
+        "  {:<42} {:>12} {:>12} {:>13} {:>8} {:>8}",
+        "",
+        Operator::Wasmop.label(),
+        Operator::Peer.label(),
+        Operator::Finished.label(),
+        "w/ch.3",
+        "w/fin."
     );
     for &n in &ns_list {
-        let (floor_time, floor_cpu) = floor(&env, n).await;
-        let w = match run_wasmop {
-            true => Some(measure(&env, Operator::Wasmop, n, steady).await),
-            false => None,
-        };
-        let p = match run_peer {
-            true => Some(measure(&env, Operator::Peer, n, steady).await),
-            false => None,
-        };
-        let (w, p) = (w.as_ref(), p.as_ref());
+        let floor = floor(&env, n).await;
+        let mut runs: [Option<Run>; 3] = [None, None, None];
+        for (slot, operator) in Operator::ALL.into_iter().enumerate() {
+            if measured.contains(&operator) {
+                runs[slot] = Some(measure(&env, operator, n, steady).await);
+            }
+        }
         let secs = |d: Duration| d.as_secs_f64();
         println!("N = {n}");
         println!(
             "  {:<42} {:>12} (no operator: Deployments, Services, ConfigMaps applied directly)",
             "floor: all Deployments available",
-            format!("{:.1}s", secs(floor_time))
+            format!("{:.1}s", secs(floor.available))
         );
-        println!("    CPU seconds in it: {}", by_component(&floor_cpu));
+        println!("    CPU seconds in it: {}", by_component(&floor.cpu));
+        println!(
+            "  {:<42} {:>12} (no operator: every Deployment scaled to 0, the finalizers' cleanup)",
+            "floor: all their pods gone",
+            format!("{:.1}s", secs(floor.scaled_down))
+        );
         let figure = |label: &str, unit: &str, f: &dyn Fn(&Run) -> f64| {
-            row(label, w.map(f), p.map(f), unit);
+            row(label, runs.each_ref().map(|r| r.as_ref().map(f)), unit);
         };
         figure("convergence (all Ready at generation)", "s", &|r| {
             secs(r.converge)
         });
-        figure("  / floor", "", &|r| secs(r.converge) / secs(floor_time));
+        figure("  / floor", "", &|r| {
+            secs(r.converge) / secs(floor.available)
+        });
         figure("  Caches per second", "", &|r| n as f64 / secs(r.converge));
         figure("  API requests during it", "", &|r| {
             r.requests.values().sum::<usize>() as f64
@@ -842,7 +974,7 @@ async fn main() {
         figure("  machine CPU busy (all processes)", "%", &|r| {
             r.machine_busy
         });
-        for component in floor_cpu.keys() {
+        for component in floor.cpu.keys() {
             figure(&format!("  CPU seconds, {component}"), "s", &|r| {
                 r.plane_cpu.get(component).copied().unwrap_or(0.0)
             });
@@ -856,9 +988,9 @@ async fn main() {
         figure("  wait in the queue, mean", "ms", &|r| {
             1000.0 * r.counters.queued_secs / r.counters.queued
         });
-        for (operator, run) in [(Operator::Wasmop, w), (Operator::Peer, p)] {
+        for (operator, run) in Operator::ALL.into_iter().zip(&runs) {
             if let Some(run) = run {
-                println!("    {}: {}", operator.name(), verbs(&run.requests));
+                println!("    {}: {}", operator.label(), verbs(&run.requests));
             }
         }
         figure("a user's change while N converge: seconds", "s", &|r| {
@@ -877,38 +1009,66 @@ async fn main() {
             r.cpu_secs
         });
         figure(
-            "deletion: all Caches gone (peer: no finalizer)",
+            "deletion: all Caches gone (ch.3: no finalizer)",
             "s",
             &|r| secs(r.deletion),
         );
         figure("  Caches deleted per second", "", &|r| {
             n as f64 / secs(r.deletion)
         });
+        figure("  writes per deleted Cache", "", &|r| {
+            writes(&r.deletion_requests) as f64 / n as f64
+        });
+        figure("    of them Event writes", "", &|r| {
+            event_writes(&r.deletion_requests) as f64 / n as f64
+        });
+        figure("  reconciles during it, per Cache", "", &|r| {
+            r.deletion_counters.reconciles / n as f64
+        });
+        figure("  reconcile, mean", "ms", &|r| {
+            1000.0 * r.deletion_counters.reconcile_secs / r.deletion_counters.reconciles
+        });
+        figure("  wait in the queue, mean", "ms", &|r| {
+            1000.0 * r.deletion_counters.queued_secs / r.deletion_counters.queued
+        });
+        figure("  machine CPU busy (all processes)", "%", &|r| {
+            r.deletion_machine_busy
+        });
+        for component in floor.cpu.keys() {
+            figure(&format!("  CPU seconds, {component}"), "s", &|r| {
+                r.deletion_plane_cpu.get(component).copied().unwrap_or(0.0)
+            });
+        }
+        for (operator, run) in Operator::ALL.into_iter().zip(&runs) {
+            if let Some(run) = run {
+                println!(
+                    "    {}: {}",
+                    operator.label(),
+                    verbs(&run.deletion_requests)
+                );
+            }
+        }
     }
     println!("density (M operators idle, one CRD group and one Cache each)");
-    let mut first: Option<(Option<f64>, Option<f64>)> = None;
+    let mut first: Option<[Option<f64>; 3]> = None;
     for &m in &m_list {
-        let w = match run_wasmop {
-            true => Some(density(&env, Operator::Wasmop, m).await),
-            false => None,
-        };
-        let p = match run_peer {
-            true => Some(density(&env, Operator::Peer, m).await),
-            false => None,
-        };
-        row(&format!("M = {m}: total RSS"), w, p, " MiB");
-        if let Some((w1, p1)) = first.filter(|_| m > 1) {
-            let per_extra =
-                |total: Option<f64>, one: Option<f64>| Some((total? - one?) / (m - 1) as f64);
+        let mut totals: [Option<f64>; 3] = [None, None, None];
+        for (slot, operator) in Operator::ALL.into_iter().enumerate() {
+            if measured.contains(&operator) {
+                totals[slot] = Some(density(&env, operator, m).await);
+            }
+        }
+        row(&format!("M = {m}: total RSS"), totals, " MiB");
+        if let Some(one) = first.filter(|_| m > 1) {
+            let per_extra = |slot: usize| Some((totals[slot]? - one[slot]?) / (m - 1) as f64);
             row(
                 &format!("M = {m}: RSS per extra operator"),
-                per_extra(w, w1),
-                per_extra(p, p1),
+                [per_extra(0), per_extra(1), per_extra(2)],
                 " MiB",
             );
         }
         if m == 1 {
-            first = Some((w, p));
+            first = Some(totals);
         }
     }
 }

@@ -78,7 +78,7 @@ pub use faults::Component;
 pub use monitoring::{
     PROMETHEUS_OPERATOR_VERSION, ensure_otelcol, ensure_promtool, prometheus_operator_crds,
 };
-pub use peers::ensure_kubebuilder_cache;
+pub use peers::{ensure_kubebuilder_cache, ensure_kubebuilder_cache_finished};
 pub use registry::{BasicAuth, REGISTRY_VERSION, Registry, ensure_registry_binary};
 pub use window::Window;
 
