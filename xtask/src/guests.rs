@@ -151,7 +151,11 @@ pub fn build_all() -> Result<()> {
 /// Builds the Rust guests the demo shows (the cache-operator, its v2 and its
 /// broken build), not every language's.
 pub fn build_demo() -> Result<()> {
-    const SHOWN: &[&str] = &["cache-operator", "cache-operator-v2", "cache-operator-broken"];
+    const SHOWN: &[&str] = &[
+        "cache-operator",
+        "cache-operator-v2",
+        "cache-operator-broken",
+    ];
     build_rust(|g| SHOWN.contains(&g.name), SHOWN.len()).map(drop)
 }
 

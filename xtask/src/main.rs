@@ -64,6 +64,8 @@ enum Task {
     /// Run every shell block of the README and of docs/ that a user is
     /// meant to run, in order, against a local control plane.
     DocsTest,
+    /// Lint the workspace and every guest: cargo clippy -D warnings.
+    Lint,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -76,5 +78,6 @@ fn main() -> anyhow::Result<()> {
         Task::Bench { args } => pipeline::bench(&args),
         Task::Image => image::build().map(drop),
         Task::DocsTest => docs::run(),
+        Task::Lint => pipeline::lint(),
     }
 }

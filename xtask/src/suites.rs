@@ -79,6 +79,12 @@ impl Suite {
         self.kind == "test"
     }
 
+    /// This binary run with `envs` in its environment too.
+    pub fn with_env(mut self, envs: &[(String, OsString)]) -> Self {
+        self.env.extend(envs.iter().cloned());
+        self
+    }
+
     /// The same binary run again with more arguments and environment.
     pub fn with(&self, label: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
         Self {
@@ -106,10 +112,11 @@ impl Suite {
     }
 }
 
-/// Builds every test binary of the workspace with `envs` set (as `cargo
-/// test --workspace` would build them), without running them. [`CLUSTER`]
-/// is to run [`cluster_threads`] tests at once.
-pub fn build(envs: &[(String, OsString)]) -> Result<Vec<Suite>> {
+/// Builds every test binary of the workspace (as `cargo test --workspace`
+/// would build them), without running them; each runs with no more
+/// environment than xtask's until [`Suite::with_env`]. [`CLUSTER`] is to
+/// run [`cluster_threads`] tests at once.
+pub fn build() -> Result<Vec<Suite>> {
     let threads = cluster_threads()?.to_string();
     let mut command = cargo(&[
         "test",
@@ -117,7 +124,6 @@ pub fn build(envs: &[(String, OsString)]) -> Result<Vec<Suite>> {
         "--no-run",
         "--message-format=json-render-diagnostics",
     ]);
-    command.envs(envs.iter().map(|(k, v)| (k, v)));
     command.stdout(Stdio::piped());
     eprintln!("    $ cargo test --workspace --no-run");
     let mut child = command.spawn().context("starting cargo test --no-run")?;
@@ -159,7 +165,7 @@ pub fn build(envs: &[(String, OsString)]) -> Result<Vec<Suite>> {
             executable: executable.into_std_path_buf(),
             dir,
             args,
-            env: envs.to_vec(),
+            env: Vec::new(),
         });
     }
     let status = child.wait()?;

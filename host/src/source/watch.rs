@@ -334,9 +334,11 @@ impl Syncer {
 
         // Each guest's share of the instance pool, reckoned with the whole
         // list whichever entry loads first.
-        host.expect(list.guests.iter().filter_map(|entry| {
-            Some((entry.name.as_str(), entry.controller().ok()?.concurrency))
-        }));
+        host.expect(
+            list.guests.iter().filter_map(|entry| {
+                Some((entry.name.as_str(), entry.controller().ok()?.concurrency))
+            }),
+        );
         for entry in &list.guests {
             self.schedule_poll(entry);
             let input = format!("{entry:?}|{}", self.sources.version(entry).await);

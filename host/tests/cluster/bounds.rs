@@ -475,7 +475,9 @@ async fn a_plan_is_bounded_and_made_as_the_guest_would_write(
                 && e["objectRef"]["resource"] == "configmaps"
                 && e["objectRef"]["namespace"] == ns.as_str()
                 && e["responseStatus"]["code"] == 403
-                && e["requestURI"].as_str().is_some_and(|u| u.contains("dryRun=All"))
+                && e["requestURI"]
+                    .as_str()
+                    .is_some_and(|u| u.contains("dryRun=All"))
         })
         .context("no refused dry-run create of a ConfigMap in the audit log")?;
     ensure!(

@@ -111,7 +111,9 @@ async fn demo(keep: bool, ha: bool, oci: bool) -> Result<()> {
         }
         Ok(())
     });
-    println!("   building the guests and the host with Cargo, the control plane with Go, side by side");
+    println!(
+        "   building the guests and the host with Cargo, the control plane with Go, side by side"
+    );
     guests::build_demo()?;
     // The debug build the tests use: it shares their build, and the host
     // compiles guests with Cranelift optimised either way.
