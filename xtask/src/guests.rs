@@ -148,15 +148,32 @@ pub fn build_all() -> Result<()> {
     Ok(())
 }
 
-/// Builds the Rust guests the demo shows (the cache-operator, its v2 and its
-/// broken build), not every language's.
+/// Builds the guests the demo shows (the cache-operator, its v2, its broken
+/// build and its Go build), not every language's.
 pub fn build_demo() -> Result<()> {
     const SHOWN: &[&str] = &[
         "cache-operator",
         "cache-operator-v2",
         "cache-operator-broken",
     ];
-    build_rust(|g| SHOWN.contains(&g.name), SHOWN.len()).map(drop)
+    let root = workspace_root();
+    let out_dir = build_rust(|g| SHOWN.contains(&g.name), SHOWN.len() + 1)?;
+    let go = crate::languages::GUESTS
+        .iter()
+        .find(|g| g.name == "cache-operator-go")
+        .context("no guest cache-operator-go")?;
+    eprintln!(
+        "--> guest {}/{}: {} (Go)",
+        SHOWN.len() + 1,
+        SHOWN.len() + 1,
+        go.name
+    );
+    crate::languages::Toolchains::ensure(&root)?.build(
+        &root,
+        go,
+        &out_dir.join(format!("{}.wasm", go.name)),
+    )?;
+    Ok(())
 }
 
 /// Builds the Rust guests `wanted` picks into `target/guests` (numbered out

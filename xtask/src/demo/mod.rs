@@ -98,7 +98,7 @@ async fn demo(keep: bool, ha: bool, oci: bool) -> Result<()> {
 
     step(
         1,
-        "build the operator guests (Rust compiled to wasm components) and the wasmop host",
+        "build the operator guests (Rust, and the same operator in Go, compiled to wasm components) and the wasmop host",
     );
     // The control plane (and, with --oci, the registry) is built from Go
     // modules while Cargo builds the guests and the host: on a new machine
@@ -134,7 +134,7 @@ async fn demo(keep: bool, ha: bool, oci: bool) -> Result<()> {
         .map_err(|_| anyhow::anyhow!("the control plane's build panicked"))??;
     let wasmop = guests::target_dir().join("debug/wasmop");
     let guest_dir = guests::guest_dir();
-    for g in ["cache-operator", "cache-operator-v2"] {
+    for g in ["cache-operator", "cache-operator-v2", "cache-operator-go"] {
         let size = std::fs::metadata(guest_dir.join(format!("{g}.wasm")))?.len();
         println!("   {g}.wasm: {} KiB", size / 1024);
     }
@@ -270,20 +270,7 @@ async fn demo(keep: bool, ha: bool, oci: bool) -> Result<()> {
         }
     };
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
-    loop {
-        let d = deployments.get("demo-cache").await?;
-        if d.labels()
-            .get("apps.example.com/version")
-            .map(String::as_str)
-            == Some("v2")
-        {
-            break;
-        }
-        if swap_started.elapsed() > Duration::from_secs(60) {
-            bail!("v2 never took effect; host log: {}", log_path.display());
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    version_shown(&deployments, Some("v2"), swap_started, &log_path).await?;
     println!(
         "   v2 took effect {:.2} s after the {}",
         swap_started.elapsed().as_secs_f64(),
@@ -300,13 +287,36 @@ async fn demo(keep: bool, ha: bool, oci: bool) -> Result<()> {
         bail!("the host exited; log: {}", log_path.display());
     }
 
+    step(
+        7,
+        "swap the operator to its Go build (guests/cache-operator-go: the seeds' kubebuilder Reconcile in Go, v1's logic; 5 MB, so listed from a file, not a ConfigMap) and back to v2, without a restart",
+    );
+    let go_module = guest_dir.join("cache-operator-go.wasm");
+    let started = Instant::now();
+    apply_value(&client, &guest_list_from_file(&go_module), NS).await?;
+    version_shown(&deployments, None, started, &log_path).await?;
+    println!(
+        "   the Go build took effect {:.2} s after the guest list changed: demo-cache's children lost v2's label",
+        started.elapsed().as_secs_f64()
+    );
+    let started = Instant::now();
+    apply_value(&client, &demo_guest_list(reference.as_deref()), NS).await?;
+    version_shown(&deployments, Some("v2"), started, &log_path).await?;
+    println!(
+        "   back on v2 {:.2} s after the guest list changed; host PID still {pid}",
+        started.elapsed().as_secs_f64()
+    );
+    if host.try_wait()?.is_some() {
+        bail!("the host exited; log: {}", log_path.display());
+    }
+
     let mut next = rollouts::show(
         &client,
         &wasmop,
         env.kubeconfig_path(),
         &guest_dir,
         &log_path,
-        7,
+        8,
     )
     .await?;
 
@@ -777,6 +787,47 @@ fn demo_guest_list(reference: Option<&str>) -> Value {
         "metadata": {"name": "wasmop-guests", "namespace": NS},
         "data": {"guests.yaml": guests},
     }])
+}
+
+/// The demo's guest list with the cache-operator's module read from the
+/// file `module` (the host runs on this machine).
+fn guest_list_from_file(module: &Path) -> Value {
+    let guests = format!(
+        "guests:\n  - name: cache-operator\n    module:\n      file: {}\n    settings: {{version: v1beta1}}\n",
+        module.display()
+    );
+    serde_json::json!([{
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "wasmop-guests", "namespace": NS},
+        "data": {"guests.yaml": guests},
+    }])
+}
+
+/// Waits until demo-cache's Deployment carries the version label `want`
+/// (none: v1's children carry none), at most 60 s after `since`.
+async fn version_shown(
+    deployments: &Api<Deployment>,
+    want: Option<&str>,
+    since: Instant,
+    log: &Path,
+) -> Result<()> {
+    loop {
+        let d = deployments.get("demo-cache").await?;
+        if d.labels()
+            .get("apps.example.com/version")
+            .map(String::as_str)
+            == want
+        {
+            return Ok(());
+        }
+        if since.elapsed() > Duration::from_secs(60) {
+            bail!(
+                "demo-cache's version label never became {want:?}; host log: {}",
+                log.display()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// The Lease of the cache-operator's work (its shard k's: `-<k>` added).
