@@ -119,3 +119,132 @@ pub fn resumption(record: &Record, digest: &str, settings: Option<&str>) -> Resu
         _ => Resumption::RolledBack,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ChildKind, KindRef};
+
+    fn cache() -> Description {
+        Description::new(KindRef::new("apps.example.com", "v1alpha1", "Cache"))
+            .child(ChildKind::namespaced(KindRef::new(
+                "apps",
+                "v1",
+                "Deployment",
+            )))
+            .finalizer("apps.example.com/cleanup")
+    }
+
+    fn record(phase: Phase) -> Record {
+        Record {
+            stable: "a".repeat(64),
+            candidate: Some("b".repeat(64)),
+            candidate_settings: settings_hash(Some("{}")),
+            phase,
+            ..Record::default()
+        }
+    }
+
+    #[test]
+    fn a_candidate_may_add_kinds_but_not_change_the_primary_a_childs_version_or_the_finalizer() {
+        let stable = cache();
+        let added = cache().child(ChildKind::namespaced(KindRef::new("", "v1", "ConfigMap")));
+        assert!(check_same_kind(&stable, &added).is_ok());
+        let cases = [
+            (
+                Description {
+                    primary: KindRef::new("apps.example.com", "v1alpha1", "Store"),
+                    ..cache()
+                },
+                "primary kind",
+            ),
+            (
+                Description {
+                    children: vec![ChildKind::namespaced(KindRef::new(
+                        "apps",
+                        "v2",
+                        "Deployment",
+                    ))],
+                    ..cache()
+                },
+                "version of a child kind",
+            ),
+            (
+                Description {
+                    finalizer: None,
+                    ..cache()
+                },
+                "finalizer",
+            ),
+        ];
+        for (candidate, what) in cases {
+            let refused = check_same_kind(&stable, &candidate).unwrap_err();
+            assert_eq!(refused.what, what);
+            assert!(
+                refused.to_string().contains("rollout strategy Immediate"),
+                "{refused}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_watches_cover_both_versions_kinds_once() {
+        let a = cache();
+        let b = cache().child(ChildKind::namespaced(KindRef::new("", "v1", "ConfigMap")));
+        let both = union(&a, &b);
+        let kinds: Vec<String> = both.children.iter().map(|c| c.kind.kind.clone()).collect();
+        assert_eq!(kinds, ["Deployment", "ConfigMap"]);
+        assert_eq!(union(&both, &a).children.len(), 2);
+    }
+
+    #[test]
+    fn a_stable_version_is_its_module_and_during_a_rollout_its_settings() {
+        let mut r = Record {
+            stable: "a".repeat(64),
+            ..Record::default()
+        };
+        assert!(is_stable(&r, &"a".repeat(64), Some("{\"x\":1}")));
+        assert!(!is_stable(&r, &"b".repeat(64), None));
+        r.candidate = Some("b".repeat(64));
+        r.stable_settings = Some("{}".into());
+        assert!(is_stable(&r, &"a".repeat(64), Some("{}")));
+        assert!(!is_stable(&r, &"a".repeat(64), Some("{\"x\":1}")));
+    }
+
+    #[test]
+    fn a_starting_host_resumes_the_rollout_it_finds() {
+        let b = "b".repeat(64);
+        let cases = [
+            (
+                Phase::Shadowing,
+                Some("{}"),
+                Resumption::Candidate(Mode::Shadow),
+            ),
+            (
+                Phase::Progressing,
+                Some("{}"),
+                Resumption::Candidate(Mode::Waiting),
+            ),
+            (Phase::Aborted, Some("{}"), Resumption::RolledBack),
+            // The same module with other settings is another version.
+            (Phase::Shadowing, Some("{\"x\":1}"), Resumption::Propose),
+        ];
+        for (phase, settings, want) in cases {
+            assert_eq!(
+                resumption(&record(phase), &b, settings),
+                want,
+                "{phase:?} {settings:?}"
+            );
+        }
+        let mut canary = record(Phase::Progressing);
+        canary.set_cut(Some(7));
+        assert_eq!(
+            resumption(&canary, &b, Some("{}")),
+            Resumption::Candidate(Mode::Canary { cut: 7 })
+        );
+        assert_eq!(
+            resumption(&record(Phase::Progressing), &"c".repeat(64), Some("{}")),
+            Resumption::Propose
+        );
+    }
+}

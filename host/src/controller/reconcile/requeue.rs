@@ -111,3 +111,49 @@ fn retry_delay(error: &ReconcileError, delay: Duration) -> Duration {
         delay
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(requeue_after_seconds: Option<u32>) -> Validated {
+        Validated {
+            children: Vec::new(),
+            status: None,
+            requeue_after_seconds,
+            finalized: false,
+            events: Vec::new(),
+            keep: Vec::new(),
+        }
+    }
+
+    fn executed(finalized: bool, contested_retry: Option<u64>) -> Executed {
+        Executed {
+            finalized,
+            contested_retry: contested_retry.map(Duration::from_secs),
+        }
+    }
+
+    #[test]
+    fn a_success_comes_back_at_the_soonest_of_what_the_guest_and_a_contested_child_ask() {
+        let secs = |s| Outcome::After(Duration::from_secs(s));
+        let cases = [
+            (None, None, false, Outcome::Done),
+            (Some(30), None, false, secs(30)),
+            (None, Some(5), false, secs(5)),
+            (Some(30), Some(5), false, secs(5)),
+            (Some(2), Some(5), false, secs(2)),
+            // Zero seconds is read as one: a guest cannot spin the queue.
+            (Some(0), None, false, secs(1)),
+            // A finalized parent is gone: nothing brings it back.
+            (Some(30), Some(5), true, Outcome::Done),
+        ];
+        for (asked, contested, finalized, want) in cases {
+            assert_eq!(
+                after(&answer(asked), &executed(finalized, contested)),
+                want,
+                "asked {asked:?}, contested {contested:?}, finalized {finalized}"
+            );
+        }
+    }
+}
