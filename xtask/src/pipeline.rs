@@ -37,7 +37,7 @@ pub fn test(test_args: &[String]) -> Result<()> {
         run(&mut cargo(&["fmt", "--all", "--", "--check"]))
     })?;
     let (tools, built) = steps.run(
-        "builds, side by side: the Kubernetes control plane, the OCI registry, promtool and an OpenTelemetry Collector with Go (from tests/controlplane, tests/registry, tests/monitoring and tests/otelcol if missing); the guest components, then every test binary, with Cargo",
+        "builds, side by side: the Kubernetes control plane, the OCI registry, promtool, helm and an OpenTelemetry Collector with Go (from tests/controlplane, tests/registry, tests/monitoring, tests/helm and tests/otelcol if missing); the guest components, then every test binary, with Cargo",
         || {
             let go = std::thread::spawn(Tools::ensure);
             let built = crate::guests::build_all().and_then(|()| {
@@ -174,6 +174,7 @@ struct Tools {
     registry: std::path::PathBuf,
     promtool: std::path::PathBuf,
     otelcol: std::path::PathBuf,
+    helm: std::path::PathBuf,
 }
 
 impl Tools {
@@ -190,11 +191,14 @@ impl Tools {
         eprintln!("    TEST_ASSET_PROMTOOL={}", promtool.display());
         let otelcol = wasmop_testenv::ensure_otelcol()?;
         eprintln!("    TEST_ASSET_OTELCOL={}", otelcol.display());
+        let helm = wasmop_testenv::ensure_helm()?;
+        eprintln!("    TEST_ASSET_HELM={}", helm.display());
         Ok(Self {
             binaries,
             registry,
             promtool,
             otelcol,
+            helm,
         })
     }
 
@@ -209,6 +213,7 @@ impl Tools {
         envs.push(("TEST_ASSET_REGISTRY".into(), self.registry.clone().into()));
         envs.push(("TEST_ASSET_PROMTOOL".into(), self.promtool.clone().into()));
         envs.push(("TEST_ASSET_OTELCOL".into(), self.otelcol.clone().into()));
+        envs.push(("TEST_ASSET_HELM".into(), self.helm.clone().into()));
         envs
     }
 }

@@ -49,6 +49,8 @@
 //!   `TEST_ASSET_KWOK`: use these binaries instead of building;
 //! - `TEST_ASSET_REGISTRY`: the OCI registry binary to use instead of
 //!   building `tests/registry` ([`Registry`]);
+//! - `TEST_ASSET_HELM`: the helm binary to use instead of building
+//!   `tests/helm` ([`ensure_helm`]);
 //! - `WASMOP_SKIP_CLUSTER_TESTS=1`: if the control plane cannot start,
 //!   report the tests as ignored instead of failed;
 //! - `WASMOP_KEEP_TESTENV=1`: keep the temporary directory (logs, audit log,
@@ -63,6 +65,7 @@ mod env;
 mod faults;
 mod gobuild;
 pub mod harness;
+mod helm;
 mod monitoring;
 mod peers;
 mod pki;
@@ -75,6 +78,7 @@ pub use binaries::{Binaries, ensure_binaries};
 pub use cost::{Cost, cost};
 pub use env::{NODE_NAME, TestEnv};
 pub use faults::Component;
+pub use helm::{HELM_VERSION, ensure_helm};
 pub use monitoring::{
     PROMETHEUS_OPERATOR_VERSION, ensure_otelcol, ensure_promtool, prometheus_operator_crds,
 };
