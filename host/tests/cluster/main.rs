@@ -24,6 +24,7 @@ use wasmop_testenv::harness::run;
 mod authority;
 mod bounds;
 mod cache_operator;
+mod helm;
 mod hot_swap;
 mod monitoring;
 mod oci;
@@ -68,5 +69,6 @@ fn main() -> std::process::ExitCode {
         production,
         sandbox,
         related,
+        helm,
     ])
 }
