@@ -517,8 +517,14 @@ impl<S: Clone> Clone for CountedService<S> {
     }
 }
 
-fn is_read(method: &Method) -> bool {
-    matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+/// Whether a request to `path` with `method` may change what the cluster
+/// stores: not a read, and not a review (an access or token review is a
+/// POST that stores nothing, which a standby asks as the leader does).
+fn writes(method: &Method, path: &str) -> bool {
+    let read = matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS);
+    let review = path.starts_with("/apis/authorization.k8s.io/")
+        || path.starts_with("/apis/authentication.k8s.io/");
+    !read && !review
 }
 
 impl<S, B> Service<Request<Body>> for CountedService<S>
@@ -556,7 +562,7 @@ where
         self.admitted = false;
         let method = request.method().clone();
         let layer = self.layer.clone();
-        if !is_read(&method)
+        if writes(&method, request.uri().path())
             && layer
                 .fence
                 .as_ref()
@@ -617,6 +623,33 @@ pub fn install_crypto_provider() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_standby_may_read_and_ask_reviews_but_not_write() {
+        let cases = [
+            (Method::GET, "/api/v1/namespaces/a/configmaps", false),
+            (Method::POST, "/api/v1/namespaces/a/configmaps", true),
+            (
+                Method::PATCH,
+                "/apis/apps/v1/namespaces/a/deployments/d",
+                true,
+            ),
+            (Method::DELETE, "/api/v1/namespaces/a/configmaps/c", true),
+            (
+                Method::POST,
+                "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                false,
+            ),
+            (
+                Method::POST,
+                "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                false,
+            ),
+        ];
+        for (method, path, want) in cases {
+            assert_eq!(writes(&method, path), want, "{method} {path}");
+        }
+    }
 
     #[tokio::test]
     async fn only_a_success_ends_an_outage() {

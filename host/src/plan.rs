@@ -186,7 +186,10 @@ pub struct Summary {
     pub change: usize,
     /// Parents whose reconcile would fail.
     pub fail: usize,
-    /// Changed fields and Events the plan does not list (its bounds).
+    /// Changed fields and Events the plan does not list (its bounds); not
+    /// written when none is left out, so a plan within its bounds reads as
+    /// it always did.
+    #[serde(skip_serializing_if = "is_zero")]
     pub left_out: usize,
 }
 
