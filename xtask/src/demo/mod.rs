@@ -776,25 +776,26 @@ async fn install(client: &Client, guest_dir: &Path, reference: Option<&str>) -> 
 /// The demo's guest list: deploy/host/guests.yaml with the module from the
 /// ConfigMap `cache-operator-module`, or from `reference`.
 fn demo_guest_list(reference: Option<&str>) -> Value {
-    let guests = match reference {
-        None => "guests:\n  - name: cache-operator\n    module:\n      configMap: {name: cache-operator-module, key: module.wasm}\n    settings: {version: v1beta1}\n".to_owned(),
-        Some(reference) => format!(
-            "guests:\n  - name: cache-operator\n    module:\n      oci: {reference}\n    insecure: true\n    ociPollInterval: {OCI_POLL}\n    settings: {{version: v1beta1}}\n"
-        ),
-    };
-    serde_json::json!([{
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "wasmop-guests", "namespace": NS},
-        "data": {"guests.yaml": guests},
-    }])
+    match reference {
+        None => guest_list("configMap: {name: cache-operator-module, key: module.wasm}\n"),
+        Some(reference) => guest_list(&format!(
+            "oci: {reference}\n    insecure: true\n    ociPollInterval: {OCI_POLL}\n"
+        )),
+    }
 }
 
 /// The demo's guest list with the cache-operator's module read from the
 /// file `module` (the host runs on this machine).
 fn guest_list_from_file(module: &Path) -> Value {
+    guest_list(&format!("file: {}\n", module.display()))
+}
+
+/// The ConfigMap `wasmop-guests` listing the cache-operator whose
+/// `module:` is `module` (its YAML lines after the key, the entry's other
+/// keys at the entry's indent), with the demo's settings.
+fn guest_list(module: &str) -> Value {
     let guests = format!(
-        "guests:\n  - name: cache-operator\n    module:\n      file: {}\n    settings: {{version: v1beta1}}\n",
-        module.display()
+        "guests:\n  - name: cache-operator\n    module:\n      {module}    settings: {{version: v1beta1}}\n"
     );
     serde_json::json!([{
         "apiVersion": "v1", "kind": "ConfigMap",
