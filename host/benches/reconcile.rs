@@ -362,6 +362,10 @@ fn languages(request: &Request, rust: impl Fn()) {
             let raw = guest.reconcile(black_box(request)).expect("reconcile");
             black_box(validate(rules, raw).expect("valid"));
         };
+        profile_hook(&format!("lang-{stem}"), call);
+        profile_hook(&format!("floor-{stem}"), || {
+            drop(black_box(guest.reconcile(black_box(&empty))))
+        });
         let mut times = Vec::with_capacity(LANGUAGE_SAMPLES);
         for _ in 0..20 {
             call();
@@ -503,7 +507,9 @@ fn stage(name: &str, f: impl FnMut()) {
 }
 
 /// `WASMOP_BENCH_PROFILE=<which>` turns the bench into a loop over one path
-/// (`wasm`, `native`, `floor` or `floor-wasi`) to run under `perf record`; with
+/// (`wasm`, `native`, `floor` or `floor-wasi`; `lang-<module>` and
+/// `floor-<module>` for a module of the language table, such as
+/// `lang-cache-operator-go`) to run under `perf record`; with
 /// `WASMOP_PERFMAP=1` perf also names the guest's functions.
 fn profile_hook(which: &str, mut f: impl FnMut()) {
     if std::env::var("WASMOP_BENCH_PROFILE").is_ok_and(|v| v == which) {

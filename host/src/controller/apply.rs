@@ -17,10 +17,14 @@
 //! - a child the host does not observe is created (POST), which fails if
 //!   the name is taken: nothing is ever taken over by a server-side apply.
 //!   A create records the guest's field-manager entry as an update, whose
-//!   fields a later apply could not drop; the first apply to the child
-//!   (when the guest's wish changes) is preceded by one small patch that
-//!   marks that entry as an apply, so the apply owns, and can drop, every
-//!   field the guest set. A child that never changes costs one write;
+//!   fields a later apply could not drop. The create also records the
+//!   shape of what it wrote ([`CREATED_SHAPE_ANNOTATION`]: its map keys
+//!   and its lists); an apply of the same shape (values changed, such as
+//!   replicas scaled to zero) drops nothing and is one write. The first
+//!   apply of another shape is preceded by one small patch that marks
+//!   the update entry as an apply (or removes it, once an apply entry
+//!   holds the same fields), so the apply owns, and can drop, every field
+//!   the guest set. A child that never changes costs one write;
 //! - a name taken by an object the parent does not control is refused
 //!   ([`Written::Taken`]), unless the guest list allows adopting orphans
 //!   (`adoptOrphans: true`): an object with no controller at all, not a
@@ -40,6 +44,11 @@ use wasmop_contract::names::{DESIRED_HASH_ANNOTATION, SHARD_LABEL};
 
 use super::index::controller_uid;
 use crate::validate::{DesiredChild, GUEST_LABEL};
+
+/// The annotation a create leaves on a child: the hash of the shape of
+/// what it wrote ([`shape_of`]), so that a later apply of the same shape
+/// knows it drops no field and needs no mark.
+const CREATED_SHAPE_ANNOTATION: &str = "wasmop.dev/created-shape";
 
 /// The parent as the host needs it for stamping.
 #[derive(Clone, Copy, Debug)]
@@ -112,6 +121,30 @@ fn string_map<'a>(meta: &'a mut Map<String, Value>, field: &str) -> &'a mut Map<
 fn hash_of(object: &Map<String, Value>) -> String {
     let text = serde_json::to_string(object).expect("JSON values always serialise");
     hex::encode(&Sha256::digest(text.as_bytes())[..16])
+}
+
+/// The hash of `object`'s shape: every map key at every depth outside
+/// lists, and every list whole. Two objects of one shape hold the same
+/// fields in server-side apply's terms (whatever its list types), so an
+/// apply of one over the other drops nothing; any other difference
+/// (a key gone or new, a list item changed) is another shape.
+fn shape_of(object: &Value) -> String {
+    fn shape(value: &Value) -> Value {
+        match value {
+            Value::Object(map) => Value::Object(
+                map.iter()
+                    .filter(|(k, _)| k.as_str() != CREATED_SHAPE_ANNOTATION)
+                    .map(|(k, v)| (k.clone(), shape(v)))
+                    .collect(),
+            ),
+            Value::Array(_) => value.clone(),
+            _ => Value::Null,
+        }
+    }
+    match shape(object) {
+        Value::Object(map) => hash_of(&map),
+        other => hash_of(&Map::from_iter([("".to_owned(), other)])),
+    }
 }
 
 /// Why `observed` is not what applying `stamped` would make it, or `None`
@@ -270,7 +303,12 @@ async fn apply_owned(
     stamped: &Value,
     observed: &DynamicObject,
 ) -> kube::Result<(DynamicObject, Option<String>)> {
-    let marked = mark_as_apply(client, target, observed).await?;
+    let created_shape = observed.annotations().get(CREATED_SHAPE_ANNOTATION);
+    let marked = if created_shape.is_some_and(|shape| *shape == shape_of(stamped)) {
+        None
+    } else {
+        mark_as_apply(client, target, observed).await?
+    };
     let mut body = stamped.clone();
     body["metadata"]["uid"] = json!(observed.uid());
     let applied = target
@@ -286,10 +324,14 @@ async fn apply_owned(
 
 /// Turns the guest's field-manager entry that a create recorded as an
 /// update into an apply entry (the watch keeps each entry without its
-/// field set, which is enough to find it). The patch tests the UID and the
-/// entry first; an object changed in between (409, 422) keeps the entry,
-/// which costs only the ability to drop those fields. Returns the
-/// resourceVersion of the mark, if one was written.
+/// field set, which is enough to find it); when an apply entry of the
+/// guest's is there already (applies of the created shape came first), it
+/// holds every field the update entry does, and the update entry is
+/// removed instead. The patch tests the UID and the entry first; an object
+/// changed in between (409, 422) keeps the entry, which costs only the
+/// ability to drop those fields. The mark also removes the record of the
+/// created shape, which has served. Returns the resourceVersion of the
+/// mark, if one was written.
 async fn mark_as_apply(
     client: &Client,
     target: Target<'_>,
@@ -308,12 +350,36 @@ async fn mark_as_apply(
     let Some(i) = entry else {
         return Ok(None);
     };
-    let ops = json!([
-        {"op": "test", "path": "/metadata/uid", "value": observed.uid()},
-        {"op": "test", "path": format!("/metadata/managedFields/{i}/manager"), "value": target.manager},
-        {"op": "test", "path": format!("/metadata/managedFields/{i}/operation"), "value": "Update"},
-        {"op": "replace", "path": format!("/metadata/managedFields/{i}/operation"), "value": "Apply"},
-    ]);
+    let applied_before = observed.metadata.managed_fields.iter().flatten().any(|m| {
+        m.manager.as_deref() == Some(target.manager)
+            && m.operation.as_deref() == Some("Apply")
+            && m.subresource.is_none()
+    });
+    let entry = format!("/metadata/managedFields/{i}");
+    let change = if applied_before {
+        json!({"op": "remove", "path": entry})
+    } else {
+        json!({"op": "replace", "path": format!("{entry}/operation"), "value": "Apply"})
+    };
+    let mut ops = vec![
+        json!({"op": "test", "path": "/metadata/uid", "value": observed.uid()}),
+        json!({"op": "test", "path": format!("{entry}/manager"), "value": target.manager}),
+        json!({"op": "test", "path": format!("{entry}/operation"), "value": "Update"}),
+        change,
+    ];
+    // The record of the created shape has served once the entry is marked.
+    if observed
+        .annotations()
+        .contains_key(CREATED_SHAPE_ANNOTATION)
+    {
+        let path = format!(
+            "/metadata/annotations/{}",
+            CREATED_SHAPE_ANNOTATION.replace('/', "~1")
+        );
+        ops.push(json!({"op": "test", "path": path, "value": observed.annotations()[CREATED_SHAPE_ANNOTATION]}));
+        ops.push(json!({"op": "remove", "path": path}));
+    }
+    let ops = Value::Array(ops);
     let patch: json_patch::Patch = serde_json::from_value(ops).expect("well-formed JSON patch");
     match target
         .api(client)
@@ -360,8 +426,11 @@ async fn create(
     target: Target<'_>,
     stamped: &Value,
 ) -> kube::Result<DynamicObject> {
-    let object: DynamicObject =
-        serde_json::from_value(stamped.clone()).map_err(kube::Error::SerdeError)?;
+    let mut body = stamped.clone();
+    if let Some(annotations) = body["metadata"]["annotations"].as_object_mut() {
+        annotations.insert(CREATED_SHAPE_ANNOTATION.into(), shape_of(stamped).into());
+    }
+    let object: DynamicObject = serde_json::from_value(body).map_err(kube::Error::SerdeError)?;
     let params = PostParams {
         field_manager: Some(target.manager.to_owned()),
         ..PostParams::default()
@@ -497,6 +566,60 @@ mod tests {
         let h = |v: &Value| v["metadata"]["annotations"][DESIRED_HASH_ANNOTATION].clone();
         assert_eq!(h(&a), h(&b));
         assert_ne!(h(&a), h(&c));
+    }
+
+    #[test]
+    fn an_apply_of_the_created_shape_drops_nothing_and_any_other_may() {
+        let deployment = |replicas: Value, extra: Value| {
+            let mut d = json!({
+                "apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "web", "annotations": {DESIRED_HASH_ANNOTATION: "1"}},
+                "spec": {"replicas": replicas, "template": {"spec": {
+                    "containers": [{"name": "cache", "image": "redis:7.2"}]}}},
+            });
+            if let Value::Object(extra) = extra {
+                d["spec"].as_object_mut().unwrap().extend(extra);
+            }
+            d
+        };
+        let created = deployment(json!(2), json!({}));
+        let mut recorded = created.clone();
+        recorded["metadata"]["annotations"][CREATED_SHAPE_ANNOTATION] = json!("x");
+        let mut image = created.clone();
+        image["spec"]["template"]["spec"]["containers"][0]["image"] = json!("redis:7.4");
+        let mut hash = created.clone();
+        hash["metadata"]["annotations"][DESIRED_HASH_ANNOTATION] = json!("2");
+        // (what is applied after the create, whether it has the created shape)
+        let cases = [
+            (
+                "replicas scaled to zero",
+                deployment(json!(0), json!({})),
+                true,
+            ),
+            ("another desired hash", hash, true),
+            ("the record itself is not part of the shape", recorded, true),
+            (
+                "a field added",
+                deployment(json!(2), json!({"paused": true})),
+                false,
+            ),
+            (
+                "a value that became a map",
+                deployment(json!({"n": 2}), json!({})),
+                false,
+            ),
+            ("a list item changed", image, false),
+            (
+                "a field dropped",
+                json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "web", "annotations": {DESIRED_HASH_ANNOTATION: "1"}},
+                "spec": {"replicas": 2}}),
+                false,
+            ),
+        ];
+        for (what, applied, same) in cases {
+            assert_eq!(shape_of(&applied) == shape_of(&created), same, "{what}");
+        }
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! End to end on the real control plane: the cache-operator guest run by the
 //! `wasmop` binary. The cases about the guest's behaviour run once per
-//! language the cache-operator is written in (Rust, TypeScript, Python),
-//! named `rust::<case>`, `ts::` and `python::`.
+//! language the cache-operator is written in (Rust, TypeScript, Python,
+//! Go), named `rust::<case>`, `ts::`, `python::` and `go::`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -146,9 +146,27 @@ async fn spec_changes_reach_the_deployment_and_config_changes_roll_the_pods(
     };
     let before =
         hash_of(&deployments.get("web").await?).context("config hash annotation missing")?;
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+
+    // A value changes first: the ConfigMap and the Deployment keep the
+    // shape they were created with, so the host applies them unmarked.
+    caches(&client, &ns)
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"config": {"a": "2"}}})),
+        )
+        .await?;
+    wait_for(LONG, || async {
+        let data = config_maps.get("web-config").await?.data;
+        Ok((data.unwrap_or_default().get("a").map(String::as_str) == Some("2")).then_some(()))
+    })
+    .await
+    .context("the ConfigMap never took the new value")?;
 
     // `a` goes, `b` comes: the ConfigMap the host created must lose `a`
-    // (the apply after a create owns every field the guest set).
+    // (the apply after a create owns every field the guest set, also
+    // after applies that kept the created shape).
     let patch =
         json!({"spec": {"replicas": 3, "image": "redis:7.4", "config": {"a": null, "b": "2"}}});
     caches(&client, &ns)
@@ -166,7 +184,6 @@ async fn spec_changes_reach_the_deployment_and_config_changes_roll_the_pods(
         Ok((spec.replicas == Some(3) && image.as_deref() == Some("redis:7.4")).then_some(d))
     })
     .await?;
-    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
     let config = wait_for(LONG, || async {
         let data = config_maps
             .get("web-config")
@@ -201,8 +218,9 @@ async fn spec_changes_reach_the_deployment_and_config_changes_roll_the_pods(
         "status {:?}",
         at(&cache, "/status")
     );
+    // Two spec changes: the value, then the rest.
     ensure!(
-        cache.metadata.generation == Some(2),
+        cache.metadata.generation == Some(3),
         "generation {:?}",
         cache.metadata.generation
     );
@@ -353,6 +371,22 @@ async fn deleting_a_cache_runs_the_finalizer_then_children_are_collected(
     })
     .await
     .context("children were not garbage-collected")?;
+    // Scaling the Deployment the host created to zero keeps its shape:
+    // one apply, no patch marking the create's field-manager entry.
+    let patches: Vec<_> = env
+        .audit_events_of(&format!("wasmop-{ns}"))?
+        .into_iter()
+        .filter(|e| {
+            e["verb"] == "patch"
+                && e["objectRef"]["resource"] == "deployments"
+                && e["objectRef"]["name"] == "gone"
+        })
+        .map(|e| e["requestURI"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    ensure!(
+        patches.len() == 1 && patches[0].contains("fieldManager="),
+        "the host wrote the Deployment other than by one apply: {patches:?}"
+    );
     Ok(())
 }
 
