@@ -9,7 +9,8 @@
 //! group for the density runs), deleted once measured so that the next one
 //! starts in an empty cluster:
 //!
-//! 1. convergence: N Caches created at once; wall time until every one is
+//! 1. convergence: N Caches created at once; how long the user's creates
+//!    took beside the operator, and the wall time until every one is
 //!    Ready at its generation; the operator's API requests by verb (audit
 //!    log); each control-plane component's CPU seconds (`/proc`);
 //! 2. steady state: 60 s without changes, then a no-op storm (every Cache
@@ -447,6 +448,9 @@ fn event_writes(by_verb: &BTreeMap<String, usize>) -> usize {
 #[derive(Debug, Default, Clone)]
 struct Run {
     converge: Duration,
+    /// How long the user's own creates of the N Caches took (32 requests
+    /// at a time), with the operator answering them.
+    created: Duration,
     /// From the probe's spec change to its status at that generation.
     fairness: Duration,
     /// From deleting every Cache to none left.
@@ -496,6 +500,7 @@ async fn measure(env: &TestEnv, operator: Operator, n: usize, steady: Duration) 
     let from = SystemTime::now();
     let started = Instant::now();
     create_caches(&api, &group, "c", n).await;
+    let created = started.elapsed();
     let fairness = user_change(&api).await;
     let converge = wait_converged(&api, n + 1, started).await;
     let converged_at = SystemTime::now();
@@ -551,6 +556,7 @@ async fn measure(env: &TestEnv, operator: Operator, n: usize, steady: Duration) 
     clear(env, &ns, Some(&group)).await;
     Run {
         converge,
+        created,
         fairness,
         deletion,
         deletion_requests,
@@ -953,6 +959,9 @@ async fn main() {
         });
         figure("  / floor", "", &|r| {
             secs(r.converge) / secs(floor.available)
+        });
+        figure("  the user's N creates (32 at a time)", "s", &|r| {
+            secs(r.created)
         });
         figure("  Caches per second", "", &|r| n as f64 / secs(r.converge));
         figure("  API requests during it", "", &|r| {
