@@ -141,20 +141,22 @@ fn shape_of(object: &Value) -> String {
             _ => Value::Null,
         }
     }
-    match shape(object) {
-        Value::Object(map) => hash_of(&map),
-        other => hash_of(&Map::from_iter([("".to_owned(), other)])),
-    }
+    hash_of(&Map::from_iter([(String::new(), shape(object))]))
+}
+
+/// The JSON pointer to the annotation `key` of an object.
+fn annotation_pointer(key: &str) -> String {
+    format!(
+        "/metadata/annotations/{}",
+        key.replace('~', "~0").replace('/', "~1")
+    )
 }
 
 /// Why `observed` is not what applying `stamped` would make it, or `None`
 /// when it already is: the guest's wish changed (hash annotation) or the
 /// cluster drifted (the JSON path of the first field that differs).
 pub fn drift(stamped: &Value, observed: &DynamicObject) -> Option<String> {
-    let want = stamped.pointer(&format!(
-        "/metadata/annotations/{}",
-        DESIRED_HASH_ANNOTATION.replace('/', "~1")
-    ));
+    let want = stamped.pointer(&annotation_pointer(DESIRED_HASH_ANNOTATION));
     let have = observed.annotations().get(DESIRED_HASH_ANNOTATION);
     if want.and_then(Value::as_str) != have.map(String::as_str) {
         return Some("desired state changed".into());
@@ -337,24 +339,23 @@ async fn mark_as_apply(
     target: Target<'_>,
     observed: &DynamicObject,
 ) -> kube::Result<Option<String>> {
-    let entry = observed
-        .metadata
-        .managed_fields
-        .iter()
-        .flatten()
-        .position(|m| {
-            m.manager.as_deref() == Some(target.manager)
-                && m.operation.as_deref() == Some("Update")
-                && m.subresource.is_none()
-        });
-    let Some(i) = entry else {
+    // The guest's entry of `operation` on the object itself.
+    let guest_entry = |operation: &str| {
+        observed
+            .metadata
+            .managed_fields
+            .iter()
+            .flatten()
+            .position(|m| {
+                m.manager.as_deref() == Some(target.manager)
+                    && m.operation.as_deref() == Some(operation)
+                    && m.subresource.is_none()
+            })
+    };
+    let Some(i) = guest_entry("Update") else {
         return Ok(None);
     };
-    let applied_before = observed.metadata.managed_fields.iter().flatten().any(|m| {
-        m.manager.as_deref() == Some(target.manager)
-            && m.operation.as_deref() == Some("Apply")
-            && m.subresource.is_none()
-    });
+    let applied_before = guest_entry("Apply").is_some();
     let entry = format!("/metadata/managedFields/{i}");
     let change = if applied_before {
         json!({"op": "remove", "path": entry})
@@ -368,15 +369,9 @@ async fn mark_as_apply(
         change,
     ];
     // The record of the created shape has served once the entry is marked.
-    if observed
-        .annotations()
-        .contains_key(CREATED_SHAPE_ANNOTATION)
-    {
-        let path = format!(
-            "/metadata/annotations/{}",
-            CREATED_SHAPE_ANNOTATION.replace('/', "~1")
-        );
-        ops.push(json!({"op": "test", "path": path, "value": observed.annotations()[CREATED_SHAPE_ANNOTATION]}));
+    if let Some(shape) = observed.annotations().get(CREATED_SHAPE_ANNOTATION) {
+        let path = annotation_pointer(CREATED_SHAPE_ANNOTATION);
+        ops.push(json!({"op": "test", "path": path, "value": shape}));
         ops.push(json!({"op": "remove", "path": path}));
     }
     let ops = Value::Array(ops);
