@@ -44,7 +44,8 @@ pub fn build() -> Result<PathBuf> {
     crate::toolchain::ensure_target(&root, TARGET)?;
     let mut command = cargo(&[
         "build",
-        "--release",
+        "--profile",
+        "dist",
         "--target",
         TARGET,
         "-p",
@@ -60,17 +61,9 @@ pub fn build() -> Result<PathBuf> {
     command.current_dir(&root);
     run(&mut command).context("building the static wasmop binary")?;
     crate::guests::build_all()?;
-    let built = crate::guests::target_dir()
-        .join(TARGET)
-        .join("release/wasmop");
-    // The release profile keeps line tables for backtraces; the image needs
-    // none, and stripped the binary is a fraction of the size.
-    let binary = crate::guests::target_dir().join("image/wasmop");
-    std::fs::create_dir_all(binary.parent().expect("a parent"))?;
-    std::fs::copy(&built, &binary).with_context(|| format!("copying {}", built.display()))?;
-    if which("strip").is_some() {
-        run(std::process::Command::new("strip").arg(&binary))?;
-    }
+    // The `dist` profile builds without debug info and strips at link
+    // time (Cargo.toml), so the archive takes the binary as built.
+    let binary = crate::guests::target_dir().join(TARGET).join("dist/wasmop");
     let archive = archive_path();
     let digest = assemble(&binary, &crate::guests::guest_dir(), &archive)?;
     eprintln!("--> image wasmop:{TAG} ({digest}) in {}", archive.display());
