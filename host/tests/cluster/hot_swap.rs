@@ -40,6 +40,16 @@ fn cache_entry(ns: &str) -> Entry {
 /// CRDs, a namespace holding the guest list with cache-operator v1, and a
 /// host following that list.
 async fn setup(env: &TestEnv, prefix: &str) -> anyhow::Result<(Client, String, HostProcess)> {
+    setup_caching(env, prefix, false).await
+}
+
+/// [`setup`], the host with a compiled-module cache of its own when
+/// `compiling` (it compiles every module it is given).
+async fn setup_caching(
+    env: &TestEnv,
+    prefix: &str,
+    compiling: bool,
+) -> anyhow::Result<(Client, String, HostProcess)> {
     let client = env.client();
     install_cache_crd(&client).await?;
     let ns = env.create_namespace(prefix).await?;
@@ -51,7 +61,11 @@ async fn setup(env: &TestEnv, prefix: &str) -> anyhow::Result<(Client, String, H
         &GuestList::of([cache_entry(&ns)]).yaml(),
     )
     .await?;
-    let mut host = HostProcess::follow_list(env, &ns, LIST).await?;
+    let mut host = if compiling {
+        HostProcess::follow_list_compiling(env, &ns, LIST).await?
+    } else {
+        HostProcess::follow_list(env, &ns, LIST).await?
+    };
     host.wait_for_log("started guest", LONG).await?;
     Ok((client, ns, host))
 }
@@ -390,7 +404,7 @@ fn elapsed_after(log: &str, from: usize, needle: &str) -> Option<(u64, usize)> {
 async fn swapping_back_to_a_known_version_hits_the_compiled_cache(
     env: Arc<TestEnv>,
 ) -> anyhow::Result<()> {
-    let (client, ns, mut host) = setup(&env, "back").await?;
+    let (client, ns, mut host) = setup_caching(&env, "back", true).await?;
     use_version(&client, &ns, "cache-operator-v2").await?;
     host.wait_for_log("swapped guest module", LONG).await?;
     let first_swap = host.log().find("swapped guest module").context("swap")?;

@@ -123,13 +123,7 @@ impl Case {
     /// Starts one more host following the list.
     async fn start_host(&mut self, extra: &[&str]) -> anyhow::Result<()> {
         let list = format!("{}/{LIST}", self.ns);
-        let cache_dir = self.env.temp_dir().join(format!("cache-{}", self.ns));
-        let mut args = vec![
-            "--guests-configmap",
-            &list,
-            "--cache-dir",
-            cache_dir.to_str().context("utf-8")?,
-        ];
+        let mut args = vec!["--guests-configmap", list.as_str()];
         args.extend_from_slice(extra);
         let mut host = HostProcess::start(&self.env, &self.kubeconfig, &self.ns, &args)?;
         host.wait_for_log("wasmop host running", LONG).await?;

@@ -40,7 +40,6 @@ pub struct Fleet {
     /// The host's user, as the audit log names it.
     pub user: String,
     kubeconfig: PathBuf,
-    cache_dir: PathBuf,
     host: Option<HostProcess>,
     starts: usize,
     size: usize,
@@ -94,7 +93,6 @@ impl Fleet {
         Ok(Self {
             env: env.clone(),
             client: env.client(),
-            cache_dir: env.temp_dir().join(format!("cache-{ns}")),
             ns,
             user,
             kubeconfig,
@@ -122,8 +120,7 @@ impl Fleet {
     pub async fn start_host(&mut self) -> anyhow::Result<()> {
         self.starts += 1;
         let list = format!("{}/{LIST}", self.ns);
-        let cache_dir = self.cache_dir.to_str().context("utf-8")?.to_owned();
-        let mut args = vec!["--guests-configmap", &list, "--cache-dir", &cache_dir];
+        let mut args = vec!["--guests-configmap", list.as_str()];
         args.extend_from_slice(LEASE);
         let mut host = HostProcess::start(
             &self.env,

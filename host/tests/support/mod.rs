@@ -254,13 +254,40 @@ pub struct HostProcess {
     log: PathBuf,
 }
 
+/// The compiled-module cache every host of one test binary uses unless its
+/// test gives a `--cache-dir` of its own: the host names each artifact by
+/// the module's sha256 and the engine's configuration and writes it by
+/// rename, so hosts running at once share it safely, and a module is
+/// compiled once per binary instead of once per host.
+pub fn shared_module_cache(env: &TestEnv) -> PathBuf {
+    env.temp_dir().join("compiled-modules")
+}
+
 impl HostProcess {
     /// Starts a host with an admin identity of its own that follows the
-    /// guest list `list` in `ns`, with a disk cache of compiled modules
-    /// in the env's temp dir.
+    /// guest list `list` in `ns`, with the binary's [`shared_module_cache`].
     pub async fn follow_list(env: &TestEnv, ns: &str, list: &str) -> anyhow::Result<Self> {
-        let (_, kubeconfig) = admin_identity(env, &format!("wasmop-{ns}")).await?;
+        Self::follow_list_caching_in(env, ns, list, &shared_module_cache(env)).await
+    }
+
+    /// [`HostProcess::follow_list`] with a compiled-module cache of its
+    /// own, empty at first: for a test that watches the host compile.
+    pub async fn follow_list_compiling(
+        env: &TestEnv,
+        ns: &str,
+        list: &str,
+    ) -> anyhow::Result<Self> {
         let cache_dir = env.temp_dir().join(format!("cache-{ns}"));
+        Self::follow_list_caching_in(env, ns, list, &cache_dir).await
+    }
+
+    async fn follow_list_caching_in(
+        env: &TestEnv,
+        ns: &str,
+        list: &str,
+        cache_dir: &Path,
+    ) -> anyhow::Result<Self> {
+        let (_, kubeconfig) = admin_identity(env, &format!("wasmop-{ns}")).await?;
         Self::start(
             env,
             &kubeconfig,
@@ -299,19 +326,24 @@ impl HostProcess {
         let log = unique(log);
         let file = std::fs::File::create(&log)?;
         // Many hosts run at once here: each serves its metrics and probes
-        // on a port of its own (read back with `HostProcess::endpoint`).
-        let mut endpoints = Vec::new();
+        // on a port of its own (read back with `HostProcess::endpoint`),
+        // and keeps compiled modules in the shared cache unless told where.
+        let mut defaults = Vec::new();
         for flag in ["--metrics-bind-address", "--health-probe-bind-address"] {
             if !args.contains(&flag) {
-                endpoints.extend([flag, "127.0.0.1:0"]);
+                defaults.extend([flag, "127.0.0.1:0"]);
             }
+        }
+        let shared = shared_module_cache(env);
+        if !args.contains(&"--cache-dir") {
+            defaults.extend(["--cache-dir", shared.to_str().context("utf-8")?]);
         }
         let child = Command::new(env!("CARGO_BIN_EXE_wasmop"))
             .arg("run")
             .arg("--kubeconfig")
             .arg(kubeconfig)
             .args(args)
-            .args(endpoints)
+            .args(defaults)
             .env("WASMOP_LOG", "info,wasmop_host=debug,kube_runtime=warn")
             .envs(vars.iter().copied())
             .stdin(Stdio::null())
