@@ -621,7 +621,6 @@ async fn the_webhooks_run_under_the_generated_least_privilege_role(
         ],
     )
     .await?;
-    let cache_dir = env.temp_dir().join("cache-webhooks");
     let mut host = HostProcess::start(
         &env,
         &kubeconfig,
@@ -629,8 +628,6 @@ async fn the_webhooks_run_under_the_generated_least_privilege_role(
         &[
             "--guests-configmap",
             &format!("{ns}/{LIST}"),
-            "--cache-dir",
-            cache_dir.to_str().context("utf-8")?,
             "--webhook-host",
             "127.0.0.1",
             "--webhook-bind-address",

@@ -52,14 +52,14 @@ impl Lang {
     }
 }
 
-/// The compiled-module cache every host of the cluster tests shares, with
-/// `lang`'s cache-operator in it ([`compiled`]).
+/// The binary's [`super::shared_module_cache`], with `lang`'s
+/// cache-operator in it ([`compiled`]).
 pub async fn compiled_modules(env: &TestEnv, lang: Lang) -> anyhow::Result<std::path::PathBuf> {
     compiled(env, lang.module()).await
 }
 
-/// The compiled-module cache every host of the cluster tests shares, filled
-/// with the guest `stem` (a module of `target/guests`) once for the whole
+/// The binary's [`super::shared_module_cache`], filled with the guest
+/// `stem` (a module of `target/guests`) once for the whole
 /// binary, before the first host that runs it starts: a 12–18 MB
 /// TypeScript or Python component takes tens of seconds to compile, which
 /// every host (and every case at once) would pay again.
@@ -67,7 +67,7 @@ pub async fn compiled(env: &TestEnv, stem: &str) -> anyhow::Result<std::path::Pa
     type Warm = std::sync::Arc<tokio::sync::OnceCell<()>>;
     static WARM: std::sync::Mutex<std::collections::BTreeMap<String, Warm>> =
         std::sync::Mutex::new(std::collections::BTreeMap::new());
-    let dir = env.temp_dir().join("compiled-modules");
+    let dir = super::shared_module_cache(env);
     let module = guest_module(stem)?;
     let warm = std::sync::Arc::clone(
         WARM.lock()

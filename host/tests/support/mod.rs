@@ -936,7 +936,6 @@ pub async fn webhook_host_with(
     extra: &[&str],
 ) -> anyhow::Result<HostProcess> {
     let (_, kubeconfig) = admin_identity(env, &format!("wasmop-{ns}")).await?;
-    let cache_dir = env.temp_dir().join("cache-webhooks");
     HostProcess::start(
         env,
         &kubeconfig,
@@ -944,8 +943,6 @@ pub async fn webhook_host_with(
         &[
             "--guests-configmap",
             &format!("{ns}/{WEBHOOK_LIST}"),
-            "--cache-dir",
-            cache_dir.to_str().context("utf-8")?,
             "--webhook-host",
             "127.0.0.1",
             "--webhook-bind-address",
