@@ -88,8 +88,11 @@ const MIN_UPGRADE_TIMEOUT_SECONDS = 30;
 const MAX_UPGRADE_TIMEOUT_SECONDS = 3600;
 /** The reason the Deployment controller gives a rollout past its deadline. */
 const PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded";
-/** How often a deleting Cache is looked at while its pods stop. */
-const POLL_SECONDS = 2;
+/**
+ * How often a deleting Cache is looked at while its pods stop: a backstop,
+ * since each change of the Deployment's `status.replicas` wakes the host.
+ */
+const POLL_SECONDS = 10;
 
 export type Phase = "Pending" | "Progressing" | "Ready" | "Paused" | "Degraded";
 
