@@ -12,7 +12,7 @@ import (
 // PollInterval is how often a deleting Cache is looked at while its pods
 // stop: kubebuilder's ctrl.Result{RequeueAfter: ...}. A backstop: each
 // change of the Deployment's status.replicas wakes the host.
-const PollInterval = 10 * time.Second
+const PollInterval = 30 * time.Second
 
 // reconcileDelete is the finalizer's path (kubebuilder's reconcileDelete,
 // without the finalizer's add and remove: the host adds it to every Cache

@@ -91,7 +91,7 @@ MAX_UPGRADE_TIMEOUT_SECONDS = 3600
 PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
 #: How often a deleting Cache is looked at while its pods stop: a backstop,
 #: since each change of the Deployment's ``status.replicas`` wakes the host.
-POLL_SECONDS = 10
+POLL_SECONDS = 30
 
 _CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 #: Condition reason: the Secret or key ``spec.auth.secretRef`` names is missing.

@@ -41,6 +41,9 @@
 //! runs the host with the guest that has the peer's logic (no ConfigMap,
 //! finalizer or Events) instead of the cache-operator: the host alone
 //! against controller-runtime, the same writes asked of both.
+//! `WASMOP_SCALE_HOST=<path>` runs another `wasmop` binary (the image's,
+//! `target/x86_64-unknown-linux-musl/dist/wasmop`) instead of the bench's
+//! release build, and `WASMOP_SCALE_CONCURRENCY` passes `--concurrency`.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -106,6 +109,13 @@ impl Operator {
 /// default.
 fn guest() -> String {
     std::env::var("WASMOP_SCALE_GUEST").unwrap_or_else(|_| "cache-operator".to_owned())
+}
+
+/// The `wasmop` binary run: `WASMOP_SCALE_HOST`, the bench's own release
+/// build by default.
+fn host_binary() -> std::path::PathBuf {
+    std::env::var_os("WASMOP_SCALE_HOST")
+        .map_or_else(|| env!("CARGO_BIN_EXE_wasmop").into(), Into::into)
 }
 
 /// The CRD group of density slot `i` (slot 0 is the seeds' own group).
@@ -241,7 +251,7 @@ async fn start(
     match operator {
         Operator::Wasmop => {
             let module = support::guest_module(&guest()).expect("guest");
-            let mut command = Command::new(env!("CARGO_BIN_EXE_wasmop"));
+            let mut command = Command::new(host_binary());
             command.args(["run", "--kubeconfig"]).arg(&kubeconfig);
             for (i, g) in groups.iter().enumerate() {
                 let name = format!("cache-{i}");
@@ -451,14 +461,18 @@ fn requests_by_verb(
 }
 
 fn writes(by_verb: &BTreeMap<String, usize>) -> usize {
+    only_writes(by_verb.clone()).values().sum()
+}
+
+/// The writes among `by_verb`.
+fn only_writes(by_verb: BTreeMap<String, usize>) -> BTreeMap<String, usize> {
     by_verb
-        .iter()
+        .into_iter()
         .filter(|(key, _)| {
             let verb = key.split(' ').next().unwrap_or_default();
             wasmop_testenv::WRITE_VERBS.contains(&verb)
         })
-        .map(|(_, n)| n)
-        .sum()
+        .collect()
 }
 
 /// The writes of Events (`events.k8s.io` and core) among `by_verb`.
@@ -499,8 +513,10 @@ struct Run {
     machine_busy: f64,
     /// CPU seconds of each control-plane component while converging.
     plane_cpu: BTreeMap<&'static str, f64>,
-    steady_writes: usize,
-    storm_writes: usize,
+    /// The operator's writes while idle, then after the no-op storm, by
+    /// verb and resource.
+    steady_writes: BTreeMap<String, usize>,
+    storm_writes: BTreeMap<String, usize>,
     rss_peak_mib: f64,
     rss_steady_mib: f64,
     cpu_converge_secs: f64,
@@ -577,8 +593,8 @@ async fn measure(env: &TestEnv, operator: Operator, n: usize, steady: Duration) 
     tokio::time::sleep(Duration::from_secs(30)).await;
     let storm_to = SystemTime::now();
     let (_, _, cpu) = cost(pid);
-    let steady_writes = writes(&requests_by_verb(env, &user, steady_from, steady_to));
-    let storm_writes = writes(&requests_by_verb(env, &user, steady_to, storm_to));
+    let steady_writes = only_writes(requests_by_verb(env, &user, steady_from, steady_to));
+    let storm_writes = only_writes(requests_by_verb(env, &user, steady_to, storm_to));
     let (deletion_from, plane_before) = (SystemTime::now(), plane_cpu(env));
     let (cpu_before, counters_before) = (machine_cpu(), counters(metrics).await);
     let deletion = delete_all(&api).await;
@@ -1044,11 +1060,23 @@ async fn main() {
             secs(r.fairness)
         });
         figure(&format!("steady {}s: writes", steady.as_secs()), "", &|r| {
-            r.steady_writes as f64
+            writes(&r.steady_writes) as f64
         });
         figure("no-op storm (annotate all): writes", "", &|r| {
-            r.storm_writes as f64
+            writes(&r.storm_writes) as f64
         });
+        for (operator, run) in Operator::ALL.into_iter().zip(&runs) {
+            if let Some(run) = run
+                && writes(&run.steady_writes) + writes(&run.storm_writes) > 0
+            {
+                println!(
+                    "    {}: idle {}; storm {}",
+                    operator.label(),
+                    verbs(&run.steady_writes),
+                    verbs(&run.storm_writes)
+                );
+            }
+        }
         figure("RSS peak", " MiB", &|r| r.rss_peak_mib);
         figure("RSS steady", " MiB", &|r| r.rss_steady_mib);
         figure("CPU seconds to converge", "s", &|r| r.cpu_converge_secs);

@@ -92,7 +92,7 @@ const PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded";
  * How often a deleting Cache is looked at while its pods stop: a backstop,
  * since each change of the Deployment's `status.replicas` wakes the host.
  */
-const POLL_SECONDS = 10;
+const POLL_SECONDS = 30;
 
 export type Phase = "Pending" | "Progressing" | "Ready" | "Paused" | "Degraded";
 

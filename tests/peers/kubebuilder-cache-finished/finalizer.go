@@ -14,7 +14,7 @@ const finalizerName = "apps.example.com/cache-cleanup"
 
 // pollInterval is how often a deleting Cache looks again while its pods
 // stop (the Deployment's changes wake it too), as the guest's POLL_SECONDS.
-const pollInterval = 10 * time.Second
+const pollInterval = 30 * time.Second
 
 // reconcileDelete is the seeds' deletion path with its cleanup: the
 // Deployment scaled to zero, the Cache held until its pods are gone, then

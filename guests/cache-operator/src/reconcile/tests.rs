@@ -723,7 +723,7 @@ fn deletion_scales_the_deployment_to_zero_and_waits() {
     let converged = converged(spec());
     let response = run(&deleting(converged.observed.clone()), &at(100));
     assert!(!response.finalized);
-    assert_eq!(response.requeue_after_seconds, Some(10));
+    assert_eq!(response.requeue_after_seconds, Some(30));
     assert_eq!(reasons(&response), ["CleanupStarted"]);
     assert_eq!(
         response.events[0].message,
@@ -757,7 +757,7 @@ fn deletion_waits_while_pods_are_still_stopping() {
     deployment["status"]["replicas"] = json!(1);
     let response = run(&deleting(observed), &at(100));
     assert!(!response.finalized);
-    assert_eq!(response.requeue_after_seconds, Some(10));
+    assert_eq!(response.requeue_after_seconds, Some(30));
     assert_eq!(reasons(&response), ["CleanupWaiting"]);
     assert_eq!(
         response.events[0].message,
