@@ -371,17 +371,23 @@ fn converged(cache: &DynamicObject) -> bool {
         && observed_generation(cache) == cache.metadata.generation
 }
 
+/// The Cache `name` of `group` every run creates.
+fn cache_object(group: &str, name: &str) -> Value {
+    json!({
+        "apiVersion": format!("{group}/v1alpha1"), "kind": "Cache",
+        "metadata": {"name": name},
+        "spec": {"image": "redis:7.2", "replicas": 1},
+    })
+}
+
 /// Creates the Caches `<prefix>0` … `<prefix><n-1>` in `group`.
 async fn create_caches(api: &Api<DynamicObject>, group: &str, prefix: &str, n: usize) {
     futures::stream::iter(0..n)
         .map(|i| {
             let api = api.clone();
-            let cache: DynamicObject = serde_json::from_value(json!({
-                "apiVersion": format!("{group}/v1alpha1"), "kind": "Cache",
-                "metadata": {"name": format!("{prefix}{i}")},
-                "spec": {"image": "redis:7.2", "replicas": 1},
-            }))
-            .expect("cache");
+            let cache: DynamicObject =
+                serde_json::from_value(cache_object(group, &format!("{prefix}{i}")))
+                    .expect("cache");
             async move { api.create(&PostParams::default(), &cache).await }
         })
         .buffer_unordered(32)
@@ -395,14 +401,11 @@ async fn create_caches(api: &Api<DynamicObject>, group: &str, prefix: &str, n: u
 /// machine's kubectl), which reads and creates them one after another.
 async fn kubectl_apply_caches(env: &TestEnv, ns: &str, group: &str, prefix: &str, n: usize) {
     let file = env.temp_dir().join(format!("caches-{ns}.yaml"));
+    // A stream of JSON objects, one a Cache, which kubectl reads in order.
     let documents: Vec<String> = (0..n)
-        .map(|i| {
-            format!(
-                "apiVersion: {group}/v1alpha1\nkind: Cache\nmetadata:\n  name: {prefix}{i}\nspec:\n  image: redis:7.2\n  replicas: 1\n"
-            )
-        })
+        .map(|i| cache_object(group, &format!("{prefix}{i}")).to_string())
         .collect();
-    std::fs::write(&file, documents.join("---\n")).expect("caches file");
+    std::fs::write(&file, documents.join("\n")).expect("caches file");
     let status = tokio::process::Command::new("kubectl")
         .arg("--kubeconfig")
         .arg(env.kubeconfig_path())
@@ -460,18 +463,25 @@ fn requests_by_verb(
     by_verb
 }
 
+/// Whether a `by_verb` key (`patch caches/status`) is a write.
+fn is_write(key: &str) -> bool {
+    let verb = key.split(' ').next().unwrap_or_default();
+    wasmop_testenv::WRITE_VERBS.contains(&verb)
+}
+
 fn writes(by_verb: &BTreeMap<String, usize>) -> usize {
-    only_writes(by_verb.clone()).values().sum()
+    by_verb
+        .iter()
+        .filter(|(key, _)| is_write(key))
+        .map(|(_, n)| n)
+        .sum()
 }
 
 /// The writes among `by_verb`.
 fn only_writes(by_verb: BTreeMap<String, usize>) -> BTreeMap<String, usize> {
     by_verb
         .into_iter()
-        .filter(|(key, _)| {
-            let verb = key.split(' ').next().unwrap_or_default();
-            wasmop_testenv::WRITE_VERBS.contains(&verb)
-        })
+        .filter(|(key, _)| is_write(key))
         .collect()
 }
 
@@ -479,10 +489,7 @@ fn only_writes(by_verb: BTreeMap<String, usize>) -> BTreeMap<String, usize> {
 fn event_writes(by_verb: &BTreeMap<String, usize>) -> usize {
     by_verb
         .iter()
-        .filter(|(key, _)| {
-            let (verb, resource) = key.split_once(' ').unwrap_or_default();
-            resource == "events" && wasmop_testenv::WRITE_VERBS.contains(&verb)
-        })
+        .filter(|(key, _)| key.ends_with(" events") && is_write(key))
         .map(|(_, n)| n)
         .sum()
 }

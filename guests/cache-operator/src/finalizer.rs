@@ -23,9 +23,8 @@ pub const FINALIZER: &str = "apps.example.com/cache-cleanup";
 /// Deployment is a watched child and its `status.replicas` changes as its
 /// pods stop, each change waking the host, so the Cache is finalized when
 /// the last pod goes, not at the next poll. A shorter poll only adds
-/// reconciles while the control plane stops the pods: at 5,000 Caches
-/// deleted at once, a 2 s poll made 40 reconciles a Cache and a 10 s one 28
-/// (docs/benchmarks.md).
+/// reconciles while the control plane stops the pods (docs/benchmarks.md,
+/// `scale`).
 pub const POLL_SECONDS: u32 = 30;
 
 /// The answer for a Cache with a deletionTimestamp: every observed child
