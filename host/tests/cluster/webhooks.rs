@@ -354,27 +354,32 @@ async fn objects_read_back_in_both_versions_unchanged_in_meaning(
         &serde_json::from_str(&cache_yaml(GROUP, "v1beta1", &ns, "new", &new_spec))?,
     )
     .await?;
-    let as_alpha = wait_for(LONG, || async {
+    wait_for(LONG, || async {
         let read = alpha.get("new").await?;
         let spec = &read.data["spec"];
         if spec["port"] == 6380
             && spec["config"]["maxmemory"] == "32mb"
             && spec["config"]["maxmemory-policy"] == "allkeys-lru"
         {
-            Ok(Some(read))
+            Ok(Some(()))
         } else {
             bail!("v1beta1 object read as v1alpha1: {spec}")
         }
     })
     .await
     .with_context(|| host_tail(&host))?;
-    // And a write in v1alpha1 updates what v1beta1 shows.
-    let mut update = as_alpha.clone();
-    update.data["spec"]["port"] = json!(6390);
-    alpha
-        .replace("new", &PostParams::default(), &update)
-        .await
-        .with_context(|| host_tail(&host))?;
+    // And a write in v1alpha1 updates what v1beta1 shows. The host
+    // reconciles the Cache meanwhile (its finalizer, its status): a
+    // conflict (409) reads it again.
+    wait_for(LONG, || async {
+        let mut update = alpha.get("new").await?;
+        update.data["spec"]["port"] = json!(6390);
+        alpha
+            .replace("new", &PostParams::default(), &update)
+            .await?;
+        Ok(Some(()))
+    })
+    .await?;
     let port = beta.get("new").await?.data["spec"]["ports"]["client"].clone();
     ensure!(
         port == 6390,
