@@ -472,13 +472,6 @@ async fn a_swap_changes_verdicts_and_a_looping_admit_obeys_its_policy(
         }
     };
     policy_is("Fail").await?;
-    let looping = |name: &str| {
-        serde_json::to_string(
-            &json!({"apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
-            "metadata": {"name": name, "namespace": ns}, "spec": {"attack": "admit-loop"}}),
-        )
-        .expect("json")
-    };
     // The host answers at the guest's 1 s deadline, before the API server's
     // own timeoutSeconds (2 s): the denial is the host's, naming the guest
     // and its deadline, not the API server's "context deadline exceeded".
@@ -491,50 +484,26 @@ async fn a_swap_changes_verdicts_and_a_looping_admit_obeys_its_policy(
         timeout == Some(2),
         "timeoutSeconds {timeout:?} for a 1 s deadline"
     );
-    // The API server takes up a webhook configuration a moment after it is
-    // written, and a loaded machine may answer after the API server's own
-    // timeout: the looping Hostile is applied under a new name each time
-    // until the denial is the host's (each try is an object of its own;
-    // one admitted before the configuration took effect stays). A timeout
-    // names the last answer.
-    let mut tries = 0;
-    wait_for(LONG, || {
-        tries += 1;
-        let name = format!("spin-{tries}");
-        let looping = &looping;
-        let env = &env;
-        async move {
-            let (ok, _, stderr) = kubectl(env, &["apply", "-f", "-"], Some(&looping(&name)))?;
-            ensure!(!ok, "a looping admit admitted under Fail ({name})");
-            ensure!(
-                stderr.contains("wasmop guest \\\"hostile\\\" failed to admit")
-                    || stderr.contains("wasmop guest \"hostile\" failed to admit"),
-                "the denial does not name the guest: {stderr}"
-            );
-            ensure!(
-                stderr.contains("the guest ran longer than 1s and was interrupted"),
-                "not the host's deadline: {stderr}"
-            );
-            Ok(Some(()))
-        }
+    apply_looping_until(&env, &ns, "spin", |ok, stderr| {
+        ensure!(!ok, "a looping admit admitted under Fail");
+        ensure!(
+            stderr.contains("wasmop guest \\\"hostile\\\" failed to admit")
+                || stderr.contains("wasmop guest \"hostile\" failed to admit"),
+            "the denial does not name the guest: {stderr}"
+        );
+        ensure!(
+            stderr.contains("the guest ran longer than 1s and was interrupted"),
+            "not the host's deadline: {stderr}"
+        );
+        Ok(())
     })
     .await?;
     // Under Ignore the same request is admitted, with a warning.
     put_guest_list(&client, &ns, LIST, &list("Ignore")).await?;
     policy_is("Ignore").await?;
-    let mut tries = 0;
-    let stderr = wait_for(LONG, || {
-        tries += 1;
-        let name = format!("ignored-{tries}");
-        let looping = &looping;
-        let env = &env;
-        async move {
-            let (ok, _, stderr) = kubectl(env, &["apply", "-f", "-"], Some(&looping(&name)))?;
-            if !ok {
-                bail!("a looping admit was not ignored under Ignore ({name}): {stderr}")
-            }
-            Ok(Some(stderr))
-        }
+    let stderr = apply_looping_until(&env, &ns, "ignored", |ok, stderr| {
+        ensure!(ok, "a looping admit was not ignored under Ignore: {stderr}");
+        Ok(())
     })
     .await?;
     ensure!(
@@ -543,6 +512,35 @@ async fn a_swap_changes_verdicts_and_a_looping_admit_obeys_its_policy(
     );
     ensure!(host.is_running(), "the host died");
     Ok(())
+}
+
+/// Applies a Hostile whose admit never returns, under a new name
+/// (`<prefix>-<n>`) each time, until `holds` accepts kubectl's answer
+/// (whether it applied, its stderr), and returns that stderr. The API server
+/// takes up a webhook configuration a moment after it is written, and a
+/// loaded machine may answer after the API server's own timeout; each try
+/// is an object of its own (one admitted before the configuration took
+/// effect stays). A timeout names the last answer.
+async fn apply_looping_until(
+    env: &TestEnv,
+    ns: &str,
+    prefix: &str,
+    holds: impl Fn(bool, &str) -> anyhow::Result<()>,
+) -> anyhow::Result<String> {
+    let mut tries = 0;
+    wait_for(LONG, || {
+        tries += 1;
+        let object = json!({"apiVersion": "test.wasmop.dev/v1alpha1", "kind": "Hostile",
+            "metadata": {"name": format!("{prefix}-{tries}"), "namespace": ns},
+            "spec": {"attack": "admit-loop"}});
+        let holds = &holds;
+        async move {
+            let (ok, _, stderr) = kubectl(env, &["apply", "-f", "-"], Some(&object.to_string()))?;
+            holds(ok, &stderr)?;
+            Ok(Some(stderr))
+        }
+    })
+    .await
 }
 
 async fn hostile_verdicts_are_refused_before_the_api_server_sees_them(
