@@ -25,6 +25,7 @@ import (
 
 	"example.com/cache-operator/api/v1alpha1"
 	"example.com/cache-operator/k8s/appsv1"
+	"example.com/cache-operator/k8s/corev1"
 	wasmop "wasmop.dev/sdk"
 )
 
@@ -186,4 +187,9 @@ func warning(reason, message string) event {
 	return event{eventType: wasmop.EventWarning, reason: reason, message: message}
 }
 
-func init() { wasmop.Export(&CacheReconciler{}) }
+func init() {
+	wasmop.Export(&CacheReconciler{})
+	// The types every reconcile decodes and encodes: their JSON tables are
+	// built while `wasmop build` pre-initialises the module.
+	wasmop.Prepare(v1alpha1.Cache{}, appsv1.Deployment{}, corev1.ConfigMap{}, corev1.Service{}, corev1.Secret{})
+}

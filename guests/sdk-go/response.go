@@ -75,12 +75,15 @@ func (r *Response) RawChild(text string) *Response {
 	return r
 }
 
+// childHead is what checkChild reads of a child.
+type childHead struct {
+	APIVersion any                        `json:"apiVersion"`
+	Kind       any                        `json:"kind"`
+	Metadata   map[string]json.RawMessage `json:"metadata"`
+}
+
 func checkChild(text string) (string, error) {
-	var head struct {
-		APIVersion any                        `json:"apiVersion"`
-		Kind       any                        `json:"kind"`
-		Metadata   map[string]json.RawMessage `json:"metadata"`
-	}
+	var head childHead
 	if err := json.Unmarshal([]byte(text), &head); err != nil {
 		return "", Permanentf("a child is not a JSON object: %v", err)
 	}

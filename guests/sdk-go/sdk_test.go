@@ -1,6 +1,7 @@
 package wasmop
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -173,5 +174,30 @@ func TestAnErrorKeepsItsKindThroughWrapping(t *testing.T) {
 func TestLogLinesAreKeyValue(t *testing.T) {
 	if got := line("creating", []any{"name", "demo", "why", "a b"}); got != `creating name=demo why="a b"` {
 		t.Error(got)
+	}
+}
+
+func TestPrepareTakesAnyValueAndChangesNoEncoding(t *testing.T) {
+	type withChannel struct {
+		Name string        `json:"name"`
+		Done chan struct{} `json:"done"`
+	}
+	type tree struct {
+		Name     string  `json:"name"`
+		Children []*tree `json:"children,omitempty"`
+	}
+	// A value that does not encode, a recursive type, nil and a map
+	// of interfaces: each is passed over or prepared, none panics.
+	Prepare(withChannel{}, tree{}, nil, map[string]any{"a": []any{1}}, func() {})
+	var decoded tree
+	if err := json.Unmarshal([]byte(`{"name":"a","children":[{"name":"b"}]}`), &decoded); err != nil {
+		t.Fatal(err)
+	}
+	text, err := json.Marshal(decoded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(text) != `{"name":"a","children":[{"name":"b"}]}` {
+		t.Fatalf("a prepared type encodes as %s", text)
 	}
 }

@@ -227,6 +227,10 @@ const GO_COPIED: &[Template] = &[
         include_str!("../../../guests/sdk-go/object.go"),
     ),
     (
+        "sdk/prepare.go",
+        include_str!("../../../guests/sdk-go/prepare.go"),
+    ),
+    (
         "sdk/request.go",
         include_str!("../../../guests/sdk-go/request.go"),
     ),

@@ -77,5 +77,10 @@ func (Reconciler) Reconcile(req *wasmop.Request) (*wasmop.Response, error) {
 }
 
 // init registers the guest: `wasmop build` makes the component export
-// what the registered value implements.
-func init() { wasmop.Export(Reconciler{}) }
+// what the registered value implements. Init functions run once, while
+// `wasmop build` pre-initialises the module, so Prepare builds the JSON
+// tables of the types each reconcile decodes and encodes there.
+func init() {
+	wasmop.Export(Reconciler{})
+	wasmop.Prepare({{Kind}}{}, ConfigMap{})
+}
