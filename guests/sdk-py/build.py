@@ -3,6 +3,7 @@
 
     python3 build.py component <app-dir> --out <guest.wasm> [--module app] [--http [--wasi-wit <dir>]] [--wit <dir>]
     python3 build.py test <app-dir> <test files or dirs>... [--wit <dir>]
+    python3 build.py hooks <app-dir> --wit <dir> --out <guest.wasm>
 
 Both first check that the WIT is the contract this SDK is written for
 (``CONTRACT``, the ``package`` line of ``operator.wit``) and stop otherwise.
@@ -21,6 +22,13 @@ TypeScript SDK pins). ``test`` generates the WIT's Python bindings (without
 ``wasi:http``: requests fail as unavailable), puts them, this SDK and
 ``<app-dir>`` on the path, with a ``log`` that prints, and runs pytest
 (pinned there too).
+
+``hooks`` makes a Metacontroller hook guest from the app module ``wasmop
+metacontroller build`` generates (``export_hooks`` of ``wasmop_hooks``
+around the hook files): the world ``hook-guest`` of ``--wit``
+(``wit/metacontroller@0.1.0``, whose package line must be
+``HOOKS_CONTRACT``). componentize-py runs the app module while it builds, so
+a hook file that does not load is refused here.
 
 The tools are taken from ``$WASMOP_PYTHON_TOOLS`` (a ``pip install
 --target`` directory, where ``cargo xtask build-guests`` installs it), else
@@ -44,6 +52,8 @@ from pathlib import Path
 SDK_DIR = Path(__file__).resolve().parent
 #: The WIT package this SDK is written for; another version is refused.
 CONTRACT = "wasmop:operator@0.1.0"
+#: The WIT package of a Metacontroller hook guest.
+HOOKS_CONTRACT = "wasmop:metacontroller@0.1.0"
 #: The world whose bindings the tests use: every export's.
 TEST_WORLD = "webhook-guest"
 #: The ``wasi:http`` version an ``--http`` guest imports (WASI 0.2: the host
@@ -188,6 +198,23 @@ def component(options: argparse.Namespace) -> None:
     print(f"--> {out} ({(size + 1023) // 1024} KiB, {flavor}) in {time.monotonic() - started:.1f} s", file=sys.stderr)
 
 
+def hooks(options: argparse.Namespace) -> None:
+    app = Path(options.app).resolve()
+    out = Path(options.out).resolve()
+    wit = Path(options.wit).resolve()
+    found = re.search(r"^\s*package\s+([^;\s]+)\s*;", (wit / "hooks.wit").read_text(), re.M)
+    if found is None or found.group(1) != HOOKS_CONTRACT:
+        fail(f"{wit / 'hooks.wit'} is {found.group(1) if found else '(no package line)'}, not {HOOKS_CONTRACT}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    componentize_py(
+        app,
+        ["-d", str(wit), "-w", "hook-guest", "componentize", "-p", str(app), "-p", str(SDK_DIR), "app", "-o", str(out)],
+    )
+    size = out.stat().st_size
+    print(f"--> {out} ({(size + 1023) // 1024} KiB, world hook-guest) in {time.monotonic() - started:.1f} s", file=sys.stderr)
+
+
 LOG_FOR_TESTS = '''
 import sys
 from wit_world.imports import log as _log
@@ -233,10 +260,14 @@ def main() -> None:
     run_tests.add_argument("app", help="the directory of the app module")
     run_tests.add_argument("tests", nargs="+", help="test files or directories")
     run_tests.add_argument("--wit", help="the WIT directory (default: found beside the app)")
+    make_hooks = sub.add_parser("hooks", help="make a Metacontroller hook guest")
+    make_hooks.add_argument("app", help="the directory of the generated app module")
+    make_hooks.add_argument("--wit", required=True, help="the directory of hooks.wit")
+    make_hooks.add_argument("--out", required=True, help="the component to write")
     options = parser.parse_args()
     if shutil.which(sys.executable) is None:
         fail("no Python interpreter")
-    {"component": component, "test": test}[options.mode](options)
+    {"component": component, "test": test, "hooks": hooks}[options.mode](options)
 
 
 if __name__ == "__main__":

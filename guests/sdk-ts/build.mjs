@@ -3,6 +3,7 @@
 //
 //   node build.mjs component <entry.ts> --out <guest.wasm> [--http] [--wit <dir>] [--project <dir>]
 //   node build.mjs test <file.test.ts>... [--project <dir>]
+//   node build.mjs hooks <entry.js> --wit <dir> --out <guest.wasm> [--project <dir>]
 //
 // Both first check that the WIT is the contract this SDK is written for
 // (`CONTRACT`, the `package` line of `operator.wit`) and stop otherwise.
@@ -25,6 +26,12 @@
 //    component imports exactly the WIT's `log` (and its types), and with
 //    `--http` exactly those and `wasi:http/outgoing-handler`, `wasi:http/types`
 //    and the `wasi:io` and `wasi:clocks` interfaces they use.
+// `hooks` makes a Metacontroller hook guest from the entry `wasmop
+// metacontroller build` generates (`exportHooks` of `src/metacontroller.ts`
+// around the hook files): it bundles the entry (a hook file that does not
+// parse or resolve is refused here), makes the component of the world
+// `hook-guest` of `--wit` (`wit/metacontroller@0.1.0`, whose package line
+// must be `HOOKS_CONTRACT`) and checks that it imports nothing.
 // `test` type-checks, bundles each test file for Node.js with a `log` that
 // prints (and no outbound HTTP), and runs them with `node --test`.
 //
@@ -44,6 +51,8 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 const SDK_DIR = dirname(fileURLToPath(import.meta.url));
 /** The WIT package this SDK is written for; another version is refused. */
 const CONTRACT = "wasmop:operator@0.1.0";
+/** The WIT package of a Metacontroller hook guest. */
+const HOOKS_CONTRACT = "wasmop:metacontroller@0.1.0";
 /** The `wasi:http` version an `--http` guest imports (WASI 0.2). */
 const WASI_VERSION = "0.2.12";
 /** The WASI packages `wasi:http` needs, as jco ships their WIT. */
@@ -350,6 +359,39 @@ async function component(options) {
   }
 }
 
+async function hooks(options) {
+  const [entry] = options.files;
+  if (!entry || !options.out || !options.wit) fail("usage: build.mjs hooks <entry.js> --wit <dir> --out <guest.wasm>");
+  const text = readFileSync(join(options.wit, "hooks.wit"), "utf8");
+  const found = /^\s*package\s+([^;\s]+)\s*;/m.exec(text)?.[1];
+  if (found !== HOOKS_CONTRACT) fail(`${join(options.wit, "hooks.wit")} is ${found ?? "(no package line)"}, not ${HOOKS_CONTRACT}`);
+  ensureTools(options.project);
+  const work = mkdtempSync(join(tmpdir(), "wasmop-hooks-"));
+  try {
+    const js = join(work, "hooks.js");
+    const names = await bundle(options.project, entry, js, "neutral");
+    if (!names.includes("hooks")) fail(`${entry} does not export \`hooks\` (exportHooks)`);
+    const { componentize } = await importTool(options.project, "@bytecodealliance/componentize-js");
+    const started = Date.now();
+    const { component: bytes } = await componentize({
+      sourcePath: js,
+      witPath: options.wit,
+      worldName: "hook-guest",
+      disableFeatures: DISABLED_FEATURES,
+    });
+    console.error(`--> componentized in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    const { componentWit } = await importTool(options.project, "@bytecodealliance/jco");
+    const printed = await componentWit(bytes);
+    const imports = [...printed.matchAll(/^\s*import ([^;]+);/gm)].map((m) => m[1].trim());
+    if (imports.length > 0) fail(`a hook guest imports nothing, but this one imports ${imports.join(", ")}`);
+    mkdirSync(dirname(options.out), { recursive: true });
+    writeFileSync(options.out, bytes);
+    console.error(`--> ${options.out} (${Math.ceil(bytes.length / 1024)} KiB), imports: none`);
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
 /** esbuild plugin: the WIT's `log` as console output, for tests under Node.js. */
 const logForNode = {
   name: "wasmop-log",
@@ -389,6 +431,10 @@ if (mode === "component") {
   await component(options);
 } else if (mode === "test") {
   await test(options);
+} else if (mode === "hooks") {
+  await hooks(options);
 } else {
-  fail("usage: build.mjs component <entry.ts> --out <guest.wasm> [--http] | build.mjs test <file.test.ts>...");
+  fail(
+    "usage: build.mjs component <entry.ts> --out <guest.wasm> [--http] | build.mjs test <file.test.ts>... | build.mjs hooks <entry.js> --wit <dir> --out <guest.wasm>",
+  );
 }

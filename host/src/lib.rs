@@ -34,6 +34,7 @@ pub mod events;
 pub mod host;
 pub mod leader;
 pub mod memory;
+pub mod metacontroller;
 pub mod model;
 pub mod plan;
 pub mod protected;

@@ -12,6 +12,7 @@
 
 mod component;
 pub mod go;
+pub mod metacontroller;
 mod preinit;
 mod scripted;
 mod wit;

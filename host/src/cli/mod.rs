@@ -12,6 +12,7 @@
 
 mod build;
 mod configmap;
+mod metacontroller;
 mod new;
 mod plan;
 mod push;
@@ -73,6 +74,9 @@ pub enum Command {
     /// one ConfigMap, a unit test, and a README with the commands that
     /// build, test, render and run it.
     New(NewArgs),
+    /// Metacontroller's controllers on wasmop: `build` makes a
+    /// CompositeController and its hook files, unchanged, into one guest.
+    Metacontroller(metacontroller::MetacontrollerArgs),
     /// Print the ConfigMap that holds a module for the guest list's
     /// `configMap` source (pipe it to `kubectl apply -f -`); refuses a
     /// module larger than a ConfigMap holds.
@@ -221,6 +225,7 @@ pub fn main() -> ExitCode {
             .and_then(|rt| rt.block_on(push::push(args))),
         Command::Build(args) => build::build(args),
         Command::New(args) => new::new(args),
+        Command::Metacontroller(args) => metacontroller::metacontroller(args),
         Command::Configmap(args) => configmap::configmap(&args),
         Command::Plan(args) => return plan::plan(args),
         Command::Test(args) => return test::test(args),

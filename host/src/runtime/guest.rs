@@ -13,6 +13,7 @@ use wasmtime::component::{
 };
 use wasmtime::{Store, Trap};
 
+use super::abi::metacontroller::{CallParams, CallResults, DefinitionParams, DefinitionResults};
 use super::abi::{
     self, AdmitParams, AdmitResults, ConvertParams, ConvertResults, DescribeParams,
     DescribeResults, ReconcileParams, ReconcileResults,
@@ -21,7 +22,8 @@ use super::capabilities::http::Outbound;
 use super::sandbox::GuestState;
 use super::{EPOCH_TICK, Error, Limits, Result, Runtime};
 use crate::model::{
-    Description, ErrorKind, GuestError, ReconcileRequest, ReconcileResponse, Request, response_size,
+    Description, ErrorKind, GuestError, ReconcileError, ReconcileRequest, ReconcileResponse,
+    Request, response_size,
 };
 use wasmop_contract::{AdmissionResponse, AdmissionReview, Reason};
 
@@ -142,6 +144,9 @@ struct GuestInner {
     imports: Imports,
     /// The contract version the module was built against.
     contract: abi::Contract,
+    /// The controller of a Metacontroller hook guest, whose `reconcile`
+    /// export index is the hooks' `call`.
+    hooks: Option<crate::metacontroller::Controller>,
 }
 
 /// What a component imports beyond the WIT's `log`, which decides how it is
@@ -188,6 +193,12 @@ impl Guest {
             .linker()
             .instantiate_pre(&component)
             .map_err(Error::WrongWorld)?;
+        if component
+            .get_export_index(None, abi::metacontroller::HOOKS_INTERFACE)
+            .is_some()
+        {
+            return Self::hooks(runtime, identity, component, pre, limits);
+        }
         // Checks that the component implements the world: both exports, of
         // the right types.
         abi::v0_1::OperatorGuestPre::new(pre.clone()).map_err(Error::WrongWorld)?;
@@ -242,6 +253,70 @@ impl Guest {
                 limits,
                 imports,
                 contract: abi::Contract::V0_1,
+                hooks: None,
+            }),
+        })
+    }
+
+    /// A guest made from a Metacontroller controller: its description is
+    /// the definition the module carries; its `reconcile` is the hooks'
+    /// `call`, through [`crate::metacontroller::sync`].
+    fn hooks(
+        runtime: Runtime,
+        identity: Identity,
+        component: Component,
+        pre: InstancePre<GuestState>,
+        limits: Limits,
+    ) -> Result<Self> {
+        abi::metacontroller::HookGuestPre::new(pre.clone()).map_err(Error::WrongWorld)?;
+        let export = |name: &str| {
+            component
+                .get_export_index(None, abi::metacontroller::HOOKS_INTERFACE)
+                .and_then(|interface| component.get_export_index(Some(&interface), name))
+                .ok_or_else(|| {
+                    Error::WrongWorld(wasmtime::format_err!(
+                        "no export {}#{name}",
+                        abi::metacontroller::HOOKS_INTERFACE
+                    ))
+                })
+        };
+        let call = export("call")?;
+        let definition = export("definition")?;
+        if identity.settings.is_some() {
+            return Err(Error::InvalidSettings(
+                "a Metacontroller controller takes no settings: its definition is in the module"
+                    .to_owned(),
+            ));
+        }
+        let imports = Imports::of(&component, runtime.engine());
+        let (text,) = call_offline::<DefinitionParams, DefinitionResults>(
+            &runtime,
+            &pre,
+            &identity.name,
+            &limits,
+            imports,
+            definition,
+            "describe",
+            (),
+        )
+        .map_err(Error::Describe)?;
+        let controller = crate::metacontroller::Controller::from_embedded(&text)
+            .map_err(|e| Error::Definition(e.to_string()))?;
+        let description = controller.description();
+        crate::validate::description::check(&description, &limits.privileged)?;
+        Ok(Self {
+            inner: Arc::new(GuestInner {
+                identity,
+                runtime,
+                pre,
+                reconcile: call,
+                admit: None,
+                convert: None,
+                description,
+                limits,
+                imports,
+                contract: abi::Contract::Metacontroller,
+                hooks: Some(controller),
             }),
         })
     }
@@ -310,6 +385,21 @@ impl Guest {
     /// `allowedOutboundHosts`).
     pub fn imports_http(&self) -> bool {
         self.inner.imports.http
+    }
+
+    /// Whether the guest deletes the children of its `index`-th child kind
+    /// to have them created again, by design: a Metacontroller child
+    /// resource whose update strategy is `Recreate` or `RollingRecreate`.
+    /// The host then does not take such a re-creation for a
+    /// create/delete cycle.
+    pub fn recreates_children_of(&self, index: usize) -> bool {
+        self.inner.hooks.as_ref().is_some_and(|controller| {
+            controller
+                .composite
+                .children
+                .get(index)
+                .is_some_and(|child| child.method.recreates())
+        })
     }
 
     /// Whether the module exports `admit`.
@@ -434,15 +524,18 @@ impl Guest {
             outbound,
         );
         let started = Instant::now();
-        let result = invoke::<ReconcileParams<'_>, ReconcileResults>(
-            &inner.pre,
-            &mut store,
-            inner.reconcile,
-            (wire,),
-            inner.imports,
-            &inner.limits,
-        )
-        .map(|(result,)| result);
+        let result = match &inner.hooks {
+            None => invoke::<ReconcileParams<'_>, ReconcileResults>(
+                &inner.pre,
+                &mut store,
+                inner.reconcile,
+                (wire,),
+                inner.imports,
+                &inner.limits,
+            )
+            .map(|(result,)| result),
+            Some(controller) => call_hook(controller, wire, inner, &mut store),
+        };
         store.data().flush_output();
         observe_call(&inner.runtime, &inner.identity.name, "reconcile", started);
         let refused = store
@@ -472,6 +565,40 @@ impl Guest {
             });
         Reply { result, refused }
     }
+}
+
+/// One reconcile of a Metacontroller hook guest: the hook's request built
+/// from `wire`, the hook called through the `call` export, its answer
+/// turned into the reconcile's. A hook that fails, or answers what cannot be
+/// written, fails the reconcile with its own words, retried with backoff as
+/// Metacontroller retries a failed hook.
+fn call_hook(
+    controller: &crate::metacontroller::Controller,
+    wire: &ReconcileRequest,
+    inner: &GuestInner,
+    store: &mut Store<GuestState>,
+) -> wasmtime::Result<Result<ReconcileResponse, ReconcileError>> {
+    use crate::metacontroller::sync;
+    let failed = |message: String| ReconcileError {
+        kind: ErrorKind::Retryable,
+        message,
+    };
+    let call = match sync::request(controller, wire) {
+        Ok(call) => call,
+        Err(message) => return Ok(Err(failed(message))),
+    };
+    let (answer,) = invoke::<CallParams<'_>, CallResults>(
+        &inner.pre,
+        store,
+        inner.reconcile,
+        (&call.route, &call.body),
+        inner.imports,
+        &inner.limits,
+    )?;
+    Ok(match answer {
+        Err(message) => Err(failed(format!("the {} hook failed: {message}", call.hook))),
+        Ok(text) => sync::response(controller, wire, call.hook, &text).map_err(failed),
+    })
 }
 
 /// The time a request carries: seconds since the Unix epoch.

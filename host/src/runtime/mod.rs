@@ -72,6 +72,9 @@ pub enum Error {
     /// `describe` refused the guest's settings.
     #[error("the guest refused its settings: {0}")]
     InvalidSettings(String),
+    /// A Metacontroller hook guest carries a definition the host refuses.
+    #[error("the module's Metacontroller definition: {0}")]
+    Definition(String),
     /// `describe` answered a description the host refuses.
     #[error("invalid description: {0}")]
     InvalidDescription(#[from] crate::validate::description::Error),

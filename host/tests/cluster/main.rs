@@ -26,6 +26,7 @@ mod bounds;
 mod cache_operator;
 mod helm;
 mod hot_swap;
+mod metacontroller;
 mod monitoring;
 mod oci;
 mod outbound;
@@ -57,6 +58,7 @@ fn main() -> std::process::ExitCode {
     run(tests_of![
         outbound,
         upgrade,
+        metacontroller,
         cache_operator,
         rollouts,
         authority,

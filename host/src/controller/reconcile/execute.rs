@@ -76,7 +76,7 @@ pub(super) async fn execute(
         wrote: !steps.is_empty(),
         ..progress::Finish::default()
     };
-    let contested = write_children(parent, ctx, steps, &start, &mut end).await?;
+    let contested = write_children(parent, ctx, guest, steps, &start, &mut end).await?;
     if !contested.is_empty() {
         end.wrote = !end.written.is_empty() || !end.pruned.is_empty();
     }
@@ -137,6 +137,7 @@ pub(super) async fn execute(
 async fn write_children(
     parent: &DynamicObject,
     ctx: &Context,
+    guest: &Guest,
     steps: Vec<Step<'_>>,
     start: &progress::Start,
     end: &mut progress::Finish,
@@ -159,7 +160,12 @@ async fn write_children(
                 let key = (kind, name.to_owned());
                 let mut correction = false;
                 if observed.is_none() {
-                    start.check_create(&key, &resource.kind)?;
+                    // A child kind the guest recreates by design (a
+                    // Metacontroller `Recreate` strategy) is deleted and
+                    // created again on purpose.
+                    if !guest.recreates_children_of(kind) {
+                        start.check_create(&key, &resource.kind)?;
+                    }
                 } else {
                     tracing::debug!(kind = %resource.kind, name, "re-applying: {why}");
                     match start.check_correction(&key) {

@@ -24,6 +24,7 @@ use wasmop_contract::{
     ReconcileResponse,
 };
 
+pub(crate) mod metacontroller;
 pub(crate) mod v0_1;
 
 /// A released version of the contract the host serves.
@@ -31,6 +32,10 @@ pub(crate) mod v0_1;
 pub enum Contract {
     /// `wasmop:operator@0.1.0`.
     V0_1,
+    /// `wasmop:metacontroller@0.1.0`: a Metacontroller controller's
+    /// definition and hooks, which the host reconciles as the definition
+    /// says (`crate::metacontroller`).
+    Metacontroller,
 }
 
 impl Contract {
@@ -42,6 +47,7 @@ impl Contract {
     pub fn package(self) -> &'static str {
         match self {
             Self::V0_1 => wasmop_contract::WIT_PACKAGE,
+            Self::Metacontroller => metacontroller::PACKAGE,
         }
     }
 
@@ -49,6 +55,7 @@ impl Contract {
     pub fn operator_interface(self) -> &'static str {
         match self {
             Self::V0_1 => wasmop_contract::OPERATOR_INTERFACE,
+            Self::Metacontroller => metacontroller::HOOKS_INTERFACE,
         }
     }
 }

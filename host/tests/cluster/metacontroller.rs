@@ -1,0 +1,481 @@
+//! End to end on the real control plane: Metacontroller's controllers on
+//! wasmop, their definitions and hooks unchanged. Each controller of
+//! `guests/metacontroller/` is built as a user builds it (`wasmop
+//! metacontroller build` against the cluster its CRD is installed in), run
+//! by a host, and driven by its own `test.sh` in the form of Metacontroller's
+//! examples' (apply, wait on the cluster's state, change, wait, delete).
+//! The hostile hooks (`guests/hostile/metacontroller`) are answered as the
+//! host answers any guest's bad answer: the reconcile fails with the hook's
+//! words, nothing is written.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail, ensure};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use serde_json::{Value, json};
+use wasmop_host::model::Request;
+use wasmop_host::runtime::{Limits, ModuleBytes, Runtime, RuntimeConfig};
+use wasmop_testenv::TestEnv;
+use wasmop_testenv::harness::Test;
+
+use crate::support::{
+    HostProcess, admin_identity, at, dyn_api, install_yaml, tail, wait_for, workspace,
+};
+
+/// The folder of a controller of `guests/metacontroller`.
+fn controller_dir(name: &str) -> PathBuf {
+    workspace().join("guests/metacontroller").join(name)
+}
+
+/// `wasmop metacontroller build <definition> --hooks <hooks> -o <out>`
+/// with `kubeconfig` (where the CRD is resolved): whether it succeeded,
+/// and what it printed.
+fn try_build(
+    definition: &Path,
+    hooks: &Path,
+    kubeconfig: &Path,
+    out: &Path,
+) -> anyhow::Result<(bool, String)> {
+    let output = Command::new(env!("CARGO_BIN_EXE_wasmop"))
+        .args(["metacontroller", "build"])
+        .arg(definition)
+        .arg("--hooks")
+        .arg(hooks)
+        .arg("-o")
+        .arg(out)
+        .env("KUBECONFIG", kubeconfig)
+        .output()
+        .context("running wasmop metacontroller build")?;
+    Ok((
+        output.status.success(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    ))
+}
+
+/// `wasmop metacontroller build <dir>/controller.yaml --hooks <dir>/<hooks>`
+/// into the env's temp dir as `out`.
+fn build_hooks(
+    env: &TestEnv,
+    dir: &Path,
+    hooks: &str,
+    kubeconfig: &Path,
+    out: &str,
+) -> anyhow::Result<PathBuf> {
+    let module = env.temp_dir().join(out);
+    let (ok, said) = try_build(
+        &dir.join("controller.yaml"),
+        &dir.join(hooks),
+        kubeconfig,
+        &module,
+    )?;
+    if !ok {
+        bail!(
+            "wasmop metacontroller build {} failed: {said}",
+            dir.display()
+        );
+    }
+    Ok(module)
+}
+
+fn build(env: &TestEnv, dir: &Path, kubeconfig: &Path, out: &str) -> anyhow::Result<PathBuf> {
+    build_hooks(env, dir, "hooks", kubeconfig, out)
+}
+
+/// Installs the controller's CRD, builds it, runs it in a host of its own
+/// namespace and runs its `test.sh` there.
+async fn run_example(env: Arc<TestEnv>, name: &str) -> anyhow::Result<()> {
+    let dir = controller_dir(name);
+    install_yaml(&env.client(), &dir.join("crd.yaml")).await?;
+    let ns = env.create_namespace(&format!("mc-{name}")).await?;
+    let (_, kubeconfig) = admin_identity(&env, &format!("wasmop-{ns}")).await?;
+    let module = build(&env, &dir, &kubeconfig, &format!("{ns}.wasm"))?;
+    let guest = format!("{name}={}", module.display());
+    let mut host = HostProcess::start(
+        &env,
+        &kubeconfig,
+        &ns,
+        &["--guest", &guest, "--namespace", &ns],
+    )?;
+    let script = dir.join("test.sh");
+    let test = tokio::task::spawn_blocking({
+        let kubeconfig = kubeconfig.clone();
+        let ns = ns.clone();
+        move || {
+            Command::new("bash")
+                .arg(&script)
+                .env("KUBECONFIG", &kubeconfig)
+                .env("NS", &ns)
+                .output()
+        }
+    })
+    .await??;
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&test.stdout),
+        String::from_utf8_lossy(&test.stderr)
+    );
+    if !test.status.success() {
+        bail!(
+            "{name}/test.sh failed:\n{said}\n--- host log:\n{}",
+            tail(&host.log(), 60)
+        );
+    }
+    host.stop();
+    anyhow::ensure!(
+        said.contains("PASS"),
+        "{name}/test.sh ended without PASS:\n{said}"
+    );
+    Ok(())
+}
+
+async fn a_javascript_statefulset_like_controller_rolls_one_pod_at_a_time_and_finalizes(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    run_example(env, "petset").await
+}
+
+async fn a_python_controller_with_generate_selector_updates_in_place_and_reports_a_raising_hook(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    run_example(env, "fanout").await
+}
+
+/// The hostile controller's folder.
+fn hostile_dir() -> PathBuf {
+    workspace().join("guests/hostile/metacontroller")
+}
+
+/// Each attack of the JavaScript hostile hook, the reason the parent's
+/// `GuestReconciled` condition must show and words its message must hold.
+const JS_ATTACKS: &[(&str, &str, &str)] = &[
+    (
+        "throw",
+        "ReconcileFailed",
+        "the sync hook failed: hook sync threw: Error: the hook gave up: boom",
+    ),
+    (
+        "status-500",
+        "ReconcileFailed",
+        "answered status 500: internal trouble in the hook",
+    ),
+    (
+        "not-json",
+        "ReconcileFailed",
+        "the sync hook's answer is not JSON",
+    ),
+    ("no-answer", "ReconcileFailed", "not {status, body}"),
+    ("spin", "GuestTimeout", "deadline exceeded"),
+    ("never-settles", "GuestTrap", "trapped"),
+    ("memory", "GuestMemoryLimit", "memory limit exceeded"),
+    ("too-many-children", "InvalidGuestResponse", "500"),
+    (
+        "undeclared-kind",
+        "ReconcileFailed",
+        "childResources do not list",
+    ),
+    ("owner-reference", "InvalidGuestResponse", "ownerReferences"),
+    ("other-namespace", "InvalidGuestResponse", "namespace"),
+    ("host-label", "InvalidGuestResponse", "wasmop.dev/"),
+    (
+        "parent-status-not-object",
+        "ReconcileFailed",
+        "`status` is not an object",
+    ),
+];
+
+/// The `GuestReconciled` condition of `obj`, as (reason, message).
+fn reconciled(obj: &DynamicObject) -> Option<(String, String)> {
+    at(obj, "/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "GuestReconciled" && c["status"] == "False")
+        .map(|c| {
+            (
+                c["reason"].as_str().unwrap_or("").to_owned(),
+                c["message"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+}
+
+async fn hostile_javascript_hooks_fail_their_parent_in_their_own_words_and_nothing_is_written(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    let dir = hostile_dir();
+    let client = env.client();
+    install_yaml(&client, &dir.join("crd.yaml")).await?;
+    let ns = env.create_namespace("mc-hostile").await?;
+    let (_, kubeconfig) = admin_identity(&env, &format!("wasmop-{ns}")).await?;
+    let module = build(&env, &dir, &kubeconfig, &format!("{ns}.wasm"))?;
+    let guest = format!("hostile-hooks={}", module.display());
+    let mut host = HostProcess::start(
+        &env,
+        &kubeconfig,
+        &ns,
+        &["--guest", &guest, "--namespace", &ns],
+    )?;
+    let parents = dyn_api(
+        &client,
+        "mc.example.com",
+        "v1",
+        "HostileHook",
+        "hostilehooks",
+        &ns,
+    );
+    for (attack, _, _) in JS_ATTACKS.iter().chain(&[("none", "", "")]) {
+        let parent: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "mc.example.com/v1", "kind": "HostileHook",
+            "metadata": {"name": attack}, "spec": {"attack": attack},
+        }))?;
+        parents.create(&PostParams::default(), &parent).await?;
+    }
+    // A well-behaved parent beside them is served.
+    wait_for(Duration::from_secs(90), || async {
+        let fine = parents.get("none").await?;
+        Ok((at(&fine, "/status/fine") == Some(&Value::Bool(true))).then_some(()))
+    })
+    .await
+    .with_context(|| tail(&host.log(), 40))?;
+    for (attack, reason, words) in JS_ATTACKS {
+        let (got_reason, message) = wait_for(Duration::from_secs(90), || async {
+            Ok(reconciled(&parents.get(attack).await?))
+        })
+        .await
+        .with_context(|| {
+            format!(
+                "{attack}: no failed GuestReconciled condition\n{}",
+                tail(&host.log(), 40)
+            )
+        })?;
+        eprintln!("{attack}: {got_reason}: {message}");
+        ensure!(
+            got_reason == *reason && message.contains(words),
+            "{attack}: expected {reason} with {words:?}, got {got_reason}: {message}"
+        );
+    }
+    // Nothing but the well-behaved parent's child was written, here or
+    // anywhere the hooks aimed.
+    let maps: Vec<String> = Api::<ConfigMap>::namespaced(client.clone(), &ns)
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .filter(|n| n != "kube-root-ca.crt")
+        .collect();
+    ensure!(maps == ["none-fine"], "ConfigMaps written: {maps:?}");
+    let secrets = Api::<Secret>::namespaced(client.clone(), &ns)
+        .list(&ListParams::default())
+        .await?;
+    ensure!(secrets.items.is_empty(), "a Secret was written");
+    let away = Api::<ConfigMap>::namespaced(client.clone(), "kube-system")
+        .get_opt("other-namespace-away")
+        .await?;
+    ensure!(away.is_none(), "a ConfigMap was written in kube-system");
+    ensure!(
+        host.is_running(),
+        "the host died:\n{}",
+        tail(&host.log(), 40)
+    );
+    host.stop();
+    Ok(())
+}
+
+/// The Python hook server's attacks, called in-process: each fails the
+/// reconcile with the hook's own words or the host's limit.
+async fn hostile_python_hooks_fail_the_reconcile_in_their_own_words(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    let dir = hostile_dir();
+    install_yaml(&env.client(), &dir.join("crd.yaml")).await?;
+    let (_, kubeconfig) = admin_identity(&env, "wasmop-mc-hostile-py").await?;
+    let module = build_hooks(&env, &dir, "hooks-py", &kubeconfig, "mc-hostile-py.wasm")?;
+    let bytes = std::fs::read(&module)?;
+    tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
+        let runtime = Runtime::new(RuntimeConfig::default())?;
+        let (guest, _) = runtime.load(
+            "hostile-py",
+            &ModuleBytes::new(bytes),
+            Limits::default(),
+            None,
+        )?;
+        let parent = |attack: &str| {
+            Request::of(json!({
+                "apiVersion": "mc.example.com/v1", "kind": "HostileHook",
+                "metadata": {"name": attack, "namespace": "default", "uid": "u-1"},
+                "spec": {"attack": attack},
+            }))
+        };
+        let fine = guest.reconcile(&parent("none"))?;
+        ensure!(
+            fine.status.as_deref() == Some(r#"{"fine":true}"#),
+            "{fine:?}"
+        );
+        for (attack, reason, words) in [
+            (
+                "raise",
+                "ReconcileFailed",
+                "RuntimeError: the Python hook gave up",
+            ),
+            ("no-answer", "ReconcileFailed", "wrote no HTTP answer"),
+            (
+                "status-500",
+                "ReconcileFailed",
+                "answered status 500: internal trouble in the Python hook",
+            ),
+            (
+                "not-json",
+                "ReconcileFailed",
+                "the sync hook's answer is not JSON",
+            ),
+            ("spin", "GuestTimeout", "deadline exceeded"),
+        ] {
+            let err = guest.reconcile(&parent(attack)).unwrap_err();
+            eprintln!("{attack}: {}: {err}", err.reason().as_str());
+            ensure!(
+                err.reason().as_str() == reason && err.to_string().contains(words),
+                "{attack}: expected {reason} with {words:?}, got {}: {err}",
+                err.reason().as_str()
+            );
+        }
+        Ok(())
+    })
+    .await?
+}
+
+/// The build refuses, in one line naming the field or the file, what it
+/// cannot run: a field it does not know, an update strategy it cannot
+/// honour, a missing hook file, a hook file that does not load (either
+/// language), an unknown resource; and picks one definition by `--name`.
+async fn the_build_refuses_what_it_cannot_run_naming_the_field_or_file(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    let dir = hostile_dir();
+    install_yaml(&env.client(), &dir.join("crd.yaml")).await?;
+    let (_, kubeconfig) = admin_identity(&env, "wasmop-mc-refusals").await?;
+    let work = env.temp_dir().join("mc-refusals");
+    std::fs::create_dir_all(&work)?;
+    let definition = std::fs::read_to_string(dir.join("controller.yaml"))?;
+    let variant = |name: &str, text: String| -> anyhow::Result<PathBuf> {
+        let path = work.join(name);
+        std::fs::write(&path, text)?;
+        Ok(path)
+    };
+    let out = work.join("out.wasm");
+    let cases: Vec<(&str, PathBuf, PathBuf, &str)> = vec![
+        (
+            "an unknown field",
+            variant(
+                "unknown.yaml",
+                definition.replacen("spec:\n", "spec:\n  replicaz: 3\n", 1),
+            )?,
+            dir.join("hooks"),
+            "spec.replicaz: unknown field",
+        ),
+        (
+            "an update strategy it cannot honour",
+            variant(
+                "strategy.yaml",
+                definition.replace("method: InPlace", "method: BlueGreen"),
+            )?,
+            dir.join("hooks"),
+            "spec.childResources[0].updateStrategy.method",
+        ),
+        (
+            "a customize hook",
+            variant(
+                "customize.yaml",
+                definition.replace(
+                    "  hooks:\n",
+                    "  hooks:\n    customize:\n      webhook:\n        url: http://h/customize\n",
+                ),
+            )?,
+            dir.join("hooks"),
+            "spec.hooks.customize",
+        ),
+        (
+            "an unknown resource",
+            variant(
+                "resource.yaml",
+                definition.replace("resource: configmaps", "resource: confgmaps"),
+            )?,
+            dir.join("hooks"),
+            "spec.childResources[0]",
+        ),
+        (
+            "no hook file",
+            dir.join("controller.yaml"),
+            work.clone(),
+            "no hook file for /sync",
+        ),
+        (
+            "a JavaScript hook that does not parse",
+            dir.join("controller.yaml"),
+            dir.join("broken-js"),
+            "sync.js",
+        ),
+        (
+            "a Python hook that does not load",
+            dir.join("controller.yaml"),
+            dir.join("broken-py"),
+            "JSONDecodeError",
+        ),
+    ];
+    for (what, definition, hooks, words) in cases {
+        let (ok, said) = try_build(&definition, &hooks, &kubeconfig, &out)?;
+        let last = said
+            .lines()
+            .rev()
+            .find(|l| l.starts_with("error:"))
+            .unwrap_or("");
+        eprintln!("{what}: {last}");
+        ensure!(!ok, "{what}: the build succeeded");
+        ensure!(
+            said.contains(words),
+            "{what}: expected {words:?} in:\n{said}"
+        );
+        ensure!(!last.is_empty(), "{what}: no one-line error:\n{said}");
+    }
+    // Several definitions in one file: --name picks one.
+    let two = variant(
+        "two.yaml",
+        format!(
+            "{definition}\n---\n{}",
+            definition.replace("name: hostile-hooks", "name: second")
+        ),
+    )?;
+    let (ok, said) = try_build(&two, &dir.join("hooks"), &kubeconfig, &out)?;
+    ensure!(
+        !ok && said.contains("--name"),
+        "two definitions without --name: {said}"
+    );
+    let output = Command::new(env!("CARGO_BIN_EXE_wasmop"))
+        .args(["metacontroller", "build"])
+        .arg(&two)
+        .args(["--name", "second", "--hooks"])
+        .arg(dir.join("hooks"))
+        .arg("-o")
+        .arg(&out)
+        .env("KUBECONFIG", &kubeconfig)
+        .output()?;
+    let said = String::from_utf8_lossy(&output.stderr);
+    ensure!(
+        output.status.success() && said.contains("CompositeController second"),
+        "{said}"
+    );
+    Ok(())
+}
+
+pub fn tests() -> Vec<Test> {
+    let long = Duration::from_secs(300);
+    wasmop_testenv::tests![
+        a_javascript_statefulset_like_controller_rolls_one_pod_at_a_time_and_finalizes => long,
+        a_python_controller_with_generate_selector_updates_in_place_and_reports_a_raising_hook => long,
+        hostile_javascript_hooks_fail_their_parent_in_their_own_words_and_nothing_is_written => long,
+        hostile_python_hooks_fail_the_reconcile_in_their_own_words => long,
+        the_build_refuses_what_it_cannot_run_naming_the_field_or_file => long,
+    ]
+}
