@@ -350,6 +350,7 @@ pub async fn plan(client: &Client, inputs: Inputs<'_>) -> Result<Plan, Error> {
         name: inputs.name.to_owned(),
         manager: field_manager(inputs.name),
         primary: kinds.primary.clone(),
+        status_schema: kinds.status_schema.clone(),
         secret_values: inputs.secret_values,
         protected: inputs.protected.clone(),
         client: client.clone(),
@@ -392,6 +393,8 @@ struct Shared {
     name: String,
     manager: String,
     primary: ResolvedKind,
+    /// The schema of the primary's `.status` (see `status::plan`).
+    status_schema: Option<Arc<serde_json::Value>>,
     secret_values: bool,
     protected: ProtectedObjects,
     client: Client,
@@ -556,6 +559,12 @@ async fn plan_parent(
             // compares what the guest's answer changes.
             shard: None,
             observed: &observed,
+            strategies: ctx.guest.update_strategies(),
+            status_schema: ctx
+                .guest
+                .follows_metacontroller()
+                .then_some(ctx.status_schema.as_deref())
+                .flatten(),
         },
         &answer,
         &crate::controller::status::now_rfc3339(),

@@ -149,6 +149,7 @@ const SDK_TESTS: &[(Lang, &[&str])] = &[
             "src/admission.test.ts",
             "src/conversion.test.ts",
             "src/http.test.ts",
+            "src/metacontroller.test.ts",
         ],
     ),
     (Lang::Python, &["tests"]),

@@ -150,8 +150,10 @@ def call(handler: "Type[http.server.BaseHTTPRequestHandler]", route: str, body: 
     server = _Server(("", 80), handler)
     try:
         handler(connection, ("127.0.0.1", 0), server)
-    except Exception:  # noqa: BLE001 - the hook's exception is its failure
-        raise RuntimeError(f"hook {route} raised: {traceback.format_exc(limit=8).strip()}") from None
+    except Exception as e:  # noqa: BLE001 - the hook's exception is its failure
+        raise RuntimeError(
+            f"hook {route} raised {type(e).__name__}: {e}\n{traceback.format_exc(limit=8).strip()}"
+        ) from None
     answer = http.client.HTTPResponse(_Answer(bytes(connection.outgoing)))  # type: ignore[arg-type]
     try:
         answer.begin()

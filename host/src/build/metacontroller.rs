@@ -34,6 +34,10 @@ use serde_json::Value;
 use super::{Built, Error, Lang, Result, run};
 use crate::metacontroller::definition::{self, Composite, Embedded, Resolved, ResourceName};
 
+/// How long a resource the cluster does not serve yet is asked for again
+/// (a CRD applied just before the build).
+const DISCOVERY_WAIT: Duration = Duration::from_secs(10);
+
 /// The hook guest's WIT.
 const HOOKS_WIT: &str = include_str!("../../../wit/metacontroller@0.1.0/hooks.wit");
 
@@ -205,24 +209,38 @@ async fn ask_cluster(
         }
         let (group, version) = name.group_version();
         let gv = kube::core::GroupVersion::gv(group, version);
-        let found = tokio::time::timeout(
-            Duration::from_secs(30),
-            kube::discovery::oneshot::pinned_group(&client, &gv),
-        )
-        .await
-        .map_err(|_| unreachable("discovery took longer than 30 s".into()))?
-        .ok()
-        .and_then(|api_group| {
-            api_group
-                .versioned_resources(version)
-                .into_iter()
-                .find(|(resource, _)| resource.plural == name.resource)
-        });
-        let Some((resource, capabilities)) = found else {
-            return Err(Error::Project(format!(
-                "{}: the cluster serves no resource {} in {}",
-                name.path, name.resource, name.api_version
-            )));
+        // A CRD applied a moment ago is served once the API server has
+        // established it: ask again for a while before refusing.
+        let waited_until = tokio::time::Instant::now() + DISCOVERY_WAIT;
+        let (resource, capabilities) = loop {
+            let found = tokio::time::timeout(
+                Duration::from_secs(30),
+                kube::discovery::oneshot::pinned_group(&client, &gv),
+            )
+            .await
+            .map_err(|_| unreachable("discovery took longer than 30 s".into()))?
+            .ok()
+            .and_then(|api_group| {
+                api_group
+                    .versioned_resources(version)
+                    .into_iter()
+                    .find(|(resource, _)| resource.plural == name.resource)
+            });
+            match found {
+                Some(found) => break found,
+                None if tokio::time::Instant::now() < waited_until => {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                None => {
+                    return Err(Error::Project(format!(
+                        "{}: the cluster serves no resource {} in {} (asked for {} s)",
+                        name.path,
+                        name.resource,
+                        name.api_version,
+                        DISCOVERY_WAIT.as_secs()
+                    )));
+                }
+            }
         };
         out.push(Some(Resolved {
             group: resource.group,

@@ -152,13 +152,20 @@ fn annotation_pointer(key: &str) -> String {
     )
 }
 
+/// Whether the guest's wish for a child changed since the host last wrote
+/// it (its desired-hash annotation), as opposed to the cluster drifting
+/// from it.
+pub fn wish_changed(stamped: &Value, observed: &DynamicObject) -> bool {
+    let want = stamped.pointer(&annotation_pointer(DESIRED_HASH_ANNOTATION));
+    let have = observed.annotations().get(DESIRED_HASH_ANNOTATION);
+    want.and_then(Value::as_str) != have.map(String::as_str)
+}
+
 /// Why `observed` is not what applying `stamped` would make it, or `None`
 /// when it already is: the guest's wish changed (hash annotation) or the
 /// cluster drifted (the JSON path of the first field that differs).
 pub fn drift(stamped: &Value, observed: &DynamicObject) -> Option<String> {
-    let want = stamped.pointer(&annotation_pointer(DESIRED_HASH_ANNOTATION));
-    let have = observed.annotations().get(DESIRED_HASH_ANNOTATION);
-    if want.and_then(Value::as_str) != have.map(String::as_str) {
+    if wish_changed(stamped, observed) {
         return Some("desired state changed".into());
     }
     let observed = serde_json::to_value(observed).expect("objects serialise");

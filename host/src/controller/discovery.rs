@@ -37,6 +37,9 @@ pub struct ResolvedKinds {
     /// Whether the primary kind's CRD converts between its versions with a
     /// webhook.
     pub converted_by_webhook: bool,
+    /// The schema the primary kind's CRD gives `.status` in the declared
+    /// version, as JSON, when it gives one.
+    pub status_schema: Option<std::sync::Arc<serde_json::Value>>,
 }
 
 /// Why the guest's kinds cannot be served.
@@ -114,7 +117,7 @@ pub async fn resolve(client: &Client, description: &Description) -> Result<Resol
                 .map(|related| resolve_one(client, &related.kind))
         ),
     )?;
-    let converted_by_webhook = served_by_a_crd(client, &primary).await?;
+    let (converted_by_webhook, status_schema) = served_by_a_crd(client, &primary).await?;
     let mut children = Vec::with_capacity(description.children.len());
     for (child, resolved) in description.children.iter().zip(resolved) {
         if resolved.namespaced == child.cluster_scoped {
@@ -143,6 +146,7 @@ pub async fn resolve(client: &Client, description: &Description) -> Result<Resol
         children,
         related,
         converted_by_webhook,
+        status_schema,
     })
 }
 
@@ -169,10 +173,13 @@ pub fn crd_name(kind: &ResolvedKind) -> String {
 
 /// Checks that a CustomResourceDefinition serves the primary kind in the
 /// declared version, and tells whether it converts between its versions
-/// with a webhook. Built-in kinds are refused offline too
-/// (`validate::description`); this catches aggregated APIs and groups that
-/// look custom but are not.
-async fn served_by_a_crd(client: &Client, primary: &ResolvedKind) -> Result<bool, Error> {
+/// with a webhook, and the schema of its `.status` in that version. Built-in
+/// kinds are refused offline too (`validate::description`); this catches
+/// aggregated APIs and groups that look custom but are not.
+async fn served_by_a_crd(
+    client: &Client,
+    primary: &ResolvedKind,
+) -> Result<(bool, Option<std::sync::Arc<serde_json::Value>>), Error> {
     let crd = crd_name(primary);
     let refuse = |reason: String| Error::NotACustomResource {
         kind: primary.kind.clone(),
@@ -192,10 +199,22 @@ async fn served_by_a_crd(client: &Client, primary: &ResolvedKind) -> Result<bool
             .iter()
             .any(|v| v.name == primary.kind.version && v.served);
     if serves {
-        Ok(found
+        let status_schema = found
             .spec
-            .conversion
-            .is_some_and(|c| c.strategy == "Webhook"))
+            .versions
+            .iter()
+            .find(|v| v.name == primary.kind.version)
+            .and_then(|v| v.schema.as_ref()?.open_api_v3_schema.as_ref())
+            .and_then(|schema| schema.properties.as_ref()?.get("status"))
+            .and_then(|status| serde_json::to_value(status).ok())
+            .map(std::sync::Arc::new);
+        Ok((
+            found
+                .spec
+                .conversion
+                .is_some_and(|c| c.strategy == "Webhook"),
+            status_schema,
+        ))
     } else {
         Err(refuse(format!(
             "it does not serve {} in version {}",

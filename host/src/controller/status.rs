@@ -111,15 +111,26 @@ pub fn status_change(
 
 /// What writing `desired` (the guest's status, host condition already
 /// removed) and bringing the host's condition to `condition` would write
-/// to `parent`, the condition's transition stamped `now`. Pure.
+/// to `parent`, the condition's transition stamped `now`. With `schema`
+/// (the CRD's schema of `.status`), both are first pruned to the fields it
+/// declares, as the API server prunes an update: for a CRD written for
+/// another controller, whose status may not declare `observedGeneration` or
+/// conditions. Pure.
 pub fn plan(
     parent: &DynamicObject,
     desired: Option<&Map<String, Value>>,
     condition: HostCondition<'_>,
     now: &str,
+    schema: Option<&Value>,
 ) -> StatusWrites {
+    let pruned = |mut status: Value| {
+        if let Some(schema) = schema {
+            prune(&mut status, schema);
+        }
+        status
+    };
     let guest = desired
-        .map(|desired| wanted(parent, desired))
+        .map(|desired| pruned(wanted(parent, desired)))
         .filter(|want| observed(parent) != *want);
     // The host's own condition: False with the reason after a failure, back
     // to True after the next success. Written only when it changes.
@@ -142,16 +153,55 @@ pub fn plan(
             })
         })
         .map(|(status, reason, message)| {
-            json!({"conditions": [{
+            pruned(json!({"conditions": [{
                 "type": HOST_CONDITION,
                 "status": status,
                 "reason": reason,
                 "message": message,
                 "observedGeneration": parent.metadata.generation,
                 "lastTransitionTime": now,
-            }]})
-        });
+            }]}))
+        })
+        // A schema without conditions has no room for the host's.
+        .filter(|host| host.get("conditions").is_some());
     StatusWrites { guest, host }
+}
+
+/// Drops from `value` every field `schema` (a structural OpenAPI schema,
+/// as a CRD gives it) does not declare, as the API server prunes an object
+/// it stores: properties are kept by `properties` or `additionalProperties`,
+/// list items by `items`, anything under
+/// `x-kubernetes-preserve-unknown-fields: true`.
+pub fn prune(value: &mut Value, schema: &Value) {
+    let preserve = schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
+    match value {
+        Value::Object(map) => {
+            let properties = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties");
+            let embedded = schema.get("x-kubernetes-embedded-resource") == Some(&Value::Bool(true));
+            map.retain(|key, field| {
+                if let Some(inner) = properties.and_then(|p| p.get(key)) {
+                    prune(field, inner);
+                    true
+                } else if let Some(inner) = additional.filter(|a| a.is_object()) {
+                    prune(field, inner);
+                    true
+                } else {
+                    preserve
+                        || additional == Some(&Value::Bool(true))
+                        || (embedded && matches!(key.as_str(), "apiVersion" | "kind" | "metadata"))
+                }
+            });
+        }
+        Value::Array(items) => {
+            if let Some(inner) = schema.get("items").filter(|i| i.is_object()) {
+                for item in items {
+                    prune(item, inner);
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Sends `writes` for `parent`; returns the parent as the last write left

@@ -144,6 +144,31 @@ pub struct ChildResource {
     pub checks: Vec<ConditionCheck>,
 }
 
+impl ChildResource {
+    /// Whether `child` shows every condition the status checks ask for
+    /// (`type`, and `status` and `reason` where given).
+    pub fn passes(&self, child: &Value) -> bool {
+        let conditions = child
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        self.checks.iter().all(|check| {
+            conditions.iter().any(|c| {
+                c.get("type").and_then(Value::as_str) == Some(check.type_.as_str())
+                    && check
+                        .status
+                        .as_deref()
+                        .is_none_or(|s| c.get("status").and_then(Value::as_str) == Some(s))
+                    && check
+                        .reason
+                        .as_deref()
+                        .is_none_or(|r| c.get("reason").and_then(Value::as_str) == Some(r))
+            })
+        })
+    }
+}
+
 /// The hooks a definition names, each as the file name the hook server
 /// would serve it from (`sync` for `http://…/sync`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -539,6 +564,17 @@ impl Controller {
                     "{} child kinds for {} child resources",
                     children.len(),
                     composite.children.len()
+                ),
+            ));
+        }
+        if !parent.namespaced
+            && let Some(i) = children.iter().position(|c| c.namespaced)
+        {
+            return Err(Error::at(
+                format!("spec.childResources[{i}]"),
+                format!(
+                    "{} is namespaced and the parent {} is cluster-scoped: namespaced children of a cluster-scoped parent are not supported by this wasmop yet",
+                    children[i].kind, parent.kind
                 ),
             ));
         }

@@ -5,26 +5,16 @@
 //! `parent`, `children` keyed `<Kind>.<apiVersion>` and then by name (by
 //! `namespace/name` under a cluster-scoped parent), `related` (empty: no
 //! `customize` hook) and `finalizing`. The answer's `children` are the
-//! children that should exist; what the request had and the answer omits is
-//! deleted. Each child resource's update strategy decides what happens to a
-//! child that exists and differs from the answer:
-//!
-//! | strategy | a child that differs |
-//! | --- | --- |
-//! | `OnDelete` | left as it is (also when equal) |
-//! | `InPlace` | written as the answer has it |
-//! | `Recreate` | deleted; the next sync creates it |
-//! | `RollingInPlace`, `RollingRecreate` | as `InPlace` or `Recreate`, one child at a time: only when every child of the resource exists and those already up to date pass the status checks |
-//!
-//! A child "differs" when a field the answer sets has another value in the
-//! cluster (what the API server and the host add is not a difference).
-
-use std::collections::BTreeMap;
+//! children that should exist; what the request had and the answer omits
+//! is deleted. What happens to a child that exists and differs from the
+//! answer is its child resource's update strategy, which the host's plan
+//! applies (`controller/reconcile/plan.rs`), where it knows whether a child
+//! differs from what was last applied.
 
 use serde_json::{Map, Value, json};
 
-use super::definition::{ConditionCheck, Controller, Method, api_version};
-use crate::model::{ObjectRef, ReconcileRequest, ReconcileResponse};
+use super::definition::{Controller, api_version};
+use crate::model::{ReconcileRequest, ReconcileResponse};
 
 /// The hook to call and the body to send it.
 #[derive(Debug)]
@@ -138,111 +128,24 @@ pub fn response(
         Some(Value::Array(children)) => children.clone(),
         Some(_) => return Err(format!("the {hook} hook's `children` is not a list")),
     };
-    let observed: BTreeMap<(usize, String), Value> = wire
-        .observed
-        .iter()
-        .filter_map(|o| {
-            let index = child_index(controller, &o.api_version, &o.kind)?;
-            let object = serde_json::from_str(&o.object).ok()?;
-            Some(((index, o.name.clone()), object))
-        })
-        .collect();
-    let mut by_resource: BTreeMap<usize, Vec<(String, Value)>> = BTreeMap::new();
     for child in desired {
         let api = child
             .get("apiVersion")
             .and_then(Value::as_str)
             .unwrap_or("");
         let kind = child.get("kind").and_then(Value::as_str).unwrap_or("");
-        let name = child
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let Some(index) = child_index(controller, api, kind) else {
+        if child_index(controller, api, kind).is_none() {
+            let name = child
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or("");
             return Err(format!(
                 "the {hook} hook answered a child {kind:?} of {api:?} ({name:?}), which the definition's childResources do not list"
             ));
-        };
-        by_resource
-            .entry(index)
-            .or_default()
-            .push((name.to_owned(), child));
-    }
-    for (index, resource) in controller.composite.children.iter().enumerate() {
-        let desired = by_resource.remove(&index).unwrap_or_default();
-        let kind = &controller.children[index];
-        let api = api_version(&kind.group, &kind.version);
-        let mut outdated = Vec::new();
-        let mut rolling_blocked = false;
-        for (name, child) in desired {
-            let Some(existing) = observed.get(&(index, name.clone())) else {
-                // A child to create: a rolling update waits for it.
-                rolling_blocked = true;
-                response.children.push(child.to_string());
-                continue;
-            };
-            let reference = ObjectRef::new(&api, &kind.kind, &name);
-            if resource.method == Method::OnDelete {
-                response.keep.push(reference);
-            } else if contains(existing, &child) {
-                rolling_blocked |= !passes(existing, &resource.checks);
-                response.children.push(child.to_string());
-            } else {
-                outdated.push((reference, child));
-            }
         }
-        let mut update_now = outdated.len();
-        if resource.method.rolling() {
-            update_now = usize::from(!rolling_blocked).min(outdated.len());
-        }
-        for (i, (reference, child)) in outdated.into_iter().enumerate() {
-            if i >= update_now {
-                response.keep.push(reference);
-            } else if !resource.method.recreates() {
-                response.children.push(child.to_string());
-            }
-            // A child to recreate is left out: the host deletes it, and the
-            // next sync creates it.
-        }
+        response.children.push(child.to_string());
     }
     Ok(response)
-}
-
-/// Whether every field `want` sets has that value in `have` (objects
-/// recursively, lists element by element and of the same length).
-fn contains(have: &Value, want: &Value) -> bool {
-    match (have, want) {
-        (Value::Object(have), Value::Object(want)) => want
-            .iter()
-            .all(|(k, w)| have.get(k).is_some_and(|h| contains(h, w)) || w.is_null()),
-        (Value::Array(have), Value::Array(want)) => {
-            have.len() == want.len() && have.iter().zip(want).all(|(h, w)| contains(h, w))
-        }
-        (Value::Number(h), Value::Number(w)) => h.as_f64() == w.as_f64(),
-        _ => have == want,
-    }
-}
-
-/// Whether `child` shows every condition `checks` asks for.
-fn passes(child: &Value, checks: &[ConditionCheck]) -> bool {
-    let conditions = child
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    checks.iter().all(|check| {
-        conditions.iter().any(|c| {
-            c.get("type").and_then(Value::as_str) == Some(check.type_.as_str())
-                && check
-                    .status
-                    .as_deref()
-                    .is_none_or(|s| c.get("status").and_then(Value::as_str) == Some(s))
-                && check
-                    .reason
-                    .as_deref()
-                    .is_none_or(|r| c.get("reason").and_then(Value::as_str) == Some(r))
-        })
-    })
 }
 
 #[cfg(test)]
@@ -360,68 +263,17 @@ mod tests {
     }
 
     #[test]
-    fn each_update_strategy_treats_a_changed_child_as_metacontroller_does() {
-        // (strategy, observed, desired) -> (written, kept); a child in
-        // neither list is deleted.
-        let observed = [pod("a", "v1", true), pod("b", "v1", true)];
-        let desired = [want("a", "v2"), want("b", "v2"), want("c", "v2")];
-        let cases: &[(&str, &[&str], &[&str])] = &[
-            ("OnDelete", &["c"], &["a", "b"]),
-            ("InPlace", &["c", "a", "b"], &[]),
-            ("Recreate", &["c"], &[]),
-            // A child still to create holds a rolling update back.
-            ("RollingInPlace", &["c"], &["a", "b"]),
-            ("RollingRecreate", &["c"], &["a", "b"]),
-        ];
-        for (method, written, kept) in cases {
-            let c = controller(method, false);
-            let r = response(&c, &wire(&observed, false), "sync", &answer(&desired)).unwrap();
-            let (w, k) = names(&r);
-            let w: Vec<&str> = w.iter().map(String::as_str).collect();
-            let k: Vec<&str> = k.iter().map(String::as_str).collect();
-            assert_eq!((w.as_slice(), k.as_slice()), (*written, *kept), "{method}");
-            assert_eq!(r.status.as_deref(), Some(r#"{"replicas":3}"#));
-            assert_eq!(r.requeue_after_seconds, Some(30));
-        }
-    }
-
-    #[test]
-    fn a_rolling_update_moves_one_child_at_a_time_after_the_status_checks() {
-        let desired = [want("a", "v2"), want("b", "v2"), want("c", "v2")];
-        let all_old = [
-            pod("a", "v1", true),
-            pod("b", "v1", true),
-            pod("c", "v1", true),
-        ];
-        let c = controller("RollingInPlace", false);
-        let (w, k) =
-            names(&response(&c, &wire(&all_old, false), "sync", &answer(&desired)).unwrap());
-        assert_eq!(
-            (w, k),
-            (vec!["a".to_owned()], vec!["b".to_owned(), "c".to_owned()])
-        );
-        // `a` is updated but not Ready: nothing moves.
-        let a_not_ready = [
-            pod("a", "v2", false),
-            pod("b", "v1", true),
-            pod("c", "v1", true),
-        ];
-        let (w, k) =
-            names(&response(&c, &wire(&a_not_ready, false), "sync", &answer(&desired)).unwrap());
-        assert_eq!(
-            (w, k),
-            (vec!["a".to_owned()], vec!["b".to_owned(), "c".to_owned()])
-        );
-        // `a` Ready: `b` goes, recreated (left out) under RollingRecreate.
-        let a_ready = [
-            pod("a", "v2", true),
-            pod("b", "v1", true),
-            pod("c", "v1", true),
-        ];
+    fn the_answer_names_every_desired_child_status_and_resync() {
         let c = controller("RollingRecreate", false);
-        let (w, k) =
-            names(&response(&c, &wire(&a_ready, false), "sync", &answer(&desired)).unwrap());
-        assert_eq!((w, k), (vec!["a".to_owned()], vec!["c".to_owned()]));
+        let observed = [pod("a", "v1", true)];
+        let desired = [want("a", "v2"), want("b", "v2")];
+        let r = response(&c, &wire(&observed, false), "sync", &answer(&desired)).unwrap();
+        let (written, kept) = names(&r);
+        assert_eq!(written, ["a", "b"]);
+        assert!(kept.is_empty());
+        assert_eq!(r.status.as_deref(), Some(r#"{"replicas":2}"#));
+        assert_eq!(r.requeue_after_seconds, Some(30));
+        assert!(!r.finalized, "finalized is read on the deletion path only");
     }
 
     #[test]

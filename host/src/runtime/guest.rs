@@ -387,6 +387,22 @@ impl Guest {
         self.inner.imports.http
     }
 
+    /// Whether the guest is a Metacontroller controller (`wasmop
+    /// metacontroller build`), whose parents' CRDs were written for
+    /// Metacontroller.
+    pub fn follows_metacontroller(&self) -> bool {
+        self.inner.hooks.is_some()
+    }
+
+    /// Each child kind's update strategy, for a guest made from a
+    /// Metacontroller controller (`None` for any other guest).
+    pub fn update_strategies(&self) -> Option<&[crate::metacontroller::definition::ChildResource]> {
+        self.inner
+            .hooks
+            .as_ref()
+            .map(|controller| controller.composite.children.as_slice())
+    }
+
     /// Whether the guest deletes the children of its `index`-th child kind
     /// to have them created again, by design: a Metacontroller child
     /// resource whose update strategy is `Recreate` or `RollingRecreate`.

@@ -32,6 +32,11 @@ pub(super) struct Executed {
     pub(super) finalized: bool,
     /// The soonest a contested child may be corrected again.
     pub(super) contested_retry: Option<Duration>,
+    /// The guest's status was written for a guest that reads it back (a
+    /// Metacontroller controller's hooks see the parent's status, and
+    /// Metacontroller syncs again on every change of the parent): the
+    /// parent comes back at once.
+    pub(super) status_to_see: bool,
 }
 
 /// A correction of a contested child the host put off.
@@ -80,9 +85,12 @@ pub(super) async fn execute(
     if !contested.is_empty() {
         end.wrote = !end.written.is_empty() || !end.pruned.is_empty();
     }
+    let guest_status = status.guest.is_some();
+    let mut status_to_see = false;
     if let Some(written) = status::write(parent, ctx, status).await? {
         end.wrote = true;
         latest = Some(written);
+        status_to_see = guest_status && guest.follows_metacontroller();
     }
     let reference = status::reference(parent, ctx);
     for event in &answer.events {
@@ -124,6 +132,7 @@ pub(super) async fn execute(
     Ok(Executed {
         finalized,
         contested_retry,
+        status_to_see,
     })
 }
 
@@ -276,11 +285,18 @@ pub(super) async fn report_failure(parent: &DynamicObject, ctx: &Context, error:
         message.clone(),
         "Reconcile",
     );
+    let schema = ctx
+        .slot
+        .current()
+        .follows_metacontroller()
+        .then_some(ctx.kinds.status_schema.as_deref())
+        .flatten();
     let writes = status::plan(
         parent,
         None,
         HostCondition::Failed(error.reason(), &message),
         &status::now_rfc3339(),
+        schema,
     );
     if let Err(e) = status::write(parent, ctx, writes).await {
         tracing::warn!("could not record the failure on the parent's status: {e}");

@@ -157,6 +157,11 @@ async fn stages(
             guest: &ctx.guest_name,
             shard: ctx.shard.map(|s| s.index),
             observed: &gathered.observed,
+            strategies: guest.update_strategies(),
+            status_schema: guest
+                .follows_metacontroller()
+                .then_some(ctx.kinds.status_schema.as_deref())
+                .flatten(),
         },
         &answer,
         &status::now_rfc3339(),

@@ -7,6 +7,16 @@
 //! it ([`apply::drift`]); an observed child neither desired nor kept is
 //! pruned; the status is written when the parent does not show it already
 //! ([`status::plan`]).
+//!
+//! A guest made from a Metacontroller controller gives each child kind an
+//! update strategy, which decides what happens to a child that exists and
+//! differs from the answer (changed or drifted, as above; for the
+//! strategies that recreate, only changed): `OnDelete` leaves it, `InPlace`
+//! writes it, `Recreate` prunes it (the next reconcile creates it anew); the
+//! rolling ones do the same for the first such child of the
+//! kind in the answer's order, and only while no child of the kind is
+//! missing and every one already as the answer wants passes the strategy's
+//! status checks. A child that is missing is created whatever the strategy.
 
 use std::sync::Arc;
 
@@ -17,6 +27,7 @@ use kube::core::ApiResource;
 use crate::controller::apply::{self, Owner};
 use crate::controller::discovery::ResolvedKind;
 use crate::controller::status::{self, HostCondition, StatusWrites};
+use crate::metacontroller::definition::{ChildResource, Method};
 use crate::validate::Validated;
 
 /// What a plan is made from, besides the answer.
@@ -35,6 +46,14 @@ pub struct Inputs<'a> {
     pub shard: Option<u16>,
     /// The parent's observed children, by index of their kind.
     pub observed: &'a [(usize, Arc<DynamicObject>)],
+    /// Each child kind's update strategy, by index, for a guest made from
+    /// a Metacontroller controller; `None`: every child is written as the
+    /// answer has it.
+    pub strategies: Option<&'a [ChildResource]>,
+    /// The schema the parent's CRD gives `.status`, for a guest whose
+    /// status is pruned to it (a Metacontroller controller's, see
+    /// [`status::plan`]); `None`: written as the guest answers it.
+    pub status_schema: Option<&'a serde_json::Value>,
 }
 
 /// One write a reconcile makes to a child.
@@ -102,7 +121,10 @@ pub fn plan<'a>(inputs: Inputs<'_>, answer: &'a Validated, now: &str) -> Plan<'a
         guest,
         shard,
         observed,
+        strategies,
+        status_schema,
     } = inputs;
+    let strategy = |kind: usize| strategies.and_then(|s| s.get(kind));
     let uid = parent.uid().unwrap_or_default();
     let name = parent.name_any();
     let owner = Owner {
@@ -116,6 +138,11 @@ pub fn plan<'a>(inputs: Inputs<'_>, answer: &'a Validated, now: &str) -> Plan<'a
     let mut steps = Vec::new();
     let mut converged = 0;
     let mut kept = vec![false; observed.len()];
+    // Per child kind: a child is being created, or one already as the
+    // answer wants fails the status checks (a rolling update waits); the
+    // children that differ and wait for their turn.
+    let mut held = vec![false; children.len()];
+    let mut waiting: Vec<(usize, usize, Step<'a>)> = Vec::new();
     for child in &answer.children {
         let kind = children
             .iter()
@@ -126,26 +153,61 @@ pub fn plan<'a>(inputs: Inputs<'_>, answer: &'a Validated, now: &str) -> Plan<'a
             .iter()
             .position(|(k, o)| *k == kind && o.name_any() == child.name);
         let why = match current {
-            None => "missing".to_owned(),
+            None => {
+                held[kind] = true;
+                "missing".to_owned()
+            }
             Some(i) => {
                 kept[i] = true;
-                match apply::drift(&stamped, &observed[i].1) {
+                // A child a strategy would delete is recreated only for a
+                // change of the guest's wish: what the API server adds to
+                // it (a Pod's service account volume) is no reason.
+                let drift = apply::drift(&stamped, &observed[i].1).filter(|_| {
+                    !strategy(kind).is_some_and(|s| s.method.recreates())
+                        || apply::wish_changed(&stamped, &observed[i].1)
+                });
+                match drift {
                     None => {
                         converged += 1;
+                        if let Some(s) = strategy(kind).filter(|s| s.method.rolling()) {
+                            let shown = serde_json::to_value(&*observed[i].1).unwrap_or_default();
+                            held[kind] |= !s.passes(&shown);
+                        }
                         continue;
                     }
                     Some(why) => why,
                 }
             }
         };
-        steps.push(Step::Write {
+        let write = Step::Write {
             kind,
             name: &child.name,
             cluster_scoped: child.cluster_scoped,
             stamped,
             observed: current.map(|i| observed[i].1.clone()),
             why,
-        });
+        };
+        match (current, strategy(kind).map(|s| s.method)) {
+            (None, _) | (_, None | Some(Method::InPlace)) => steps.push(write),
+            (Some(_), Some(Method::OnDelete)) => {}
+            (Some(i), Some(Method::Recreate)) => kept[i] = false,
+            (Some(i), Some(Method::RollingInPlace | Method::RollingRecreate)) => {
+                waiting.push((kind, i, write));
+            }
+        }
+    }
+    // A rolling update moves the first waiting child of each kind that
+    // nothing holds back.
+    let mut moved = vec![false; children.len()];
+    for (kind, i, write) in waiting {
+        if held[kind] || moved[kind] {
+            continue;
+        }
+        moved[kind] = true;
+        match strategy(kind).map(|s| s.method) {
+            Some(Method::RollingRecreate) => kept[i] = false,
+            _ => steps.push(write),
+        }
     }
     for (i, (kind, child)) in observed.iter().enumerate() {
         let keep = answer.keep.iter().any(|k| {
@@ -166,6 +228,7 @@ pub fn plan<'a>(inputs: Inputs<'_>, answer: &'a Validated, now: &str) -> Plan<'a
             answer.status.as_ref(),
             HostCondition::Succeeded,
             now,
+            status_schema,
         ),
     }
 }
@@ -291,6 +354,8 @@ mod tests {
             guest: GUEST,
             shard: None,
             observed,
+            strategies: None,
+            status_schema: None,
         }
     }
 
@@ -523,5 +588,138 @@ mod tests {
             refused.to_string().contains("undeclared kind v1/Secret"),
             "{refused}"
         );
+    }
+
+    /// A child kind with `method`, whose rolling updates wait for the
+    /// condition `Ready` to be `True`.
+    fn strategy(method: Method) -> ChildResource {
+        ChildResource {
+            name: crate::metacontroller::definition::ResourceName {
+                path: "spec.childResources[0]".into(),
+                api_version: "v1".into(),
+                resource: "configmaps".into(),
+            },
+            method,
+            checks: vec![crate::metacontroller::definition::ConditionCheck {
+                type_: "Ready".into(),
+                status: Some("True".into()),
+                reason: None,
+            }],
+        }
+    }
+
+    #[test]
+    fn each_update_strategy_treats_a_child_that_differs_as_metacontroller_does() {
+        let parent = parent(json!({}));
+        let old = |name: &str, ready: bool| {
+            let answer = answer(&parent, &[config_map(name, json!({"v": "1"}))], None);
+            let mut shown = (*applied(&parent, &answer, 0, &format!("uid-{name}"))).clone();
+            shown.data["status"] = json!({"conditions": [{"type": "Ready",
+                "status": if ready { "True" } else { "False" }}]});
+            Arc::new(shown)
+        };
+        let new = |name: &str| config_map(name, json!({"v": "2"}));
+        let write = |name: &str, exists: bool| Asked::Write {
+            name: name.into(),
+            exists,
+            why: if exists {
+                "desired state changed"
+            } else {
+                "missing"
+            }
+            .into(),
+        };
+        let prune = |name: &str| Asked::Prune {
+            name: name.into(),
+            uid: format!("uid-{name}"),
+        };
+        let both = vec![(0, old("a", true)), (0, old("b", true))];
+        // `a` already as the answer wants (v2); `b` still v1.
+        let a_done = |ready: bool| {
+            let answer = answer(&parent, &[new("a")], None);
+            let mut shown = (*applied(&parent, &answer, 0, "uid-a")).clone();
+            shown.data["status"] = json!({"conditions": [{"type": "Ready",
+                "status": if ready { "True" } else { "False" }}]});
+            vec![(0, Arc::new(shown)), (0, old("b", true))]
+        };
+        let cases: Vec<(
+            &str,
+            Method,
+            Vec<(usize, Arc<DynamicObject>)>,
+            Vec<String>,
+            Vec<Asked>,
+        )> = vec![
+            (
+                "OnDelete leaves existing children, creates the missing",
+                Method::OnDelete,
+                both.clone(),
+                vec![new("a"), new("b"), new("c")],
+                vec![write("c", false)],
+            ),
+            (
+                "InPlace writes every child that differs",
+                Method::InPlace,
+                both.clone(),
+                vec![new("a"), new("b")],
+                vec![write("a", true), write("b", true)],
+            ),
+            (
+                "Recreate prunes every child that differs",
+                Method::Recreate,
+                both.clone(),
+                vec![new("a"), new("b")],
+                vec![prune("a"), prune("b")],
+            ),
+            (
+                "RollingInPlace writes the first child that differs",
+                Method::RollingInPlace,
+                both.clone(),
+                vec![new("a"), new("b")],
+                vec![write("a", true)],
+            ),
+            (
+                "RollingRecreate prunes the first child that differs, in the answer's order",
+                Method::RollingRecreate,
+                both.clone(),
+                vec![new("b"), new("a")],
+                vec![prune("b")],
+            ),
+            (
+                "a rolling update waits while a child is missing",
+                Method::RollingRecreate,
+                both.clone(),
+                vec![new("a"), new("b"), new("c")],
+                vec![write("c", false)],
+            ),
+            (
+                "a rolling update waits while an updated child fails the checks",
+                Method::RollingInPlace,
+                a_done(false),
+                vec![new("a"), new("b")],
+                vec![],
+            ),
+            (
+                "a rolling update moves on once the updated child passes them",
+                Method::RollingInPlace,
+                a_done(true),
+                vec![new("a"), new("b")],
+                vec![write("b", true)],
+            ),
+            (
+                "a child the answer omits is pruned whatever the strategy",
+                Method::OnDelete,
+                both.clone(),
+                vec![new("a")],
+                vec![prune("b")],
+            ),
+        ];
+        for (name, method, observed, children, asks) in cases {
+            let strategies = [strategy(method)];
+            let answer = answer(&parent, &children, None);
+            let kinds = config_maps();
+            let mut inputs = inputs(&parent, &kinds, &observed);
+            inputs.strategies = Some(&strategies);
+            assert_eq!(asked(&plan(inputs, &answer, NOW)), asks, "{name}");
+        }
     }
 }

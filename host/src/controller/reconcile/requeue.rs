@@ -29,9 +29,16 @@ pub(super) enum Outcome {
 }
 
 /// When a parent whose reconcile wrote what `answer` asks comes back.
+/// How soon a parent whose guest reads back the status it was given comes
+/// back ([`Executed::status_to_see`]).
+const STATUS_TO_SEE: Duration = Duration::from_millis(100);
+
 pub(super) fn after(answer: &Validated, executed: &Executed) -> Outcome {
     if executed.finalized {
         return Outcome::Done;
+    }
+    if executed.status_to_see {
+        return Outcome::After(STATUS_TO_SEE);
     }
     let asked = answer
         .requeue_after_seconds
@@ -131,6 +138,7 @@ mod tests {
         Executed {
             finalized,
             contested_retry: contested_retry.map(Duration::from_secs),
+            status_to_see: false,
         }
     }
 
