@@ -52,7 +52,7 @@ enum Task {
         args: Vec<String>,
     },
     /// Run the host's benchmarks: all, or the one named first
-    /// (`reconcile`, `swap`, `failover`, `soak`, `scale`, `admission`, `rollout`, `fairness`, `shards`), e.g. `cargo xtask bench failover`.
+    /// (`reconcile`, `swap`, `failover`, `soak`, `scale`, `admission`, `rollout`, `fairness`, `shards`, `metacontroller`), e.g. `cargo xtask bench failover`.
     Bench {
         /// A bench name, then arguments passed to `cargo bench -p wasmop-host`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]

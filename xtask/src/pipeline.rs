@@ -229,6 +229,7 @@ const BENCHES: &[&str] = &[
     "rollout",
     "fairness",
     "shards",
+    "metacontroller",
 ];
 
 /// `cargo bench -p wasmop-host` (only `--bench <name>` when `args` starts

@@ -53,11 +53,14 @@ pub(super) fn metacontroller(args: MetacontrollerArgs) -> anyhow::Result<()> {
     metacontroller::check_hooks(&options, &read)?;
     let kinds = metacontroller::resolve(&read.resources())?;
     let built = metacontroller::build(&options, &read, kinds)?;
+    let language = match built.lang {
+        crate::build::Lang::Python => "Python",
+        _ => "JavaScript",
+    };
     eprintln!(
-        "--> {} ({} KiB, {:?}, {}) in {:.1} s",
+        "--> {} ({} KiB, {language} hooks, {}) in {:.1} s",
         built.out.display(),
         built.bytes.div_ceil(1024),
-        built.lang,
         built.world,
         started.elapsed().as_secs_f64(),
     );

@@ -85,14 +85,15 @@ fn build(env: &TestEnv, dir: &Path, kubeconfig: &Path, out: &str) -> anyhow::Res
     build_hooks(env, dir, "hooks", kubeconfig, out)
 }
 
-/// Installs the controller's CRD, builds it, runs it in a host of its own
-/// namespace and runs its `test.sh` there.
-async fn run_example(env: Arc<TestEnv>, name: &str) -> anyhow::Result<()> {
+/// Installs the controller's CRD, builds it with the hook files of
+/// `hooks`, runs it in a host of its own namespace and runs its `test.sh`
+/// there.
+async fn run_example(env: Arc<TestEnv>, name: &str, hooks: &str) -> anyhow::Result<()> {
     let dir = controller_dir(name);
     install_yaml(&env.client(), &dir.join("crd.yaml")).await?;
     let ns = env.create_namespace(&format!("mc-{name}")).await?;
     let (_, kubeconfig) = admin_identity(&env, &format!("wasmop-{ns}")).await?;
-    let module = build(&env, &dir, &kubeconfig, &format!("{ns}.wasm"))?;
+    let module = build_hooks(&env, &dir, hooks, &kubeconfig, &format!("{ns}.wasm"))?;
     let guest = format!("{name}={}", module.display());
     let mut host = HostProcess::start(
         &env,
@@ -135,13 +136,21 @@ async fn run_example(env: Arc<TestEnv>, name: &str) -> anyhow::Result<()> {
 async fn a_javascript_statefulset_like_controller_rolls_one_pod_at_a_time_and_finalizes(
     env: Arc<TestEnv>,
 ) -> anyhow::Result<()> {
-    run_example(env, "petset").await
+    run_example(env, "petset", "hooks").await
+}
+
+/// The same controller with its hook in Python (`hooks-py/sync.py`, the
+/// logic of `hooks/sync.js`) passes the same `test.sh`.
+async fn the_statefulset_like_controller_with_its_python_hook_passes_the_same_test(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    run_example(env, "petset", "hooks-py").await
 }
 
 async fn a_python_controller_with_generate_selector_updates_in_place_and_reports_a_raising_hook(
     env: Arc<TestEnv>,
 ) -> anyhow::Result<()> {
-    run_example(env, "fanout").await
+    run_example(env, "fanout", "hooks").await
 }
 
 /// The hostile controller's folder.
@@ -474,6 +483,7 @@ pub fn tests() -> Vec<Test> {
     wasmop_testenv::tests![
         a_javascript_statefulset_like_controller_rolls_one_pod_at_a_time_and_finalizes => long,
         a_python_controller_with_generate_selector_updates_in_place_and_reports_a_raising_hook => long,
+        the_statefulset_like_controller_with_its_python_hook_passes_the_same_test => long,
         hostile_javascript_hooks_fail_their_parent_in_their_own_words_and_nothing_is_written => long,
         hostile_python_hooks_fail_the_reconcile_in_their_own_words => long,
         the_build_refuses_what_it_cannot_run_naming_the_field_or_file => long,

@@ -27,7 +27,7 @@ module.exports = async function (context) {
       for (;;) {}
     case 'memory': {
       const hoard = [];
-      for (;;) hoard.push(new Array(1 << 20).fill(name));
+      for (;;) hoard.push(new Uint8Array(8 << 20).fill(1));
     }
     case 'too-many-children': {
       const children = [];

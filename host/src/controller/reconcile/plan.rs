@@ -590,6 +590,9 @@ mod tests {
         );
     }
 
+    /// Observed children, by index of their kind.
+    type Observed = Vec<(usize, Arc<DynamicObject>)>;
+
     /// A child kind with `method`, whose rolling updates wait for the
     /// condition `Ready` to be `True`.
     fn strategy(method: Method) -> ChildResource {
@@ -642,13 +645,8 @@ mod tests {
                 "status": if ready { "True" } else { "False" }}]});
             vec![(0, Arc::new(shown)), (0, old("b", true))]
         };
-        let cases: Vec<(
-            &str,
-            Method,
-            Vec<(usize, Arc<DynamicObject>)>,
-            Vec<String>,
-            Vec<Asked>,
-        )> = vec![
+        type Case = (&'static str, Method, Observed, Vec<String>, Vec<Asked>);
+        let cases: Vec<Case> = vec![
             (
                 "OnDelete leaves existing children, creates the missing",
                 Method::OnDelete,
