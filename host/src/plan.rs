@@ -560,11 +560,10 @@ async fn plan_parent(
             shard: None,
             observed: &observed,
             strategies: ctx.guest.update_strategies(),
-            status_schema: ctx
-                .guest
-                .follows_metacontroller()
-                .then_some(ctx.status_schema.as_deref())
-                .flatten(),
+            status_schema: crate::controller::status::schema_for(
+                &ctx.guest,
+                ctx.status_schema.as_deref(),
+            ),
         },
         &answer,
         &crate::controller::status::now_rfc3339(),

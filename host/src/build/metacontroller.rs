@@ -33,6 +33,7 @@ use serde_json::Value;
 
 use super::{Built, Error, Lang, Result, run};
 use crate::metacontroller::definition::{self, Composite, Embedded, Resolved, ResourceName};
+use crate::scaffold;
 
 /// How long a resource the cluster does not serve yet is asked for again
 /// (a CRD applied just before the build).
@@ -43,10 +44,7 @@ const HOOKS_WIT: &str = include_str!("../../../wit/metacontroller@0.1.0/hooks.wi
 
 /// The TypeScript SDK's files a JavaScript hook guest is built with.
 const JS_FILES: &[(&str, &str)] = &[
-    (
-        "sdk/build.mjs",
-        include_str!("../../../guests/sdk-ts/build.mjs"),
-    ),
+    ("sdk/build.mjs", scaffold::TS_BUILD_SCRIPT),
     (
         "sdk/package.json",
         include_str!("../../../guests/sdk-ts/package.json"),
@@ -59,11 +57,8 @@ const JS_FILES: &[(&str, &str)] = &[
 
 /// The Python SDK's files a Python hook guest is built with.
 const PY_FILES: &[(&str, &str)] = &[
-    ("build.py", include_str!("../../../guests/sdk-py/build.py")),
-    (
-        "requirements.txt",
-        include_str!("../../../guests/sdk-py/requirements.txt"),
-    ),
+    ("build.py", scaffold::PY_BUILD_SCRIPT),
+    ("requirements.txt", scaffold::PY_REQUIREMENTS),
     (
         "wasmop_hooks/__init__.py",
         include_str!("../../../guests/sdk-py/wasmop_hooks/__init__.py"),
@@ -346,8 +341,12 @@ pub fn build(options: &Options, read: &Read, kinds: Vec<Resolved>) -> Result<Bui
     if let Some(parent) = out.parent() {
         std::fs::create_dir_all(parent).map_err(Error::io("creating", parent))?;
     }
-    let project = Project::new()?;
-    let root = project.0.clone();
+    // Removed when dropped, at the end of the build.
+    let project = tempfile::Builder::new()
+        .prefix("wasmop-metacontroller-")
+        .tempdir()
+        .map_err(Error::io("creating", &std::env::temp_dir()))?;
+    let root = project.path().to_owned();
     copy_dir(&hooks_dir, &root.join("hooks"))?;
     write(&root.join("wit/hooks.wit"), HOOKS_WIT)?;
     let mut steps = Vec::new();
@@ -456,36 +455,6 @@ fn not_loaded(dir: &Path, e: Error) -> Error {
         "the hook files of {} do not load (the error above names the file and line): {e}",
         dir.display()
     ))
-}
-
-/// A temporary project folder, removed when dropped.
-struct Project(PathBuf);
-
-impl Project {
-    fn new() -> Result<Self> {
-        let base = std::env::temp_dir();
-        for attempt in 0..100u32 {
-            let dir = base.join(format!(
-                "wasmop-metacontroller-{}-{attempt}",
-                std::process::id()
-            ));
-            match std::fs::create_dir(&dir) {
-                Ok(()) => return Ok(Self(dir)),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(Error::io("creating", &dir)(e)),
-            }
-        }
-        Err(Error::Project(format!(
-            "no free temporary folder in {}",
-            base.display()
-        )))
-    }
-}
-
-impl Drop for Project {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 fn write(path: &Path, text: &str) -> Result<()> {

@@ -167,6 +167,17 @@ pub fn plan(
     StatusWrites { guest, host }
 }
 
+/// The schema [`plan`] prunes `guest`'s status to: the CRD's status schema
+/// (`schema`) for a guest made from a Metacontroller controller, whose
+/// parents' CRDs were written for Metacontroller; none for any other guest,
+/// whose status fields its CRD declares.
+pub fn schema_for<'a>(
+    guest: &crate::runtime::Guest,
+    schema: Option<&'a Value>,
+) -> Option<&'a Value> {
+    guest.follows_metacontroller().then_some(schema).flatten()
+}
+
 /// Drops from `value` every field `schema` (a structural OpenAPI schema,
 /// as a CRD gives it) does not declare, as the API server prunes an object
 /// it stores: properties are kept by `properties` or `additionalProperties`,

@@ -202,26 +202,10 @@ impl Guest {
         // Checks that the component implements the world: both exports, of
         // the right types.
         abi::v0_1::OperatorGuestPre::new(pre.clone()).map_err(Error::WrongWorld)?;
-        let export = |name: &str| {
-            component
-                .get_export_index(None, abi::OPERATOR_INTERFACE)
-                .and_then(|interface| component.get_export_index(Some(&interface), name))
-                .ok_or_else(|| {
-                    Error::WrongWorld(wasmtime::format_err!(
-                        "no export {}#{name}",
-                        abi::OPERATOR_INTERFACE
-                    ))
-                })
-        };
-        let reconcile = export("reconcile")?;
-        let describe = export("describe")?;
-        let optional = |interface: &str, name: &str| {
-            component
-                .get_export_index(None, interface)
-                .and_then(|i| component.get_export_index(Some(&i), name))
-        };
-        let admit = optional(abi::ADMISSION_INTERFACE, "admit");
-        let convert = optional(abi::CONVERSION_INTERFACE, "convert");
+        let reconcile = required_export(&component, abi::OPERATOR_INTERFACE, "reconcile")?;
+        let describe = required_export(&component, abi::OPERATOR_INTERFACE, "describe")?;
+        let admit = export(&component, abi::ADMISSION_INTERFACE, "admit");
+        let convert = export(&component, abi::CONVERSION_INTERFACE, "convert");
         // An optional export is type-checked against the world that has it.
         match (admit.is_some(), convert.is_some()) {
             (false, false) => {}
@@ -269,19 +253,12 @@ impl Guest {
         limits: Limits,
     ) -> Result<Self> {
         abi::metacontroller::HookGuestPre::new(pre.clone()).map_err(Error::WrongWorld)?;
-        let export = |name: &str| {
-            component
-                .get_export_index(None, abi::metacontroller::HOOKS_INTERFACE)
-                .and_then(|interface| component.get_export_index(Some(&interface), name))
-                .ok_or_else(|| {
-                    Error::WrongWorld(wasmtime::format_err!(
-                        "no export {}#{name}",
-                        abi::metacontroller::HOOKS_INTERFACE
-                    ))
-                })
-        };
-        let call = export("call")?;
-        let definition = export("definition")?;
+        let call = required_export(&component, abi::metacontroller::HOOKS_INTERFACE, "call")?;
+        let definition = required_export(
+            &component,
+            abi::metacontroller::HOOKS_INTERFACE,
+            "definition",
+        )?;
         if identity.settings.is_some() {
             return Err(Error::InvalidSettings(
                 "a Metacontroller controller takes no settings: its definition is in the module"
@@ -401,21 +378,6 @@ impl Guest {
             .hooks
             .as_ref()
             .map(|controller| controller.composite.children.as_slice())
-    }
-
-    /// Whether the guest deletes the children of its `index`-th child kind
-    /// to have them created again, by design: a Metacontroller child
-    /// resource whose update strategy is `Recreate` or `RollingRecreate`.
-    /// The host then does not take such a re-creation for a
-    /// create/delete cycle.
-    pub fn recreates_children_of(&self, index: usize) -> bool {
-        self.inner.hooks.as_ref().is_some_and(|controller| {
-            controller
-                .composite
-                .children
-                .get(index)
-                .is_some_and(|child| child.method.recreates())
-        })
     }
 
     /// Whether the module exports `admit`.
@@ -581,6 +543,23 @@ impl Guest {
             });
         Reply { result, refused }
     }
+}
+
+/// The function `name` of the exported `interface`, if the component has it.
+fn export(component: &Component, interface: &str, name: &str) -> Option<ComponentExportIndex> {
+    component
+        .get_export_index(None, interface)
+        .and_then(|i| component.get_export_index(Some(&i), name))
+}
+
+/// [`export`], which the component's world must have.
+fn required_export(
+    component: &Component,
+    interface: &str,
+    name: &str,
+) -> Result<ComponentExportIndex> {
+    export(component, interface, name)
+        .ok_or_else(|| Error::WrongWorld(wasmtime::format_err!("no export {interface}#{name}")))
 }
 
 /// One reconcile of a Metacontroller hook guest: the hook's request built

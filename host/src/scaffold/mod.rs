@@ -90,11 +90,15 @@ const TS: &[Template] = &[
     (".gitignore", "/node_modules/\n/generated/\n*.wasm\n"),
 ];
 
+/// The TypeScript SDK's build script (`guests/sdk-ts/build.mjs`).
+pub const TS_BUILD_SCRIPT: &str = include_str!("../../../guests/sdk-ts/build.mjs");
+/// The Python SDK's build script (`guests/sdk-py/build.py`).
+pub const PY_BUILD_SCRIPT: &str = include_str!("../../../guests/sdk-py/build.py");
+/// The tools the Python SDK pins (`guests/sdk-py/requirements.txt`).
+pub const PY_REQUIREMENTS: &str = include_str!("../../../guests/sdk-py/requirements.txt");
+
 const TS_COPIED: &[Template] = &[
-    (
-        "build.mjs",
-        include_str!("../../../guests/sdk-ts/build.mjs"),
-    ),
+    ("build.mjs", TS_BUILD_SCRIPT),
     (
         "sdk/index.ts",
         include_str!("../../../guests/sdk-ts/src/index.ts"),
@@ -127,11 +131,8 @@ const PYTHON: &[Template] = &[
 ];
 
 const PYTHON_COPIED: &[Template] = &[
-    ("build.py", include_str!("../../../guests/sdk-py/build.py")),
-    (
-        "requirements.txt",
-        include_str!("../../../guests/sdk-py/requirements.txt"),
-    ),
+    ("build.py", PY_BUILD_SCRIPT),
+    ("requirements.txt", PY_REQUIREMENTS),
     (
         "wasmop_sdk/__init__.py",
         include_str!("../../../guests/sdk-py/wasmop_sdk/__init__.py"),

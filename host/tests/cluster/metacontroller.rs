@@ -31,11 +31,12 @@ fn controller_dir(name: &str) -> PathBuf {
     workspace().join("guests/metacontroller").join(name)
 }
 
-/// `wasmop metacontroller build <definition> --hooks <hooks> -o <out>`
-/// with `kubeconfig` (where the CRD is resolved): whether it succeeded,
-/// and what it printed.
+/// `wasmop metacontroller build <definition> [<more>…] --hooks <hooks> -o
+/// <out>` with `kubeconfig` (where the CRD is resolved): whether it
+/// succeeded, and what it printed.
 fn try_build(
     definition: &Path,
+    more: &[&str],
     hooks: &Path,
     kubeconfig: &Path,
     out: &Path,
@@ -43,6 +44,7 @@ fn try_build(
     let output = Command::new(env!("CARGO_BIN_EXE_wasmop"))
         .args(["metacontroller", "build"])
         .arg(definition)
+        .args(more)
         .arg("--hooks")
         .arg(hooks)
         .arg("-o")
@@ -68,6 +70,7 @@ fn build_hooks(
     let module = env.temp_dir().join(out);
     let (ok, said) = try_build(
         &dir.join("controller.yaml"),
+        &[],
         &dir.join(hooks),
         kubeconfig,
         &module,
@@ -434,7 +437,7 @@ async fn the_build_refuses_what_it_cannot_run_naming_the_field_or_file(
         ),
     ];
     for (what, definition, hooks, words) in cases {
-        let (ok, said) = try_build(&definition, &hooks, &kubeconfig, &out)?;
+        let (ok, said) = try_build(&definition, &[], &hooks, &kubeconfig, &out)?;
         let last = said
             .lines()
             .rev()
@@ -456,25 +459,19 @@ async fn the_build_refuses_what_it_cannot_run_naming_the_field_or_file(
             definition.replace("name: hostile-hooks", "name: second")
         ),
     )?;
-    let (ok, said) = try_build(&two, &dir.join("hooks"), &kubeconfig, &out)?;
+    let (ok, said) = try_build(&two, &[], &dir.join("hooks"), &kubeconfig, &out)?;
     ensure!(
         !ok && said.contains("--name"),
         "two definitions without --name: {said}"
     );
-    let output = Command::new(env!("CARGO_BIN_EXE_wasmop"))
-        .args(["metacontroller", "build"])
-        .arg(&two)
-        .args(["--name", "second", "--hooks"])
-        .arg(dir.join("hooks"))
-        .arg("-o")
-        .arg(&out)
-        .env("KUBECONFIG", &kubeconfig)
-        .output()?;
-    let said = String::from_utf8_lossy(&output.stderr);
-    ensure!(
-        output.status.success() && said.contains("CompositeController second"),
-        "{said}"
-    );
+    let (ok, said) = try_build(
+        &two,
+        &["--name", "second"],
+        &dir.join("hooks"),
+        &kubeconfig,
+        &out,
+    )?;
+    ensure!(ok && said.contains("CompositeController second"), "{said}");
     Ok(())
 }
 

@@ -172,7 +172,11 @@ async fn write_children(
                     // A child kind the guest recreates by design (a
                     // Metacontroller `Recreate` strategy) is deleted and
                     // created again on purpose.
-                    if !guest.recreates_children_of(kind) {
+                    let recreates = guest
+                        .update_strategies()
+                        .and_then(|s| s.get(kind))
+                        .is_some_and(|s| s.method.recreates());
+                    if !recreates {
                         start.check_create(&key, &resource.kind)?;
                     }
                 } else {
@@ -285,12 +289,7 @@ pub(super) async fn report_failure(parent: &DynamicObject, ctx: &Context, error:
         message.clone(),
         "Reconcile",
     );
-    let schema = ctx
-        .slot
-        .current()
-        .follows_metacontroller()
-        .then_some(ctx.kinds.status_schema.as_deref())
-        .flatten();
+    let schema = status::schema_for(&ctx.slot.current(), ctx.kinds.status_schema.as_deref());
     let writes = status::plan(
         parent,
         None,

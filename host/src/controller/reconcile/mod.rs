@@ -158,10 +158,7 @@ async fn stages(
             shard: ctx.shard.map(|s| s.index),
             observed: &gathered.observed,
             strategies: guest.update_strategies(),
-            status_schema: guest
-                .follows_metacontroller()
-                .then_some(ctx.kinds.status_schema.as_deref())
-                .flatten(),
+            status_schema: status::schema_for(&guest, ctx.kinds.status_schema.as_deref()),
         },
         &answer,
         &status::now_rfc3339(),

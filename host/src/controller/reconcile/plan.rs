@@ -614,13 +614,16 @@ mod tests {
     #[test]
     fn each_update_strategy_treats_a_child_that_differs_as_metacontroller_does() {
         let parent = parent(json!({}));
-        let old = |name: &str, ready: bool| {
-            let answer = answer(&parent, &[config_map(name, json!({"v": "1"}))], None);
+        // The ConfigMap `name` holding version `v`, as applied, its
+        // condition `Ready` as `ready` says.
+        let shown = |name: &str, v: &str, ready: bool| {
+            let answer = answer(&parent, &[config_map(name, json!({"v": v}))], None);
             let mut shown = (*applied(&parent, &answer, 0, &format!("uid-{name}"))).clone();
             shown.data["status"] = json!({"conditions": [{"type": "Ready",
                 "status": if ready { "True" } else { "False" }}]});
             Arc::new(shown)
         };
+        let old = |name: &str, ready: bool| shown(name, "1", ready);
         let new = |name: &str| config_map(name, json!({"v": "2"}));
         let write = |name: &str, exists: bool| Asked::Write {
             name: name.into(),
@@ -638,13 +641,7 @@ mod tests {
         };
         let both = vec![(0, old("a", true)), (0, old("b", true))];
         // `a` already as the answer wants (v2); `b` still v1.
-        let a_done = |ready: bool| {
-            let answer = answer(&parent, &[new("a")], None);
-            let mut shown = (*applied(&parent, &answer, 0, "uid-a")).clone();
-            shown.data["status"] = json!({"conditions": [{"type": "Ready",
-                "status": if ready { "True" } else { "False" }}]});
-            vec![(0, Arc::new(shown)), (0, old("b", true))]
-        };
+        let a_done = |ready: bool| vec![(0, shown("a", "2", ready)), (0, old("b", true))];
         type Case = (&'static str, Method, Observed, Vec<String>, Vec<Asked>);
         let cases: Vec<Case> = vec![
             (
