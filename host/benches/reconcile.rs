@@ -162,6 +162,7 @@ impl Checks {
             bounds: self.limits.bounds(),
             parent: ParentScope {
                 namespace: Some("default"),
+                namespaced_children: false,
             },
             protected: &self.protected,
         }

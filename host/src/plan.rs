@@ -515,6 +515,7 @@ async fn plan_parent(
     // refused.
     let reply =
         tokio::task::spawn_blocking(move || guest.call_reconcile_offline(&request, now)).await?;
+    let decoration = reply.decoration;
     let answer = reply
         .result
         .map_err(|e| format!("{}: {e}", e.reason()))
@@ -525,6 +526,7 @@ async fn plan_parent(
                     bounds: ctx.guest.limits().bounds(),
                     parent: ParentScope {
                         namespace: parent.metadata.namespace.as_deref(),
+                        namespaced_children: ctx.guest.follows_metacontroller(),
                     },
                     protected: &ctx.protected,
                 },
@@ -564,13 +566,14 @@ async fn plan_parent(
                 &ctx.guest,
                 ctx.status_schema.as_deref(),
             ),
+            decoration: decoration.as_ref(),
         },
         &answer,
         &crate::controller::status::now_rfc3339(),
     )
     .steps;
     let mut fields = Fields::new(&ctx.budget);
-    dry_run_steps(&ctx, &parent, steps, &mut planned, &mut fields).await;
+    dry_run_steps(&ctx, steps, &mut planned, &mut fields).await;
     let (now, then) = crate::controller::status::status_change(&parent, answer.status.as_ref());
     // A parent without a status yet gets each field listed as added, not
     // the whole status as one value.
@@ -668,7 +671,6 @@ impl<'a> Fields<'a> {
 /// change and delete, and the first refusal.
 async fn dry_run_steps(
     ctx: &Shared,
-    parent: &DynamicObject,
     steps: Vec<plan::Step<'_>>,
     planned: &mut ParentPlan,
     fields: &mut Fields<'_>,
@@ -681,7 +683,7 @@ async fn dry_run_steps(
                 kind,
                 stamped,
                 observed,
-                cluster_scoped,
+                namespace,
                 ..
             } => {
                 let reference = ChildRef {
@@ -692,11 +694,7 @@ async fn dry_run_steps(
                         .unwrap_or_default()
                         .to_owned(),
                 };
-                let namespace = if cluster_scoped {
-                    None
-                } else {
-                    parent.metadata.namespace.clone()
-                };
+                let namespace = namespace.map(str::to_owned);
                 match observed {
                     None => creates.push((reference, kind, namespace, stamped)),
                     Some(live) => dry_runs.push((reference, kind, namespace, stamped, live)),

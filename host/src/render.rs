@@ -158,6 +158,7 @@ pub fn render(guest: &Guest, parent: Value, inputs: Inputs) -> Result<Rendered, 
             bounds: guest.limits().bounds(),
             parent: ParentScope {
                 namespace: Some(&namespace),
+                namespaced_children: false,
             },
             protected: &ProtectedObjects::new(),
         },

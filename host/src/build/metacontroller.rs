@@ -1,6 +1,6 @@
 //! `wasmop metacontroller build <definition.yaml> --hooks <dir> -o <out>`:
-//! a Metacontroller `CompositeController` and the folder of hook files its
-//! hook server would serve, made into one hook guest
+//! a Metacontroller `CompositeController` or `DecoratorController` and the
+//! folder of hook files its hook server would serve, made into one hook guest
 //! (`wit/metacontroller@0.1.0`), nothing of either changed.
 //!
 //! 1. The definition is read as Metacontroller publishes it
@@ -32,7 +32,7 @@ use k8s_openapi::NamespaceResourceScope;
 use serde_json::Value;
 
 use super::{Built, Error, Lang, Result, run};
-use crate::metacontroller::definition::{self, Composite, Embedded, Resolved, ResourceName};
+use crate::metacontroller::definition::{self, Definition, Embedded, Resolved, ResourceName};
 use crate::scaffold;
 
 /// How long a resource the cluster does not serve yet is asked for again
@@ -82,7 +82,7 @@ pub struct Options {
 #[derive(Clone, Debug)]
 pub struct Read {
     /// The definition.
-    pub composite: Composite,
+    pub definition: Definition,
 }
 
 impl Read {
@@ -92,14 +92,14 @@ impl Read {
             .map_err(Error::io("reading", &options.definition))?;
         let object =
             definition::pick(&text, options.name.as_deref()).map_err(|e| refused(options, e))?;
-        let composite = definition::composite(&object).map_err(|e| refused(options, e))?;
-        Ok(Self { composite })
+        let definition = definition::read(&object).map_err(|e| refused(options, e))?;
+        Ok(Self { definition })
     }
 
     /// The parent resource, then each child resource.
     pub fn resources(&self) -> Vec<ResourceName> {
-        std::iter::once(self.composite.parent.clone())
-            .chain(self.composite.children.iter().map(|c| c.name.clone()))
+        std::iter::once(self.definition.parent.clone())
+            .chain(self.definition.children.iter().map(|c| c.name.clone()))
             .collect()
     }
 }
@@ -249,10 +249,8 @@ async fn ask_cluster(
 
 /// The hook files: each route of the definition to its file, and the
 /// language they are written in.
-fn hook_files(composite: &Composite, dir: &Path) -> Result<(Lang, Vec<(String, PathBuf)>)> {
-    let mut routes = vec![composite.hooks.sync.clone()];
-    routes.extend(composite.hooks.finalize.clone());
-    routes.dedup();
+fn hook_files(definition: &Definition, dir: &Path) -> Result<(Lang, Vec<(String, PathBuf)>)> {
+    let routes = definition.hooks.routes();
     let entries: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(Error::io("reading", dir))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -318,7 +316,7 @@ pub fn check_hooks(options: &Options, read: &Read) -> Result<()> {
         .hooks
         .canonicalize()
         .map_err(Error::io("reading", &options.hooks))?;
-    hook_files(&read.composite, &dir).map(|_| ())
+    hook_files(&read.definition, &dir).map(|_| ())
 }
 
 /// Builds the hook guest: `read` resolved to `kinds`, the hooks of
@@ -328,9 +326,9 @@ pub fn build(options: &Options, read: &Read, kinds: Vec<Resolved>) -> Result<Bui
         .hooks
         .canonicalize()
         .map_err(Error::io("reading", &options.hooks))?;
-    let (lang, files) = hook_files(&read.composite, &hooks_dir)?;
+    let (lang, files) = hook_files(&read.definition, &hooks_dir)?;
     let embedded = serde_json::to_string(&Embedded {
-        definition: read.composite.object.clone(),
+        definition: read.definition.object.clone(),
         kinds,
     })
     .expect("a definition serialises");
@@ -436,8 +434,12 @@ pub fn build(options: &Options, read: &Read, kinds: Vec<Resolved>) -> Result<Bui
         out,
         bytes,
         world: format!(
-            "hook-guest: CompositeController {}, hooks {}",
-            read.composite.name,
+            "hook-guest: {} {}, hooks {}",
+            match read.definition.flavour {
+                definition::Flavour::Composite => "CompositeController",
+                definition::Flavour::Decorator => "DecoratorController",
+            },
+            read.definition.name,
             files
                 .iter()
                 .map(|(route, path)| format!("/{route} = {}", name_of(path)))

@@ -16,8 +16,8 @@ pub struct MetacontrollerArgs {
 /// The subcommands of `wasmop metacontroller`.
 #[derive(Debug, clap::Subcommand)]
 pub enum MetacontrollerCommand {
-    /// Build a CompositeController and its hook files into one guest
-    /// module, listed then like any other guest.
+    /// Build a CompositeController or DecoratorController and its hook
+    /// files into one guest module, listed then like any other guest.
     Build(BuildArgs),
 }
 
@@ -25,8 +25,9 @@ pub enum MetacontrollerCommand {
 #[derive(Debug, clap::Args)]
 pub struct BuildArgs {
     /// A file holding the controller's definition
-    /// (`metacontroller.k8s.io/v1alpha1` `CompositeController`); its other
-    /// documents (the hook server's Deployment, …) are ignored.
+    /// (`metacontroller.k8s.io/v1alpha1` `CompositeController` or
+    /// `DecoratorController`); its other documents (the hook server's
+    /// Deployment, …) are ignored.
     pub definition: PathBuf,
     /// The folder of hook files the hook server would serve: the URL path
     /// `/sync` is `sync.js` or `sync.py` there.

@@ -75,7 +75,8 @@ pub enum Command {
     /// build, test, render and run it.
     New(NewArgs),
     /// Metacontroller's controllers on wasmop: `build` makes a
-    /// CompositeController and its hook files, unchanged, into one guest.
+    /// CompositeController or DecoratorController and its hook files,
+    /// unchanged, into one guest.
     Metacontroller(metacontroller::MetacontrollerArgs),
     /// Print the ConfigMap that holds a module for the guest list's
     /// `configMap` source (pipe it to `kubectl apply -f -`); refuses a

@@ -76,8 +76,8 @@ pub fn stamp(child: &DesiredChild, owner: Owner<'_>, guest: &str) -> Value {
     let meta = metadata
         .as_object_mut()
         .expect("validated: metadata is an object");
-    if let (false, Some(ns)) = (child.cluster_scoped, owner.namespace) {
-        meta.insert("namespace".into(), ns.into());
+    if let Some(ns) = &child.namespace {
+        meta.insert("namespace".into(), ns.as_str().into());
     }
     // Validation lets only maps of strings through; whatever else reached
     // here would be replaced, never left unstamped.
@@ -483,6 +483,7 @@ mod tests {
             kind: "ConfigMap".into(),
             name: "demo".into(),
             cluster_scoped: false,
+            namespace: OWNER.namespace.map(str::to_owned),
             object: object.as_object().unwrap().clone(),
         }
     }

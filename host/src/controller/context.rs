@@ -11,6 +11,7 @@ use kube::runtime::reflector;
 use super::apply;
 use super::backoff::Backoff;
 use super::compact::{Compact, ParentRef};
+use super::customized::Customized;
 use super::discovery::ResolvedKinds;
 use super::index::ChildIndex;
 use super::labeller::Relabeller;
@@ -67,6 +68,8 @@ pub struct Context {
     pub(super) child_kind_names: Vec<String>,
     pub(super) related: Arc<RelatedIndex>,
     pub(super) related_kind_names: Vec<String>,
+    /// What Metacontroller controllers' customize hooks select.
+    pub(super) customized: Customized,
     /// The namespace this scope watches (`None`: all).
     pub(super) scope: Option<String>,
     /// The shard this scope reconciles (`None`: the guest is not sharded).

@@ -180,6 +180,11 @@ async fn served_by_a_crd(
     client: &Client,
     primary: &ResolvedKind,
 ) -> Result<(bool, Option<std::sync::Arc<serde_json::Value>>), Error> {
+    // A built-in kind (a Metacontroller decorator's targets) has no CRD;
+    // the description's checks let no other guest have one.
+    if crate::validate::description::is_builtin_group(&primary.kind.group) {
+        return Ok((false, None));
+    }
     let crd = crd_name(primary);
     let refuse = |reason: String| Error::NotACustomResource {
         kind: primary.kind.clone(),

@@ -25,8 +25,9 @@ use kube::api::DynamicObject;
 use kube::runtime::watcher;
 
 /// A child's place in the index: its kind (index into the guest's child
-/// kinds) and name.
-pub type ChildKey = (usize, String);
+/// kinds), namespace and name (children of a cluster-scoped parent may
+/// share a name across namespaces).
+pub type ChildKey = (usize, Option<String>, String);
 
 /// The owner-UID index of one controller's children.
 #[derive(Debug)]
@@ -133,7 +134,7 @@ impl ChildIndex {
                 .map(|children| {
                     children
                         .iter()
-                        .map(|((kind, _), text)| (*kind, text.clone()))
+                        .map(|((kind, _, _), text)| (*kind, text.clone()))
                         .collect()
                 })
                 .unwrap_or_default()
@@ -274,7 +275,7 @@ impl State {
             Some(uid) => self.kinds[kind].owners.insert(key.clone(), uid.clone()),
             None => self.kinds[kind].owners.remove(&key),
         };
-        let child_key = (kind, key.1);
+        let child_key = (kind, key.0, key.1);
         if let Some(old) = previous.filter(|old| Some(old) != owner.as_ref()) {
             self.unlink(&old, &child_key);
         }
@@ -289,7 +290,7 @@ impl State {
     fn remove(&mut self, kind: usize, object: &DynamicObject) {
         let key = (object.namespace(), object.name_any());
         if let Some(uid) = self.kinds[kind].owners.remove(&key) {
-            self.unlink(&uid, &(kind, key.1));
+            self.unlink(&uid, &(kind, key.0, key.1));
         }
     }
 
@@ -306,8 +307,8 @@ impl State {
     /// that were not listed again are gone.
     fn replace(&mut self, kind: usize, listed: Vec<Cached>) {
         let old: Vec<_> = self.kinds[kind].owners.drain().collect();
-        for ((_, name), uid) in old {
-            self.unlink(&uid, &(kind, name));
+        for ((namespace, name), uid) in old {
+            self.unlink(&uid, &(kind, namespace, name));
         }
         for object in listed {
             self.upsert(kind, object);

@@ -84,10 +84,13 @@ impl Labelling {
             self.namespace.as_deref(),
         );
         let unassigned = Shard::unassigned(relabeller.count);
-        let mut parents = watcher(api, watched.config_selecting(Some(&unassigned)))
-            .backoff(crate::retry::watch_backoff())
-            .applied_objects()
-            .boxed();
+        let mut parents = watcher(
+            api,
+            watched.config_selecting(&relabeller.kinds.primary, Some(&unassigned)),
+        )
+        .backoff(crate::retry::watch_backoff())
+        .applied_objects()
+        .boxed();
         loop {
             match parents.try_next().await {
                 Ok(Some(parent)) => {

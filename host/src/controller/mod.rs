@@ -17,6 +17,7 @@ pub mod backoff;
 mod cached;
 pub mod compact;
 mod context;
+mod customized;
 pub mod discovery;
 mod environment;
 pub mod finalizer;

@@ -129,7 +129,7 @@ impl Start {
         if self.unchanged && self.pruned.contains(child) {
             return Err(Refusal::Recreated {
                 kind: kind.to_owned(),
-                name: child.1.clone(),
+                name: child.2.clone(),
             });
         }
         Ok(())
@@ -342,7 +342,7 @@ mod tests {
     use super::*;
 
     fn key(name: &str) -> ChildKey {
-        (0, name.to_owned())
+        (0, Some("ns".to_owned()), name.to_owned())
     }
 
     fn observed(children: &[(&str, &str)]) -> Vec<(ChildKey, String)> {

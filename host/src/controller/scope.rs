@@ -308,6 +308,13 @@ where
 
     let events =
         Arc::new(Events::new(client.clone(), &guest_name).fenced_by(env.leadership.clone()));
+    let (wake, woken) = tokio::sync::mpsc::unbounded_channel();
+    let customized = super::customized::Customized::new(
+        client.clone(),
+        wake,
+        env.host_namespace.clone(),
+        !settings.secret_values,
+    );
     let ctx = Arc::new(Context {
         field_manager: field_manager(&guest_name),
         host_manager: host_field_manager(&guest_name),
@@ -325,6 +332,7 @@ where
         slot: slot.clone(),
         child_kind_names: kinds.children.iter().map(|k| k.kind.to_string()).collect(),
         related: related.clone(),
+        customized,
         related_kind_names: kinds
             .related
             .iter()
@@ -366,6 +374,7 @@ where
             queueing.clone(),
         )
     };
+    let customized = triggers::customized(woken, queueing.clone());
     let at_once = triggers::at_once(at_once, queueing);
     let mut controller =
         Controller::for_stream_with(parent_stream, parent_reader, kinds.primary.resource.clone())
@@ -380,6 +389,8 @@ where
     if !related_streams.is_empty() {
         controller = controller.reconcile_on(futures::stream::select_all(related_streams));
     }
+    controller = controller.reconcile_on(customized);
+
     let finishing = ctx.clone();
     tracing::info!(guest = %guest_name, kind = %kinds.primary.kind, namespace = ns.unwrap_or("<all>"), shard = shard.map(|s| s.index), "controller started");
     let running = controller
@@ -461,6 +472,7 @@ async fn sweep(ctx: Arc<Context>, mut shutdown: tokio::sync::watch::Receiver<boo
         ctx.progress.retain(|uid| live.contains(uid));
         ctx.last_writes.retain(|uid| live.contains(uid));
         ctx.backoff.retain(|key| parents.get(key).is_some());
+        ctx.customized.retain(|key| parents.get(key).is_some());
         let primary = &ctx.kinds.primary.resource;
         // Triggers of children and related objects whose parent is gone
         // (garbage collection deleting its children) never run.

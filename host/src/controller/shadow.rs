@@ -300,6 +300,7 @@ impl Job {
                     bounds: guest.limits().bounds(),
                     parent: ParentScope {
                         namespace: namespace.as_deref(),
+                        namespaced_children: guest.follows_metacontroller(),
                     },
                     protected: &sink.protected,
                 },

@@ -28,6 +28,10 @@ pub enum HostCondition<'a> {
     Succeeded,
     /// It failed with this reason and message.
     Failed(Reason, &'a str),
+    /// None kept: the parent is another controller's object (a
+    /// Metacontroller decorator's target), whose status is written only as
+    /// the hook answers it, without `observedGeneration`.
+    Omitted,
 }
 
 /// The status writes a parent needs, each `None` when the parent already
@@ -62,7 +66,7 @@ pub struct WriteFailed {
 /// The status `desired` asks for, as it is compared with the parent's: with
 /// `observedGeneration`, and each condition whose status is the one the
 /// parent shows with the parent's `lastTransitionTime`.
-fn wanted(parent: &DynamicObject, desired: &Map<String, Value>) -> Value {
+fn wanted(parent: &DynamicObject, desired: &Map<String, Value>, generation: bool) -> Value {
     let mut want = desired.clone();
     if let (Some(Value::Array(conditions)), Some(shown)) = (
         want.get_mut("conditions"),
@@ -83,7 +87,7 @@ fn wanted(parent: &DynamicObject, desired: &Map<String, Value>) -> Value {
             }
         }
     }
-    if let Some(g) = parent.metadata.generation {
+    if let Some(g) = parent.metadata.generation.filter(|_| generation) {
         want.insert("observedGeneration".into(), g.into());
     }
     Value::Object(want)
@@ -105,7 +109,7 @@ pub fn status_change(
     desired: Option<&Map<String, Value>>,
 ) -> (Value, Value) {
     let now = observed(parent);
-    let then = desired.map_or_else(|| now.clone(), |d| wanted(parent, d));
+    let then = desired.map_or_else(|| now.clone(), |d| wanted(parent, d, true));
     (now, then)
 }
 
@@ -129,8 +133,9 @@ pub fn plan(
         }
         status
     };
+    let generation = !matches!(condition, HostCondition::Omitted);
     let guest = desired
-        .map(|desired| pruned(wanted(parent, desired)))
+        .map(|desired| pruned(wanted(parent, desired, generation)))
         .filter(|want| observed(parent) != *want);
     // The host's own condition: False with the reason after a failure, back
     // to True after the next success. Written only when it changes.
@@ -144,7 +149,7 @@ pub fn plan(
         HostCondition::Succeeded if current.is_some_and(|c| c["status"] != "True") => {
             Some(("True", Reason::Reconciled.as_str(), "".into()))
         }
-        HostCondition::Succeeded => None,
+        HostCondition::Succeeded | HostCondition::Omitted => None,
     };
     let host = host_wants
         .filter(|(status, reason, message)| {

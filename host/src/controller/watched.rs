@@ -72,16 +72,21 @@ pub(super) struct Watched<'a> {
 }
 
 impl Watched<'_> {
-    /// How the scope's parents and children are watched: everywhere in the
-    /// scope but the namespace [`Self::left_out`] names (the API server
-    /// leaves it out of the list and the watch).
-    pub(super) fn config(&self) -> watcher::Config {
-        self.config_selecting(None)
+    /// How the scope's objects of `kind` (its parents or children) are
+    /// watched: everywhere in the scope but the namespace
+    /// [`Self::left_out`] names (the API server leaves it out of the list
+    /// and the watch; a cluster-scoped kind has no namespace to leave out).
+    pub(super) fn config(&self, kind: &ResolvedKind) -> watcher::Config {
+        self.config_selecting(kind, None)
     }
 
     /// [`Self::config`], selecting also by the label selector `labels`.
-    pub(super) fn config_selecting(&self, labels: Option<&str>) -> watcher::Config {
-        let mut config = match self.left_out {
+    pub(super) fn config_selecting(
+        &self,
+        kind: &ResolvedKind,
+        labels: Option<&str>,
+    ) -> watcher::Config {
+        let mut config = match self.left_out.filter(|_| kind.namespaced) {
             Some(ns) => watcher::Config::default().fields(&format!("metadata.namespace!={ns}")),
             None => watcher::Config::default(),
         };

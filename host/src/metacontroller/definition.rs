@@ -3,6 +3,10 @@
 //! other. A field this host does not know, or cannot honour, is refused with
 //! its path, so a definition never runs with part of it ignored.
 
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::core::{Selector, SelectorExt};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -178,25 +182,81 @@ pub struct Hooks {
     /// The finalize hook's, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finalize: Option<String>,
+    /// The customize hook's, if any: it names the related objects the
+    /// sync and finalize hooks see.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub customize: Option<String>,
 }
 
-/// A `CompositeController` as read, before its resources are resolved.
+impl Hooks {
+    /// Every hook's path, each once.
+    pub fn routes(&self) -> Vec<String> {
+        let mut routes = vec![self.sync.clone()];
+        for route in self.finalize.iter().chain(&self.customize) {
+            if !routes.contains(route) {
+                routes.push(route.clone());
+            }
+        }
+        routes
+    }
+}
+
+/// Which of Metacontroller's controllers a definition is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flavour {
+    /// A `CompositeController`: it owns its parents' children.
+    Composite,
+    /// A `DecoratorController`: it adds labels, annotations and
+    /// attachments to objects of an existing kind, its targets.
+    Decorator,
+}
+
+/// Which parents (or targets) of the kind a controller takes: those whose
+/// labels and annotations match its selectors (every one without).
+#[derive(Clone, Debug, Default)]
+pub struct Selection {
+    /// `labelSelector`.
+    pub labels: Option<Selector>,
+    /// `annotationSelector` (`matchAnnotations`, `matchExpressions`).
+    pub annotations: Option<Selector>,
+}
+
+impl Selection {
+    /// Whether an object with `labels` and `annotations` is selected.
+    pub fn selects(
+        &self,
+        labels: &BTreeMap<String, String>,
+        annotations: &BTreeMap<String, String>,
+    ) -> bool {
+        self.labels.as_ref().is_none_or(|s| s.matches(labels))
+            && self
+                .annotations
+                .as_ref()
+                .is_none_or(|s| s.matches(annotations))
+    }
+}
+
+/// A `CompositeController` or `DecoratorController` as read, before its
+/// resources are resolved.
 #[derive(Clone, Debug)]
-pub struct Composite {
+pub struct Definition {
+    /// Composite or decorator.
+    pub flavour: Flavour,
     /// `metadata.name`.
     pub name: String,
     /// The definition as written, sent to every hook as `controller`.
     pub object: Value,
-    /// `spec.parentResource`.
+    /// `spec.parentResource`, or a decorator's one `spec.resources` entry.
     pub parent: ResourceName,
-    /// `spec.childResources`, in order.
+    /// The parents (targets) it takes.
+    pub selection: Selection,
+    /// `spec.childResources` (a decorator's `spec.attachments`), in order.
     pub children: Vec<ChildResource>,
     /// `spec.hooks`.
     pub hooks: Hooks,
     /// `spec.resyncPeriodSeconds`.
     pub resync_seconds: Option<u32>,
 }
-
 /// The definitions in a file of YAML documents: each `CompositeController`
 /// and `DecoratorController`, by name; other documents are left out.
 pub fn definitions(yaml: &str) -> Result<Vec<(String, Value)>, Error> {
@@ -359,17 +419,20 @@ fn hook_path(hook: &Value, path: &str) -> Result<String, Error> {
     Ok(route)
 }
 
-/// Reads a `CompositeController`. A `DecoratorController`, a `customize`
-/// hook and any field outside Metacontroller's API reference are refused
-/// with the field's path.
-pub fn composite(object: &Value) -> Result<Composite, Error> {
-    let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
-    if kind == "DecoratorController" {
-        return Err(Error::at(
-            "kind",
-            "DecoratorController is not supported by this wasmop yet: only CompositeController",
-        ));
-    }
+/// Reads a `CompositeController` or a `DecoratorController`. Any field
+/// outside Metacontroller's API reference, and any it names that this host
+/// cannot honour, is refused with the field's path.
+pub fn read(object: &Value) -> Result<Definition, Error> {
+    let flavour = match object.get("kind").and_then(Value::as_str).unwrap_or("") {
+        "CompositeController" => Flavour::Composite,
+        "DecoratorController" => Flavour::Decorator,
+        other => {
+            return Err(Error::at(
+                "kind",
+                format!("{other:?}: only CompositeController and DecoratorController are known"),
+            ));
+        }
+    };
     known_keys(
         object,
         "",
@@ -383,6 +446,62 @@ pub fn composite(object: &Value) -> Result<Composite, Error> {
     let spec = object
         .get("spec")
         .ok_or_else(|| Error::at("spec", "is required"))?;
+    let (parent, selection, children) = match flavour {
+        Flavour::Composite => composite_resources(spec)?,
+        Flavour::Decorator => decorator_resources(spec)?,
+    };
+    let hooks_value = spec
+        .get("hooks")
+        .ok_or_else(|| Error::at("spec.hooks", "is required"))?;
+    known_keys(
+        hooks_value,
+        "spec.hooks",
+        &["sync", "finalize", "customize"],
+    )?;
+    let sync = hooks_value
+        .get("sync")
+        .ok_or_else(|| Error::at("spec.hooks.sync", "is required"))?;
+    let hook = |key: &str| {
+        hooks_value
+            .get(key)
+            .map(|h| hook_path(h, &format!("spec.hooks.{key}")))
+            .transpose()
+    };
+    let hooks = Hooks {
+        sync: hook_path(sync, "spec.hooks.sync")?,
+        finalize: hook("finalize")?,
+        customize: hook("customize")?,
+    };
+    let resync_seconds = match spec.get("resyncPeriodSeconds") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            v.as_f64()
+                .filter(|s| *s > 0.0 && *s <= f64::from(u32::MAX))
+                .map(|s| s.ceil() as u32)
+                .ok_or_else(|| {
+                    Error::at(
+                        "spec.resyncPeriodSeconds",
+                        "must be a positive number of seconds",
+                    )
+                })?,
+        ),
+    };
+    Ok(Definition {
+        flavour,
+        name,
+        object: object.clone(),
+        parent,
+        selection,
+        children,
+        hooks,
+        resync_seconds,
+    })
+}
+
+type Resources = (ResourceName, Selection, Vec<ChildResource>);
+
+/// A `CompositeController`'s parent and child resources.
+fn composite_resources(spec: &Value) -> Result<Resources, Error> {
     known_keys(
         spec,
         "spec",
@@ -409,85 +528,140 @@ pub fn composite(object: &Value) -> Result<Composite, Error> {
             &["fieldPaths"],
         )?;
     }
-    if parent_value.get("labelSelector").is_some() {
-        return Err(Error::at(
+    let selection = Selection {
+        labels: selector(
+            parent_value.get("labelSelector"),
             "spec.parentResource.labelSelector",
-            "cannot be honoured: this wasmop reconciles every parent of the kind",
+            "matchLabels",
+        )?,
+        annotations: None,
+    };
+    let parent = resource_name(parent_value, "spec.parentResource")?;
+    let children = child_resources(spec.get("childResources"), "spec.childResources", true)?;
+    if let Some(v) = spec.get("generateSelector")
+        && !v.is_boolean()
+    {
+        return Err(Error::at("spec.generateSelector", "must be true or false"));
+    }
+    Ok((parent, selection, children))
+}
+
+/// A `DecoratorController`'s target resource and attachments. One target
+/// resource: a guest reconciles one kind.
+fn decorator_resources(spec: &Value) -> Result<Resources, Error> {
+    known_keys(
+        spec,
+        "spec",
+        &["resources", "attachments", "hooks", "resyncPeriodSeconds"],
+    )?;
+    let resources = match spec.get("resources") {
+        Some(Value::Array(items)) if !items.is_empty() => items,
+        _ => {
+            return Err(Error::at(
+                "spec.resources",
+                "is required (a list of one resource)",
+            ));
+        }
+    };
+    if resources.len() > 1 {
+        return Err(Error::at(
+            "spec.resources[1]",
+            "a DecoratorController of several target resources cannot be honoured: one wasmop guest reconciles one kind (split it into one definition per resource)",
         ));
     }
-    let parent = resource_name(parent_value, "spec.parentResource")?;
-    let mut children = Vec::new();
-    let listed = spec.get("childResources").cloned().unwrap_or(Value::Null);
-    let listed = match listed {
-        Value::Null => Vec::new(),
-        Value::Array(items) => items,
-        _ => return Err(Error::at("spec.childResources", "must be a list")),
+    let target = &resources[0];
+    let path = "spec.resources[0]";
+    known_keys(
+        target,
+        path,
+        &[
+            "apiVersion",
+            "resource",
+            "labelSelector",
+            "annotationSelector",
+            "ignoreStatusChanges",
+        ],
+    )?;
+    if let Some(v) = target.get("ignoreStatusChanges")
+        && !v.is_boolean()
+    {
+        return Err(Error::at(
+            format!("{path}.ignoreStatusChanges"),
+            "must be true or false",
+        ));
+    }
+    let selection = Selection {
+        labels: selector(
+            target.get("labelSelector"),
+            &format!("{path}.labelSelector"),
+            "matchLabels",
+        )?,
+        annotations: selector(
+            target.get("annotationSelector"),
+            &format!("{path}.annotationSelector"),
+            "matchAnnotations",
+        )?,
     };
+    let parent = resource_name(target, path)?;
+    let children = child_resources(spec.get("attachments"), "spec.attachments", false)?;
+    Ok((parent, selection, children))
+}
+
+/// A label (or annotation) selector at `path`: `matches` (`matchLabels` or
+/// `matchAnnotations`) and `matchExpressions`, as Kubernetes' LabelSelector.
+fn selector(value: Option<&Value>, path: &str, matches: &str) -> Result<Option<Selector>, Error> {
+    let Some(value) = value.filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    known_keys(value, path, &[matches, "matchExpressions"])?;
+    let as_labels = serde_json::json!({
+        "matchLabels": value.get(matches),
+        "matchExpressions": value.get("matchExpressions"),
+    });
+    let parsed: LabelSelector =
+        serde_json::from_value(as_labels).map_err(|e| Error::at(path, e.to_string()))?;
+    Selector::try_from(parsed)
+        .map(Some)
+        .map_err(|e| Error::at(path, e.to_string()))
+}
+
+/// The child resources (a decorator's attachments) listed at `path`;
+/// `rolling`: whether rolling update strategies may be named.
+fn child_resources(
+    listed: Option<&Value>,
+    path: &str,
+    rolling: bool,
+) -> Result<Vec<ChildResource>, Error> {
+    let listed = match listed {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(items)) => items,
+        Some(_) => return Err(Error::at(path, "must be a list")),
+    };
+    let mut children = Vec::new();
     for (i, child) in listed.iter().enumerate() {
-        let path = format!("spec.childResources[{i}]");
+        let path = format!("{path}[{i}]");
         known_keys(child, &path, &["apiVersion", "resource", "updateStrategy"])?;
         let name = resource_name(child, &path)?;
+        let strategy_path = format!("{path}.updateStrategy");
         let (method, checks) = match child.get("updateStrategy") {
             None | Some(Value::Null) => (Method::default(), Vec::new()),
-            Some(strategy) => update_strategy(strategy, &format!("{path}.updateStrategy"))?,
+            Some(strategy) => update_strategy(strategy, &strategy_path)?,
         };
+        if method.rolling() && !rolling {
+            return Err(Error::at(
+                format!("{strategy_path}.method"),
+                format!(
+                    "{method:?} is not an update strategy of a DecoratorController's attachments (OnDelete, Recreate, InPlace)"
+                ),
+            ));
+        }
         children.push(ChildResource {
             name,
             method,
             checks,
         });
     }
-    let hooks_value = spec
-        .get("hooks")
-        .ok_or_else(|| Error::at("spec.hooks", "is required"))?;
-    known_keys(
-        hooks_value,
-        "spec.hooks",
-        &["sync", "finalize", "customize"],
-    )?;
-    if hooks_value.get("customize").is_some() {
-        return Err(Error::at(
-            "spec.hooks.customize",
-            "is not supported by this wasmop yet: related objects come only from the children",
-        ));
-    }
-    let sync = hooks_value
-        .get("sync")
-        .ok_or_else(|| Error::at("spec.hooks.sync", "is required"))?;
-    let hooks = Hooks {
-        sync: hook_path(sync, "spec.hooks.sync")?,
-        finalize: hooks_value
-            .get("finalize")
-            .map(|h| hook_path(h, "spec.hooks.finalize"))
-            .transpose()?,
-    };
-    let resync_seconds = match spec.get("resyncPeriodSeconds") {
-        None | Some(Value::Null) => None,
-        Some(v) => Some(
-            v.as_f64()
-                .filter(|s| *s > 0.0 && *s <= f64::from(u32::MAX))
-                .map(|s| s.ceil() as u32)
-                .ok_or_else(|| {
-                    Error::at(
-                        "spec.resyncPeriodSeconds",
-                        "must be a positive number of seconds",
-                    )
-                })?,
-        ),
-    };
-    if let Some(v) = spec.get("generateSelector")
-        && !v.is_boolean()
-    {
-        return Err(Error::at("spec.generateSelector", "must be true or false"));
-    }
-    Ok(Composite {
-        name,
-        object: object.clone(),
-        parent,
-        children,
-        hooks,
-        resync_seconds,
-    })
+    Ok(children)
 }
 
 fn update_strategy(value: &Value, path: &str) -> Result<(Method, Vec<ConditionCheck>), Error> {
@@ -539,47 +713,74 @@ pub struct Embedded {
 #[derive(Clone, Debug)]
 pub struct Controller {
     /// The definition.
-    pub composite: Composite,
+    pub definition: Definition,
     /// The parent's kind.
     pub parent: Resolved,
-    /// Each child resource's kind, in the order of `composite.children`.
+    /// Each child resource's kind, in the order of `definition.children`.
     pub children: Vec<Resolved>,
 }
 
+impl Definition {
+    /// Where the definition lists its children: `spec.childResources`, a
+    /// decorator's `spec.attachments`.
+    pub fn children_path(&self) -> &'static str {
+        match self.flavour {
+            Flavour::Composite => "spec.childResources",
+            Flavour::Decorator => "spec.attachments",
+        }
+    }
+}
+
 impl Controller {
+    /// Whether it is a `DecoratorController`, whose parents are its
+    /// targets: objects of another controller's kind.
+    pub fn decorates(&self) -> bool {
+        self.definition.flavour == Flavour::Decorator
+    }
+
+    /// Whether it takes the parent (target) with `labels` and
+    /// `annotations`.
+    pub fn selects(
+        &self,
+        labels: &BTreeMap<String, String>,
+        annotations: &BTreeMap<String, String>,
+    ) -> bool {
+        self.definition.selection.selects(labels, annotations)
+    }
+
     /// Reads what a hook guest's `definition` export answered.
     pub fn from_embedded(text: &str) -> Result<Self, Error> {
         let embedded: Embedded = serde_json::from_str(text)
             .map_err(|e| Error::at("(module)", format!("the embedded definition: {e}")))?;
-        let composite = composite(&embedded.definition)?;
+        let definition = read(&embedded.definition)?;
         let mut kinds = embedded.kinds.into_iter();
         let parent = kinds
             .next()
             .ok_or_else(|| Error::at("(module)", "no kind for the parent resource"))?;
         let children: Vec<Resolved> = kinds.collect();
-        if children.len() != composite.children.len() {
+        if children.len() != definition.children.len() {
             return Err(Error::at(
                 "(module)",
                 format!(
                     "{} child kinds for {} child resources",
                     children.len(),
-                    composite.children.len()
+                    definition.children.len()
                 ),
             ));
         }
-        if !parent.namespaced
-            && let Some(i) = children.iter().position(|c| c.namespaced)
+        if parent.namespaced
+            && let Some(i) = children.iter().position(|c| !c.namespaced)
         {
             return Err(Error::at(
-                format!("spec.childResources[{i}]"),
+                format!("{}[{i}]", definition.children_path()),
                 format!(
-                    "{} is namespaced and the parent {} is cluster-scoped: namespaced children of a cluster-scoped parent are not supported by this wasmop yet",
+                    "{} is cluster-scoped and the parent {} is namespaced: Kubernetes' garbage collector cannot follow an ownerReference from a cluster-scoped object to a namespaced one",
                     children[i].kind, parent.kind
                 ),
             ));
         }
         Ok(Self {
-            composite,
+            definition,
             parent,
             children,
         })
@@ -589,12 +790,15 @@ impl Controller {
     /// has work to do: Metacontroller's own name for it, so parents it
     /// finalized before move over as they are.
     pub fn finalizer(&self) -> Option<String> {
-        self.composite.hooks.finalize.as_ref().map(|_| {
-            format!(
-                "metacontroller.io/compositecontroller-{}",
-                self.composite.name
-            )
-        })
+        let flavour = match self.definition.flavour {
+            Flavour::Composite => "compositecontroller",
+            Flavour::Decorator => "decoratorcontroller",
+        };
+        self.definition
+            .hooks
+            .finalize
+            .as_ref()
+            .map(|_| format!("metacontroller.io/{flavour}-{}", self.definition.name))
     }
 
     /// The guest's description: the parent kind, the child kinds, the
@@ -659,7 +863,7 @@ metadata:
 
     #[test]
     fn a_composite_controller_is_read_as_published() {
-        let composite = composite(&pick(CATSET, None).unwrap()).unwrap();
+        let composite = read(&pick(CATSET, None).unwrap()).unwrap();
         assert_eq!(composite.name, "catset-controller");
         assert_eq!(composite.parent.resource, "catsets");
         assert_eq!(composite.children.len(), 2);
@@ -686,13 +890,78 @@ metadata:
             ),
             (
                 "  hooks:\n",
-                "  hooks:\n    customize: {webhook: {url: http://x/c}}\n",
-                "spec.hooks.customize",
+                "  hooks:\n    customize: {webhook: {url: http://x/c, retries: 3}}\n",
+                "spec.hooks.customize.webhook.retries",
+            ),
+            (
+                "    resource: catsets\n",
+                "    resource: catsets\n    labelSelector: {matchLabel: {a: b}}\n",
+                "spec.parentResource.labelSelector.matchLabel",
             ),
         ];
         for (from, to, path) in cases {
             let broken = pick(&CATSET.replacen(from, to, 1), None).unwrap();
-            assert_eq!(composite(&broken).unwrap_err().path, path, "{to}");
+            assert_eq!(read(&broken).unwrap_err().path, path, "{to}");
+        }
+    }
+
+    const DECORATOR: &str = r#"
+apiVersion: metacontroller.k8s.io/v1alpha1
+kind: DecoratorController
+metadata:
+  name: cluster-parent
+spec:
+  resources:
+  - apiVersion: rbac.authorization.k8s.io/v1
+    resource: clusterroles
+    annotationSelector:
+      matchExpressions:
+      - {key: default-service-account-binding, operator: Exists}
+  attachments:
+  - apiVersion: rbac.authorization.k8s.io/v1
+    resource: rolebindings
+  hooks:
+    sync:
+      webhook:
+        url: http://cluster-parent-controller.metacontroller/sync
+"#;
+
+    #[test]
+    fn a_decorator_controller_is_read_with_its_selectors() {
+        let decorator = read(&pick(DECORATOR, None).unwrap()).unwrap();
+        assert_eq!(decorator.flavour, Flavour::Decorator);
+        assert_eq!(decorator.parent.resource, "clusterroles");
+        assert_eq!(decorator.children[0].name.resource, "rolebindings");
+        let map = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        let annotated = map(&[("default-service-account-binding", "")]);
+        assert!(decorator.selection.selects(&map(&[]), &annotated));
+        assert!(!decorator.selection.selects(&annotated, &map(&[])));
+        // (what the definition says, what it says instead, the path refused)
+        let cases = [
+            (
+                "  - apiVersion: rbac.authorization.k8s.io/v1\n    resource: rolebindings\n",
+                "  - apiVersion: rbac.authorization.k8s.io/v1\n    resource: rolebindings\n    updateStrategy: {method: RollingInPlace}\n",
+                "spec.attachments[0].updateStrategy.method",
+            ),
+            (
+                "  attachments:\n",
+                "  - apiVersion: v1\n    resource: pods\n  attachments:\n",
+                "spec.resources[1]",
+            ),
+            (
+                "annotationSelector:",
+                "annotationSelectors:",
+                "spec.resources[0].annotationSelectors",
+            ),
+        ];
+        for (from, to, path) in cases {
+            let broken = pick(&DECORATOR.replacen(from, to, 1), None).unwrap();
+            assert_eq!(read(&broken).unwrap_err().path, path, "{to}");
         }
     }
 

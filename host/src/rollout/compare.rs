@@ -84,6 +84,7 @@ mod tests {
             kind: kind.into(),
             name: name.into(),
             cluster_scoped: false,
+            namespace: Some("ns".into()),
             object: json!({"apiVersion": api_version, "kind": kind,
                 "metadata": {"name": name}, "spec": spec})
             .as_object()

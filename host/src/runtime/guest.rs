@@ -8,6 +8,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use serde_json::Value;
 use wasmtime::component::{
     Component, ComponentExportIndex, ComponentNamedList, InstancePre, Lift, Lower,
 };
@@ -180,6 +181,9 @@ pub struct Reply<T> {
     /// Requests refused by the guest's `allowedOutboundHosts` or address
     /// rules.
     pub refused: Vec<String>,
+    /// What a Metacontroller decorator's hook set on its target besides
+    /// the attachments.
+    pub decoration: Option<crate::metacontroller::sync::Decoration>,
 }
 
 impl Guest {
@@ -280,7 +284,11 @@ impl Guest {
         let controller = crate::metacontroller::Controller::from_embedded(&text)
             .map_err(|e| Error::Definition(e.to_string()))?;
         let description = controller.description();
-        crate::validate::description::check(&description, &limits.privileged)?;
+        if controller.decorates() {
+            crate::validate::description::check_decorator(&description, &limits.privileged)?;
+        } else {
+            crate::validate::description::check(&description, &limits.privileged)?;
+        }
         Ok(Self {
             inner: Arc::new(GuestInner {
                 identity,
@@ -371,13 +379,29 @@ impl Guest {
         self.inner.hooks.is_some()
     }
 
+    /// The Metacontroller controller a hook guest runs (`None` for any
+    /// other guest).
+    pub fn metacontroller(&self) -> Option<&crate::metacontroller::Controller> {
+        self.inner.hooks.as_ref()
+    }
+
+    /// Whether the guest takes `parent`: every parent, but those a
+    /// Metacontroller controller's label or annotation selector leaves out.
+    pub fn selects(&self, parent: &kube::api::DynamicObject) -> bool {
+        use kube::ResourceExt as _;
+        self.inner
+            .hooks
+            .as_ref()
+            .is_none_or(|c| c.selects(parent.labels(), parent.annotations()))
+    }
+
     /// Each child kind's update strategy, for a guest made from a
     /// Metacontroller controller (`None` for any other guest).
     pub fn update_strategies(&self) -> Option<&[crate::metacontroller::definition::ChildResource]> {
         self.inner
             .hooks
             .as_ref()
-            .map(|controller| controller.composite.children.as_slice())
+            .map(|controller| controller.definition.children.as_slice())
     }
 
     /// Whether the module exports `admit`.
@@ -471,12 +495,71 @@ impl Guest {
     /// same one another version was given), outbound requests allowed as
     /// the entry says.
     pub fn call_reconcile_wire(&self, wire: &ReconcileRequest) -> Reply<ReconcileResponse> {
-        self.wire_call(wire, &self.inner.limits.outbound)
+        self.wire_call(wire, &self.inner.limits.outbound, &Value::Null)
+    }
+
+    /// [`Self::call_reconcile_wire`] for a Metacontroller hook guest, its
+    /// hook shown the `related` objects its customize hook selected (as
+    /// [`crate::metacontroller::sync::related_map`] makes them).
+    pub fn call_hooks_wire(
+        &self,
+        wire: &ReconcileRequest,
+        related: &Value,
+    ) -> Reply<ReconcileResponse> {
+        self.wire_call(wire, &self.inner.limits.outbound, related)
     }
 
     /// [`Self::call_reconcile_wire`] with every outbound request refused.
     pub fn call_reconcile_wire_offline(&self, wire: &ReconcileRequest) -> Reply<ReconcileResponse> {
-        self.wire_call(wire, &Arc::default())
+        self.wire_call(wire, &Arc::default(), &Value::Null)
+    }
+
+    /// Calls a Metacontroller hook guest's customize hook for `parent`:
+    /// the rules of the related objects its sync hook is to see (none
+    /// without a customize hook, or for any other guest).
+    pub fn call_customize(
+        &self,
+        parent: &Value,
+    ) -> Result<Vec<crate::metacontroller::sync::RelatedRule>, CallError> {
+        use crate::metacontroller::sync;
+        let inner = &*self.inner;
+        let Some(call) = inner
+            .hooks
+            .as_ref()
+            .and_then(|c| sync::customize(c, parent))
+        else {
+            return Ok(Vec::new());
+        };
+        let mut store = new_store(
+            &inner.runtime,
+            &inner.identity.name,
+            &inner.limits,
+            inner.imports,
+            &inner.limits.outbound,
+        );
+        let started = Instant::now();
+        let result = invoke::<CallParams<'_>, CallResults>(
+            &inner.pre,
+            &mut store,
+            inner.reconcile,
+            (&call.route, &call.body),
+            inner.imports,
+            &inner.limits,
+        );
+        store.data().flush_output();
+        observe_call(&inner.runtime, &inner.identity.name, "customize", started);
+        let hook_failed = |message: String| {
+            let mut message = message;
+            bound(&mut message);
+            CallError::Guest(GuestError::from(ReconcileError {
+                kind: ErrorKind::Retryable,
+                message,
+            }))
+        };
+        match result.map_err(|e| classify(e, &store, &inner.limits, started))? {
+            (Err(message),) => Err(hook_failed(format!("the customize hook failed: {message}"))),
+            (Ok(text),) => sync::related_rules(parent, &text).map_err(hook_failed),
+        }
     }
 
     fn reconcile_call(
@@ -485,13 +568,20 @@ impl Guest {
         now: u64,
         outbound: &Arc<super::capabilities::http::OutboundHosts>,
     ) -> Reply<ReconcileResponse> {
-        self.wire_call(&request.to_wire(now, self.settings()), outbound)
+        self.wire_call(
+            &request.to_wire(now, self.settings()),
+            outbound,
+            &Value::Null,
+        )
     }
 
+    /// One reconcile; `related`: a hook guest's related objects (`null`:
+    /// none).
     fn wire_call(
         &self,
         wire: &ReconcileRequest,
         outbound: &Arc<super::capabilities::http::OutboundHosts>,
+        related: &Value,
     ) -> Reply<ReconcileResponse> {
         let inner = &*self.inner;
         let mut store = new_store(
@@ -502,6 +592,7 @@ impl Guest {
             outbound,
         );
         let started = Instant::now();
+        let mut decoration = None;
         let result = match &inner.hooks {
             None => invoke::<ReconcileParams<'_>, ReconcileResults>(
                 &inner.pre,
@@ -512,7 +603,14 @@ impl Guest {
                 &inner.limits,
             )
             .map(|(result,)| result),
-            Some(controller) => call_hook(controller, wire, inner, &mut store),
+            Some(controller) => {
+                call_hook(controller, wire, related, inner, &mut store).map(|answer| {
+                    answer.map(|answer| {
+                        decoration = answer.decoration;
+                        answer.response
+                    })
+                })
+            }
         };
         store.data().flush_output();
         observe_call(&inner.runtime, &inner.identity.name, "reconcile", started);
@@ -541,7 +639,11 @@ impl Guest {
                 }
                 Ok(response)
             });
-        Reply { result, refused }
+        Reply {
+            result,
+            refused,
+            decoration,
+        }
     }
 }
 
@@ -570,15 +672,18 @@ fn required_export(
 fn call_hook(
     controller: &crate::metacontroller::Controller,
     wire: &ReconcileRequest,
+    related: &Value,
     inner: &GuestInner,
     store: &mut Store<GuestState>,
-) -> wasmtime::Result<Result<ReconcileResponse, ReconcileError>> {
+) -> wasmtime::Result<Result<crate::metacontroller::sync::Answer, ReconcileError>> {
     use crate::metacontroller::sync;
     let failed = |message: String| ReconcileError {
         kind: ErrorKind::Retryable,
         message,
     };
-    let call = match sync::request(controller, wire) {
+    let empty = Value::Object(serde_json::Map::new());
+    let related = if related.is_null() { &empty } else { related };
+    let call = match sync::request(controller, wire, related) {
         Ok(call) => call,
         Err(message) => return Ok(Err(failed(message))),
     };

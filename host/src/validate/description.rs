@@ -73,7 +73,7 @@ pub enum Error {
         "{role} kind {kind} grants power ({power}): the guest list must name {name:?} in this guest's privilegedKinds"
     )]
     Privileged {
-        /// `child` or `related`.
+        /// `child`, `related` or (a decorator's) `target`.
         role: &'static str,
         /// The kind, as `apiVersion/kind`.
         kind: String,
@@ -165,11 +165,32 @@ pub fn power_of(kind: &KindRef) -> Option<&'static str> {
 /// Checks `description` (see the module docs), with the powerful kinds
 /// `privileged` allows.
 pub fn check(description: &Description, privileged: &PrivilegedKinds) -> Result<(), Error> {
+    check_as(description, privileged, false)
+}
+
+/// [`check`] for a Metacontroller decorator, whose primary kind is its
+/// targets' (another controller's objects, of any kind): a built-in kind
+/// is allowed, and one that grants power must be in `privileged`, as a
+/// child's must.
+pub fn check_decorator(
+    description: &Description,
+    privileged: &PrivilegedKinds,
+) -> Result<(), Error> {
+    check_as(description, privileged, true)
+}
+
+fn check_as(
+    description: &Description,
+    privileged: &PrivilegedKinds,
+    decorator: bool,
+) -> Result<(), Error> {
+    let target = decorator.then_some(("target", &description.primary));
     let powers = description
         .children
         .iter()
         .map(|c| ("child", &c.kind))
-        .chain(description.related.iter().map(|r| ("related", &r.kind)));
+        .chain(description.related.iter().map(|r| ("related", &r.kind)))
+        .chain(target);
     for (role, kind) in powers {
         if let Some(power) = power_of(kind)
             && !privileged.allows(kind)
@@ -183,7 +204,7 @@ pub fn check(description: &Description, privileged: &PrivilegedKinds) -> Result<
         }
     }
     check_kind(&description.primary)?;
-    if is_builtin_group(&description.primary.group) {
+    if !decorator && is_builtin_group(&description.primary.group) {
         return Err(Error::BuiltinPrimary(description.primary.clone()));
     }
     if description.children.len() > MAX_CHILD_KINDS {
@@ -417,6 +438,26 @@ mod tests {
                 "{group:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_decorators_built_in_target_is_allowed_and_a_powerful_one_needs_the_guest_lists_word() {
+        let deployments = Description::new(KindRef::new("apps", "v1", "Deployment"))
+            .child(ChildKind::namespaced(KindRef::new("", "v1", "Service")));
+        assert_eq!(
+            check_decorator(&deployments, &PrivilegedKinds::default()),
+            Ok(())
+        );
+        let roles = Description::new(KindRef::new(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "ClusterRole",
+        ));
+        assert!(matches!(
+            check_decorator(&roles, &PrivilegedKinds::default()),
+            Err(Error::Privileged { role: "target", .. })
+        ));
+        assert_eq!(check_decorator(&roles, &PrivilegedKinds::Any), Ok(()));
     }
 
     #[test]

@@ -84,6 +84,17 @@ pub enum Violation {
         /// Child name.
         name: String,
     },
+    /// A namespaced child of a cluster-scoped parent that names no
+    /// namespace.
+    #[error(
+        "child {kind}/{name} is namespaced and its parent is cluster-scoped: it must name its metadata.namespace"
+    )]
+    NoNamespaceUnderClusterParent {
+        /// Its kind.
+        kind: String,
+        /// Its name.
+        name: String,
+    },
     /// A cluster-scoped child for a namespaced parent.
     #[error(
         "child {kind}/{name} is cluster-scoped but the parent is namespaced; Kubernetes cannot garbage-collect it through an ownerReference"
@@ -195,6 +206,10 @@ pub struct DesiredChild {
     pub name: String,
     /// Whether the kind is cluster-scoped.
     pub cluster_scoped: bool,
+    /// The namespace it is written to: the parent's, or the one it names
+    /// under a cluster-scoped parent that may have namespaced children;
+    /// `None` for a cluster-scoped child.
+    pub namespace: Option<String>,
     /// The object as the guest returned it.
     pub object: Map<String, Value>,
 }
@@ -221,6 +236,10 @@ pub struct Validated {
 pub struct ParentScope<'a> {
     /// The parent's namespace; `None` for a cluster-scoped parent.
     pub namespace: Option<&'a str>,
+    /// A cluster-scoped parent may have namespaced children, each naming
+    /// its namespace (Metacontroller's controllers); for every other
+    /// guest a namespaced child needs a namespaced parent.
+    pub namespaced_children: bool,
 }
 
 /// How much one answer may hold: the guest's limits on children and
@@ -294,7 +313,10 @@ pub fn validate(rules: Rules<'_>, raw: ReconcileResponse) -> Result<Validated, V
     for (index, text) in raw_children.iter().enumerate() {
         let child = check_child(rules, index, text)?;
         if children.iter().any(|c| {
-            c.kind == child.kind && c.api_version == child.api_version && c.name == child.name
+            c.kind == child.kind
+                && c.api_version == child.api_version
+                && c.name == child.name
+                && c.namespace == child.namespace
         }) {
             return Err(Violation::Duplicate {
                 kind: child.kind,
@@ -422,6 +444,12 @@ fn check_child(rules: Rules<'_>, index: usize, text: &str) -> Result<DesiredChil
         .filter(|s| !s.is_empty());
     let target_namespace = if !declared.cluster_scoped {
         match rules.parent.namespace {
+            None if rules.parent.namespaced_children => match namespace {
+                Some(ns) => Some(ns),
+                None => {
+                    return Err(Violation::NoNamespaceUnderClusterParent { kind, name });
+                }
+            },
             None => return Err(Violation::NamespacedChildOfClusterParent { kind, name }),
             Some(parent_ns) => {
                 if let Some(ns) = namespace.filter(|ns| *ns != parent_ns) {
@@ -468,6 +496,7 @@ fn check_child(rules: Rules<'_>, index: usize, text: &str) -> Result<DesiredChil
         kind,
         name,
         cluster_scoped: declared.cluster_scoped,
+        namespace: target_namespace.map(str::to_owned),
         object,
     })
 }
@@ -519,6 +548,7 @@ mod tests {
             },
             parent: ParentScope {
                 namespace: Some("a"),
+                namespaced_children: false,
             },
             protected: &protected,
         };
@@ -567,7 +597,10 @@ mod tests {
             Rules {
                 description: &description(),
                 bounds,
-                parent: ParentScope { namespace },
+                parent: ParentScope {
+                    namespace,
+                    namespaced_children: false,
+                },
                 protected,
             },
             raw,
@@ -654,6 +687,60 @@ mod tests {
             cluster(named).unwrap_err(),
             Violation::ForeignNamespace { .. }
         ));
+    }
+
+    #[test]
+    fn namespaced_children_of_a_cluster_scoped_parent_name_their_namespace_where_allowed() {
+        let cm = |meta: Value| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta});
+        let protected = ProtectedObjects::new();
+        let description = description();
+        let under_cluster = |namespaced_children: bool, child: Value| {
+            validate(
+                Rules {
+                    description: &description,
+                    bounds: bounds(),
+                    parent: ParentScope {
+                        namespace: None,
+                        namespaced_children,
+                    },
+                    protected: &protected,
+                },
+                raw(vec![child]),
+            )
+        };
+        let placed = under_cluster(true, cm(json!({"name": "s", "namespace": "one"}))).unwrap();
+        assert_eq!(placed.children[0].namespace.as_deref(), Some("one"));
+        let two = validate(
+            Rules {
+                description: &description,
+                bounds: bounds(),
+                parent: ParentScope {
+                    namespace: None,
+                    namespaced_children: true,
+                },
+                protected: &protected,
+            },
+            raw(vec![
+                cm(json!({"name": "s", "namespace": "one"})),
+                cm(json!({"name": "s", "namespace": "two"})),
+            ]),
+        );
+        assert_eq!(two.unwrap().children.len(), 2, "one name in two namespaces");
+        assert!(matches!(
+            under_cluster(true, cm(json!({"name": "s"}))).unwrap_err(),
+            Violation::NoNamespaceUnderClusterParent { .. }
+        ));
+        assert!(matches!(
+            under_cluster(false, cm(json!({"name": "s", "namespace": "one"}))).unwrap_err(),
+            Violation::NamespacedChildOfClusterParent { .. }
+        ));
+        // A namespaced parent's children stay in its namespace either way.
+        assert_eq!(
+            check(vec![cm(json!({"name": "s"}))]).unwrap().children[0]
+                .namespace
+                .as_deref(),
+            Some("team-a")
+        );
     }
 
     #[test]

@@ -88,22 +88,41 @@ fn build(env: &TestEnv, dir: &Path, kubeconfig: &Path, out: &str) -> anyhow::Res
     build_hooks(env, dir, "hooks", kubeconfig, out)
 }
 
-/// Installs the controller's CRD, builds it with the hook files of
-/// `hooks`, runs it in a host of its own namespace and runs its `test.sh`
-/// there.
+/// Where a controller's host watches.
+#[derive(Clone, Copy, PartialEq)]
+enum Scope {
+    /// The test's own namespace.
+    Namespace,
+    /// Every namespace (a cluster-scoped parent).
+    Cluster,
+}
+
+/// Installs the controller's CRD (if it has one), builds it with the hook
+/// files of `hooks`, runs it in a host of its own namespace (or of every
+/// one) and runs its `test.sh` there.
 async fn run_example(env: Arc<TestEnv>, name: &str, hooks: &str) -> anyhow::Result<()> {
+    run_example_in(env, name, hooks, Scope::Namespace).await
+}
+
+async fn run_example_in(
+    env: Arc<TestEnv>,
+    name: &str,
+    hooks: &str,
+    scope: Scope,
+) -> anyhow::Result<()> {
     let dir = controller_dir(name);
-    install_yaml(&env.client(), &dir.join("crd.yaml")).await?;
+    if dir.join("crd.yaml").is_file() {
+        install_yaml(&env.client(), &dir.join("crd.yaml")).await?;
+    }
     let ns = env.create_namespace(&format!("mc-{name}")).await?;
     let (_, kubeconfig) = admin_identity(&env, &format!("wasmop-{ns}")).await?;
     let module = build_hooks(&env, &dir, hooks, &kubeconfig, &format!("{ns}.wasm"))?;
     let guest = format!("{name}={}", module.display());
-    let mut host = HostProcess::start(
-        &env,
-        &kubeconfig,
-        &ns,
-        &["--guest", &guest, "--namespace", &ns],
-    )?;
+    let mut args = vec!["--guest", &guest];
+    if scope == Scope::Namespace {
+        args.extend(["--namespace", &ns]);
+    }
+    let mut host = HostProcess::start(&env, &kubeconfig, &ns, &args)?;
     let script = dir.join("test.sh");
     let test = tokio::task::spawn_blocking({
         let kubeconfig = kubeconfig.clone();
@@ -154,6 +173,24 @@ async fn a_python_controller_with_generate_selector_updates_in_place_and_reports
     env: Arc<TestEnv>,
 ) -> anyhow::Result<()> {
     run_example(env, "fanout", "hooks").await
+}
+
+/// A cluster-scoped ConfigPropagation copies a ConfigMap its customize
+/// hook relates (in a namespace of its own) into target namespaces:
+/// namespaced children of a cluster-scoped parent, a related object's
+/// change followed, `parentResource.labelSelector` honoured.
+async fn a_python_controller_with_a_customize_hook_propagates_across_namespaces(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    run_example_in(env, "propagation", "hooks", Scope::Cluster).await
+}
+
+/// A DecoratorController attaches a Service to each Deployment its label
+/// selector takes, and sets a label and an annotation on it.
+async fn a_python_decorator_attaches_services_to_the_deployments_it_selects(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    run_example(env, "exposer", "hooks").await
 }
 
 /// The hostile controller's folder.
@@ -397,7 +434,7 @@ async fn the_build_refuses_what_it_cannot_run_naming_the_field_or_file(
             "spec.childResources[0].updateStrategy.method",
         ),
         (
-            "a customize hook",
+            "a customize hook without its file",
             variant(
                 "customize.yaml",
                 definition.replace(
@@ -406,7 +443,7 @@ async fn the_build_refuses_what_it_cannot_run_naming_the_field_or_file(
                 ),
             )?,
             dir.join("hooks"),
-            "spec.hooks.customize",
+            "no hook file for /sync and /customize",
         ),
         (
             "an unknown resource",
@@ -475,6 +512,241 @@ async fn the_build_refuses_what_it_cannot_run_naming_the_field_or_file(
     Ok(())
 }
 
+/// Each attack of the hostile customize hook pair (a cluster-scoped
+/// parent), the reason its parent's condition must show and words its
+/// message must hold.
+const CUSTOMIZE_ATTACKS: &[(&str, &str, &str)] = &[
+    ("too-many-rules", "ReconcileFailed", "more than the 16"),
+    ("host-namespace", "ReconcileFailed", "the wasmop host's own"),
+    ("unknown-resource", "ReconcileFailed", "\"widgets\""),
+    ("names-and-selector", "ReconcileFailed", "one or the other"),
+    (
+        "customize-raises",
+        "ReconcileFailed",
+        "the customize hook failed: hook customize raised RuntimeError",
+    ),
+    (
+        "no-namespace",
+        "InvalidGuestResponse",
+        "must name its metadata.namespace",
+    ),
+];
+
+/// Each attack of the hostile decorator on its target, and words of the
+/// Warning Event the target gets.
+const DECORATOR_ATTACKS: &[(&str, &str)] = &[
+    ("host-label", "wasmop.dev/"),
+    ("bad-key", "labels key"),
+    ("not-strings", "not a map of strings"),
+];
+
+/// A customize hook that names too much, the host's own namespace, what
+/// nobody serves or both names and a selector fails its parent with the
+/// reason; related Secrets reach the hook concealed; a namespaced child of
+/// a cluster-scoped parent names its namespace or is refused. A decorator
+/// that sets a host label or what is not a label fails with a Warning
+/// Event on its target, which keeps its labels; a status on a kind without
+/// a status subresource is left out; a ConfigMap its selector does not take
+/// is never touched.
+async fn hostile_customize_hooks_and_decorators_are_refused_and_nothing_is_written(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    let dir = hostile_dir();
+    let client = env.client();
+    install_yaml(&client, &dir.join("customize/crd.yaml")).await?;
+    let own = env.create_namespace("mc-hostile-own").await?;
+    let related = env.create_namespace("mc-hostile-rel").await?;
+    let (_, kubeconfig) = admin_identity(&env, &format!("wasmop-{own}")).await?;
+    let customize = build(
+        &env,
+        &dir.join("customize"),
+        &kubeconfig,
+        &format!("{own}-c.wasm"),
+    )?;
+    let decorator = build(
+        &env,
+        &dir.join("decorator"),
+        &kubeconfig,
+        &format!("{own}-d.wasm"),
+    )?;
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "password"}, "data": {"password": "aHVudGVyMg=="},
+    }))?;
+    Api::<Secret>::namespaced(client.clone(), &related)
+        .create(&PostParams::default(), &secret)
+        .await?;
+    let maps = Api::<ConfigMap>::namespaced(client.clone(), &related);
+    let target = |name: &str, attack: &str, selected: bool| -> anyhow::Result<ConfigMap> {
+        let mut labels = json!({"remove-me": "x"});
+        if selected {
+            labels["mc.example.com/hostile-target"] = json!("");
+        }
+        Ok(serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": labels, "annotations": {"attack": attack}},
+            "data": {"a": "b"},
+        }))?)
+    };
+    for (attack, _) in DECORATOR_ATTACKS
+        .iter()
+        .chain(&[("none", ""), ("status", "")])
+    {
+        maps.create(
+            &PostParams::default(),
+            &target(&format!("t-{attack}"), attack, true)?,
+        )
+        .await?;
+    }
+    maps.create(
+        &PostParams::default(),
+        &target("unselected", "none", false)?,
+    )
+    .await?;
+    let (c, d) = (
+        format!("hostile-customize={}", customize.display()),
+        format!("hostile-decorator={}", decorator.display()),
+    );
+    let mut host = HostProcess::start(
+        &env,
+        &kubeconfig,
+        &own,
+        &[
+            "--guest",
+            &c,
+            "--guest",
+            &d,
+            "--leader-elect-namespace",
+            &own,
+        ],
+    )?;
+    let parents = Api::<DynamicObject>::all_with(
+        client.clone(),
+        &kube::api::ApiResource {
+            group: "mc.example.com".into(),
+            version: "v1".into(),
+            api_version: "mc.example.com/v1".into(),
+            kind: "HostileCustomize".into(),
+            plural: "hostilecustomizes".into(),
+        },
+    );
+    let name = |attack: &str| format!("{own}-{attack}");
+    for (attack, _, _) in CUSTOMIZE_ATTACKS
+        .iter()
+        .chain(&[("none", "", ""), ("secrets", "", "")])
+    {
+        let namespace = if *attack == "host-namespace" {
+            &own
+        } else {
+            &related
+        };
+        let parent: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "mc.example.com/v1", "kind": "HostileCustomize",
+            "metadata": {"name": name(attack)},
+            "spec": {"attack": attack, "namespace": namespace},
+        }))?;
+        parents.create(&PostParams::default(), &parent).await?;
+    }
+    let context = |host: &HostProcess| tail(&host.log(), 40);
+    // The well-behaved parents see what they relate: ConfigMaps by
+    // namespace/name, Secrets concealed.
+    wait_for(Duration::from_secs(90), || async {
+        let none = parents.get(&name("none")).await?;
+        let seen = at(&none, "/status/configMaps").cloned().unwrap_or_default();
+        Ok(seen
+            .as_array()
+            .is_some_and(|m| m.contains(&json!(format!("{related}/t-none"))))
+            .then_some(()))
+    })
+    .await
+    .with_context(|| context(&host))?;
+    let secrets = wait_for(Duration::from_secs(90), || async {
+        let seen = parents.get(&name("secrets")).await?;
+        Ok(at(&seen, "/status").filter(|s| s["secrets"] == 1).cloned())
+    })
+    .await
+    .with_context(|| context(&host))?;
+    ensure!(
+        secrets["unconcealed"] == json!([]),
+        "a related Secret's value reached the hook: {secrets}"
+    );
+    for (attack, reason, words) in CUSTOMIZE_ATTACKS {
+        let (got_reason, message) = wait_for(Duration::from_secs(90), || async {
+            Ok(reconciled(&parents.get(&name(attack)).await?))
+        })
+        .await
+        .with_context(|| format!("{attack}: no failed condition\n{}", context(&host)))?;
+        eprintln!("{attack}: {got_reason}: {message}");
+        ensure!(
+            got_reason == *reason && message.contains(words),
+            "{attack}: expected {reason} with {words:?}, got {got_reason}: {message}"
+        );
+    }
+    // The decorator: the well-behaved target is decorated (a label set,
+    // one removed), the one given a status too (its label set, the status
+    // left out); the others fail with a Warning Event and keep their
+    // labels.
+    for (decorated, removed) in [("t-none", true), ("t-status", false)] {
+        wait_for(Duration::from_secs(90), || async {
+            let labels = maps
+                .get(decorated)
+                .await?
+                .metadata
+                .labels
+                .unwrap_or_default();
+            Ok((labels.get("decorated").map(String::as_str) == Some("yes")
+                && labels.contains_key("remove-me") != removed)
+                .then_some(()))
+        })
+        .await
+        .with_context(|| format!("{decorated} was not decorated\n{}", context(&host)))?;
+    }
+    for (attack, words) in DECORATOR_ATTACKS {
+        let target = format!("t-{attack}");
+        let note = wait_for(Duration::from_secs(90), || async {
+            let events = crate::support::events_about(&client, &related, &target).await?;
+            Ok(events
+                .into_iter()
+                .find(|(kind, _, note)| kind == "Warning" && note.contains(words))
+                .map(|(_, _, note)| note))
+        })
+        .await
+        .with_context(|| format!("{attack}: no Warning Event\n{}", context(&host)))?;
+        eprintln!("{attack}: {note}");
+        let labels = maps.get(&target).await?.metadata.labels.unwrap_or_default();
+        ensure!(
+            labels.contains_key("remove-me") && labels.len() == 2,
+            "{attack}: the target's labels changed: {labels:?}"
+        );
+    }
+    let untouched = maps
+        .get("unselected")
+        .await?
+        .metadata
+        .labels
+        .unwrap_or_default();
+    ensure!(
+        !untouched.contains_key("decorated") && untouched.contains_key("remove-me"),
+        "a ConfigMap the selector does not take was decorated: {untouched:?}"
+    );
+    // No child anywhere: the refused answers wrote nothing.
+    ensure!(
+        Api::<ConfigMap>::all(client.clone())
+            .list(&ListParams::default().labels("wasmop.dev/guest=hostile-customize"))
+            .await?
+            .items
+            .is_empty(),
+        "a child of a refused answer was written"
+    );
+    ensure!(host.is_running(), "the host died:\n{}", context(&host));
+    for (attack, _, _) in CUSTOMIZE_ATTACKS
+        .iter()
+        .chain(&[("none", "", ""), ("secrets", "", "")])
+    {
+        parents.delete(&name(attack), &Default::default()).await?;
+    }
+    host.stop();
+    Ok(())
+}
+
 pub fn tests() -> Vec<Test> {
     let long = Duration::from_secs(300);
     wasmop_testenv::tests![
@@ -484,5 +756,8 @@ pub fn tests() -> Vec<Test> {
         hostile_javascript_hooks_fail_their_parent_in_their_own_words_and_nothing_is_written => long,
         hostile_python_hooks_fail_the_reconcile_in_their_own_words => long,
         the_build_refuses_what_it_cannot_run_naming_the_field_or_file => long,
+        a_python_controller_with_a_customize_hook_propagates_across_namespaces => long,
+        a_python_decorator_attaches_services_to_the_deployments_it_selects => long,
+        hostile_customize_hooks_and_decorators_are_refused_and_nothing_is_written => long,
     ]
 }

@@ -16,23 +16,26 @@ use crate::controller::context::{Context, queue_key};
 use crate::controller::related::RelatedBounds;
 use crate::controller::shadow::Shadow;
 use crate::controller::status;
+use crate::metacontroller::sync::Decoration;
 use crate::rollout::tracker::shows;
 use crate::rollout::{Assignment, Tracker};
 use crate::runtime::Guest;
 use crate::validate::{self, ParentScope, Rules, Validated};
 
 /// Calls `guest` (the version `assignment` applies) on `gathered`'s request
-/// and validates its answer.
+/// and validates its answer; with a Metacontroller decorator's decoration
+/// of its target.
 pub(super) async fn call(
     parent: &DynamicObject,
     ctx: &Arc<Context>,
     assignment: &Assignment,
     guest: &Guest,
     gathered: &Gathered,
-) -> Result<Validated, ReconcileError> {
+) -> Result<(Validated, Option<Decoration>), ReconcileError> {
     let now = crate::runtime::guest::now();
     let shadow = shadow(parent, ctx, assignment, guest, gathered, now);
     let request = gathered.request.clone();
+    let related = gathered.hook_related.clone();
     let call_guest = guest.clone();
     // A candidate's calls are told apart from the stable version's in the
     // log.
@@ -54,7 +57,12 @@ pub(super) async fn call(
         span.in_scope(|| {
             call.in_scope(|| {
                 let wire = request.to_wire(now, call_guest.settings());
-                (call_guest.call_reconcile_wire(&wire), wire)
+                let reply = if call_guest.follows_metacontroller() {
+                    call_guest.call_hooks_wire(&wire, &related)
+                } else {
+                    call_guest.call_reconcile_wire(&wire)
+                };
+                (reply, wire)
             })
         })
     })
@@ -69,6 +77,7 @@ pub(super) async fn call(
     let given = shadow
         .as_ref()
         .and_then(|_| reply.result.as_ref().ok().cloned());
+    let decoration = reply.decoration;
     let answer = reply.result.map_err(ReconcileError::from).and_then(|raw| {
         validate::validate(
             Rules {
@@ -76,6 +85,7 @@ pub(super) async fn call(
                 bounds: guest.limits().bounds(),
                 parent: ParentScope {
                     namespace: parent.metadata.namespace.as_deref(),
+                    namespaced_children: guest.follows_metacontroller(),
                 },
                 protected: &ctx.protected,
             },
@@ -100,7 +110,7 @@ pub(super) async fn call(
             .and_then(|condition| shows(answer.status.as_ref(), &condition));
         tracker.answered(&uid, &key, ready_before(parent, tracker), ready);
     }
-    Ok(answer)
+    Ok((answer, decoration))
 }
 
 /// What `parent` shows of the ready condition `tracker` watches before the

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 use kube::ResourceExt;
-use kube::api::DynamicObject;
+use kube::api::{DynamicObject, Patch, PatchParams};
 use wasmop_contract::Reason;
 
 use super::ReconcileError;
@@ -21,7 +21,7 @@ use crate::controller::status::{self, HostCondition};
 use crate::model::EventType;
 use crate::runtime::Guest;
 use crate::telemetry::metrics::GuestLabels;
-use crate::validate::Validated;
+use crate::validate::{Validated, Violation};
 
 /// Writes of one reconcile's children in flight at once.
 const CHILD_WRITES_AT_ONCE: usize = 8;
@@ -75,7 +75,12 @@ pub(super) async fn execute(
     if plan.writes_for_the_guest() {
         start.check_write()?;
     }
-    let Plan { steps, status, .. } = plan;
+    let Plan {
+        steps,
+        status,
+        decorate,
+        ..
+    } = plan;
     let mut end = progress::Finish {
         children: versions.into_iter().collect(),
         wrote: !steps.is_empty(),
@@ -85,9 +90,23 @@ pub(super) async fn execute(
     if !contested.is_empty() {
         end.wrote = !end.written.is_empty() || !end.pruned.is_empty();
     }
+    if let Some(patch) = decorate {
+        latest = Some(decorate_target(parent, ctx, &patch).await?);
+        end.wrote = true;
+    }
     let guest_status = status.guest.is_some();
     let mut status_to_see = false;
-    if let Some(written) = status::write(parent, ctx, status).await? {
+    let decorates = guest.metacontroller().is_some_and(|c| c.decorates());
+    let written = match status::write(parent, ctx, status).await {
+        // A decorator's target of a kind without a status subresource
+        // keeps none, as Metacontroller leaves it.
+        Err(status::WriteFailed {
+            source: kube::Error::Api(e),
+            ..
+        }) if decorates && e.code == 404 => None,
+        written => written?,
+    };
+    if let Some(written) = written {
         end.wrote = true;
         latest = Some(written);
         status_to_see = guest_status && guest.follows_metacontroller();
@@ -160,13 +179,13 @@ async fn write_children(
             Step::Write {
                 kind,
                 name,
-                cluster_scoped,
+                namespace,
                 stamped,
                 observed,
                 why,
             } => {
                 let resource = &ctx.kinds.children[kind].resource;
-                let key = (kind, name.to_owned());
+                let key = (kind, namespace.map(str::to_owned), name.to_owned());
                 let mut correction = false;
                 if observed.is_none() {
                     // A child kind the guest recreates by design (a
@@ -198,11 +217,7 @@ async fn write_children(
                 }
                 let target = Target {
                     resource,
-                    namespace: if cluster_scoped {
-                        None
-                    } else {
-                        parent.metadata.namespace.as_deref()
-                    },
+                    namespace,
                     name,
                     manager: &ctx.field_manager,
                 };
@@ -229,7 +244,7 @@ async fn write_children(
         .collect()
         .await;
     for ((key, resource, correction), written) in done.into_iter().zip(results) {
-        let name = key.1.clone();
+        let name = key.2.clone();
         let written = written.map_err(ReconcileError::api(format!(
             "writing {} {name}",
             resource.kind
@@ -270,15 +285,57 @@ async fn write_children(
                 child.name_any()
             )))?;
         tracing::info!(kind = %resource.kind, name = %child.name_any(), "pruned child no longer desired");
-        let key = (kind, child.name_any());
+        let key = (kind, child.namespace(), child.name_any());
         end.children.remove(&key);
         end.pruned.insert(key);
     }
     Ok(contested)
 }
 
+/// Merges a decorator's labels and annotations (`patch`) into its target,
+/// which must not be one of the host's own objects; returns the target as
+/// the write left it.
+async fn decorate_target(
+    parent: &DynamicObject,
+    ctx: &Context,
+    patch: &serde_json::Value,
+) -> Result<DynamicObject, ReconcileError> {
+    let primary = &ctx.kinds.primary.resource;
+    let name = parent.name_any();
+    if ctx.protected.contains(
+        &primary.group,
+        &primary.kind,
+        parent.namespace().as_deref(),
+        &name,
+    ) {
+        return Err(ReconcileError::Invalid(Violation::Protected {
+            kind: primary.kind.clone(),
+            name,
+        }));
+    }
+    let api = ctx.parent_api(parent.namespace().as_deref());
+    let written = api
+        .patch(
+            &name,
+            &PatchParams {
+                field_manager: Some(ctx.field_manager.clone()),
+                ..PatchParams::default()
+            },
+            &Patch::Merge(patch),
+        )
+        .await
+        .map_err(ReconcileError::api(format!(
+            "setting the labels and annotations of {} {name}",
+            primary.kind
+        )))?;
+    tracing::info!(kind = %primary.kind, name, "decorated the target");
+    ctx.last_writes.remember(parent, &written);
+    Ok(written)
+}
+
 /// What a failed reconcile leaves on its parent: a Warning Event and the
-/// host's condition `False` with the reason.
+/// host's condition `False` with the reason (not on a Metacontroller
+/// decorator's target, another controller's object).
 pub(super) async fn report_failure(parent: &DynamicObject, ctx: &Context, error: &ReconcileError) {
     let reference = status::reference(parent, ctx);
     let message = error.to_string();
@@ -289,7 +346,11 @@ pub(super) async fn report_failure(parent: &DynamicObject, ctx: &Context, error:
         message.clone(),
         "Reconcile",
     );
-    let schema = status::schema_for(&ctx.slot.current(), ctx.kinds.status_schema.as_deref());
+    let guest = ctx.slot.current();
+    if guest.metacontroller().is_some_and(|c| c.decorates()) {
+        return;
+    }
+    let schema = status::schema_for(&guest, ctx.kinds.status_schema.as_deref());
     let writes = status::plan(
         parent,
         None,

@@ -19,7 +19,9 @@ use kube::api::DynamicObject;
 use serde_json::Value;
 
 use super::ReconcileError;
+use crate::controller::compact::parent_ref;
 use crate::controller::context::Context;
+use crate::controller::customized;
 use crate::controller::discovery::ResolvedKind;
 use crate::controller::index::ChildKey;
 use crate::controller::progress;
@@ -43,6 +45,9 @@ pub(super) struct Gathered {
     pub(super) related_versions: u64,
     /// What the progress check found at the start.
     pub(super) start: progress::Start,
+    /// A Metacontroller hook guest's `related`: what its customize hook
+    /// selected (`null` for any other guest).
+    pub(super) hook_related: serde_json::Value,
 }
 
 /// Gathers what `guest` is to be asked about `parent` (`latest`: the parent
@@ -71,7 +76,20 @@ pub(super) async fn gather(
         .await?;
     let uid = parent.uid().unwrap_or_default();
     let observed = ctx.children.children_of(&uid);
-    let (request, related) = request_for(guest, parent, ctx, &observed, deleting)?;
+    let (request, mut related) = request_for(guest, parent, ctx, &observed, deleting)?;
+    let hook_related = match guest.metacontroller() {
+        Some(controller) => {
+            let (objects, kinds) = customized(parent, ctx, guest).await?;
+            let value = crate::metacontroller::sync::related_map(
+                controller.parent.namespaced,
+                &kinds,
+                objects.iter().map(|o| customized::shown(o)),
+            );
+            related.extend(objects);
+            value
+        }
+        None => Value::Null,
+    };
     let versions = observed_versions(&observed);
     // A change of a related object is a change outside the host, like one
     // of the parent's spec.
@@ -85,7 +103,50 @@ pub(super) async fn gather(
         versions,
         related_versions,
         start,
+        hook_related,
     })
+}
+
+/// The related objects a Metacontroller hook guest's customize hook
+/// selects for `parent` (none without one), and each rule's
+/// `<Kind>.<apiVersion>`.
+async fn customized(
+    parent: &DynamicObject,
+    ctx: &Context,
+    guest: &Guest,
+) -> Result<(Vec<Arc<DynamicObject>>, Vec<String>), ReconcileError> {
+    let shown = value(parent);
+    let hook = guest.clone();
+    let rules = tokio::task::spawn_blocking(move || hook.call_customize(&shown)).await??;
+    if rules.is_empty() {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let key = parent_ref(
+        &ctx.kinds.primary.resource,
+        parent.metadata.namespace.as_deref(),
+        &parent.name_any(),
+    );
+    ctx.customized
+        .objects(
+            &key,
+            rules,
+            RelatedBounds::from(guest.limits()),
+            CHILD_CACHE_TIMEOUT,
+        )
+        .await
+        .map_err(|e| match e {
+            customized::Error::NotReady(e) => ReconcileError::Watch(e),
+            customized::Error::TooLarge(e) => ReconcileError::RelatedTooLarge(e),
+            customized::Error::Rule(message) => {
+                ReconcileError::Call(crate::runtime::CallError::Guest(
+                    crate::model::ReconcileError {
+                        kind: crate::model::ErrorKind::Retryable,
+                        message,
+                    }
+                    .into(),
+                ))
+            }
+        })
 }
 
 /// The request `guest` gets for `parent`: the observed children and related
@@ -132,7 +193,7 @@ fn observed_versions(observed: &[(usize, Arc<DynamicObject>)]) -> Vec<(ChildKey,
         .iter()
         .map(|(kind, o)| {
             (
-                (*kind, o.name_any()),
+                (*kind, o.namespace(), o.name_any()),
                 o.resource_version().unwrap_or_default(),
             )
         })

@@ -143,12 +143,22 @@ async fn stages(
 ) -> Result<Outcome, ReconcileError> {
     let guest = assignment.applied().clone();
     let deleting = parent.metadata.deletion_timestamp.is_some();
+    // A Metacontroller controller's selectors leave a parent out, unless
+    // it still carries the controller's finalizer.
+    let finalizing = guest
+        .description()
+        .finalizer
+        .as_ref()
+        .is_some_and(|f| finalizer::has(parent, f));
+    if !guest.selects(parent) && !finalizing {
+        return Ok(Outcome::Done);
+    }
     let latest = match finalizer_first(parent, ctx, guest.description()).await? {
         Finalizer::Done => return Ok(Outcome::Done),
         Finalizer::Go { added } => added.map(|added| *added),
     };
     let gathered = gather::gather(parent, ctx, &guest, deleting, latest.as_ref()).await?;
-    let answer = call::call(parent, ctx, assignment, &guest, &gathered).await?;
+    let (answer, decoration) = call::call(parent, ctx, assignment, &guest, &gathered).await?;
     let plan = plan::plan(
         plan::Inputs {
             parent,
@@ -159,6 +169,7 @@ async fn stages(
             observed: &gathered.observed,
             strategies: guest.update_strategies(),
             status_schema: status::schema_for(&guest, ctx.kinds.status_schema.as_deref()),
+            decoration: decoration.as_ref(),
         },
         &answer,
         &status::now_rfc3339(),

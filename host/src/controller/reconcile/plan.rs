@@ -17,17 +17,24 @@
 //! kind in the answer's order, and only while no child of the kind is
 //! missing and every one already as the answer wants passes the strategy's
 //! status checks. A child that is missing is created whatever the strategy.
+//!
+//! A Metacontroller decorator's parent is its target, another controller's
+//! object: the host keeps no condition on it, writes its status only where
+//! the hook answered one, and merges the labels and annotations the hook
+//! set (a `null` removes one) where the target does not show them yet.
 
 use std::sync::Arc;
 
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 use kube::core::ApiResource;
+use serde_json::{Map, Value, json};
 
 use crate::controller::apply::{self, Owner};
 use crate::controller::discovery::ResolvedKind;
 use crate::controller::status::{self, HostCondition, StatusWrites};
 use crate::metacontroller::definition::{ChildResource, Method};
+use crate::metacontroller::sync::Decoration;
 use crate::validate::Validated;
 
 /// What a plan is made from, besides the answer.
@@ -54,6 +61,9 @@ pub struct Inputs<'a> {
     /// status is pruned to it (a Metacontroller controller's, see
     /// [`status::plan`]); `None`: written as the guest answers it.
     pub status_schema: Option<&'a serde_json::Value>,
+    /// The parent is a Metacontroller decorator's target, with the labels
+    /// and annotations its hook set on it.
+    pub decoration: Option<&'a Decoration>,
 }
 
 /// One write a reconcile makes to a child.
@@ -66,8 +76,8 @@ pub enum Step<'a> {
         kind: usize,
         /// Its name.
         name: &'a str,
-        /// Whether the child is cluster-scoped.
-        cluster_scoped: bool,
+        /// Its namespace (`None`: cluster-scoped).
+        namespace: Option<&'a str>,
         /// The child as the host applies it ([`apply::stamp`]).
         stamped: serde_json::Value,
         /// The child as observed, when it exists.
@@ -95,6 +105,8 @@ pub struct Plan<'a> {
     pub converged: usize,
     /// The status writes.
     pub status: StatusWrites,
+    /// A decorator's merge patch of its target's labels and annotations.
+    pub decorate: Option<Value>,
 }
 
 impl Plan<'_> {
@@ -107,7 +119,7 @@ impl Plan<'_> {
     /// status (what the progress check counts; the host's own condition is
     /// not the guest's write).
     pub fn writes_for_the_guest(&self) -> bool {
-        !self.steps.is_empty() || self.status.guest.is_some()
+        !self.steps.is_empty() || self.status.guest.is_some() || self.decorate.is_some()
     }
 }
 
@@ -123,6 +135,7 @@ pub fn plan<'a>(inputs: Inputs<'_>, answer: &'a Validated, now: &str) -> Plan<'a
         observed,
         strategies,
         status_schema,
+        decoration,
     } = inputs;
     let strategy = |kind: usize| strategies.and_then(|s| s.get(kind));
     let uid = parent.uid().unwrap_or_default();
@@ -149,9 +162,9 @@ pub fn plan<'a>(inputs: Inputs<'_>, answer: &'a Validated, now: &str) -> Plan<'a
             .position(|k| k.kind.matches(&child.api_version, &child.kind))
             .expect("validated: declared kind");
         let stamped = apply::stamp(child, owner, guest);
-        let current = observed
-            .iter()
-            .position(|(k, o)| *k == kind && o.name_any() == child.name);
+        let current = observed.iter().position(|(k, o)| {
+            *k == kind && o.name_any() == child.name && o.metadata.namespace == child.namespace
+        });
         let why = match current {
             None => {
                 held[kind] = true;
@@ -182,7 +195,7 @@ pub fn plan<'a>(inputs: Inputs<'_>, answer: &'a Validated, now: &str) -> Plan<'a
         let write = Step::Write {
             kind,
             name: &child.name,
-            cluster_scoped: child.cluster_scoped,
+            namespace: child.namespace.as_deref(),
             stamped,
             observed: current.map(|i| observed[i].1.clone()),
             why,
@@ -226,11 +239,37 @@ pub fn plan<'a>(inputs: Inputs<'_>, answer: &'a Validated, now: &str) -> Plan<'a
         status: status::plan(
             parent,
             answer.status.as_ref(),
-            HostCondition::Succeeded,
+            if decoration.is_some() {
+                HostCondition::Omitted
+            } else {
+                HostCondition::Succeeded
+            },
             now,
             status_schema,
         ),
+        decorate: decoration.and_then(|d| decorate(parent, d)),
     }
+}
+
+/// The merge patch that sets `decoration` on `target`, if it does not show
+/// it already.
+fn decorate(target: &DynamicObject, decoration: &Decoration) -> Option<Value> {
+    let mut metadata = Map::new();
+    let fields = [
+        ("labels", &decoration.labels, target.labels()),
+        ("annotations", &decoration.annotations, target.annotations()),
+    ];
+    for (field, wanted, shown) in fields {
+        let patch: Map<String, Value> = wanted
+            .iter()
+            .filter(|(key, value)| shown.get(*key) != value.as_ref())
+            .map(|(key, value)| (key.clone(), value.clone().map_or(Value::Null, Value::from)))
+            .collect();
+        if !patch.is_empty() {
+            metadata.insert(field.to_owned(), Value::Object(patch));
+        }
+    }
+    (!metadata.is_empty()).then(|| json!({ "metadata": metadata }))
 }
 
 #[cfg(test)]
@@ -302,6 +341,7 @@ mod tests {
                 bounds: Limits::default().bounds(),
                 parent: ParentScope {
                     namespace: parent.metadata.namespace.as_deref(),
+                    namespaced_children: false,
                 },
                 protected: &ProtectedObjects::new(),
             },
@@ -356,6 +396,7 @@ mod tests {
             observed,
             strategies: None,
             status_schema: None,
+            decoration: None,
         }
     }
 
@@ -716,5 +757,60 @@ mod tests {
             inputs.strategies = Some(&strategies);
             assert_eq!(asked(&plan(inputs, &answer, NOW)), asks, "{name}");
         }
+    }
+
+    #[test]
+    fn a_decorator_merges_only_the_labels_and_annotations_its_target_lacks() {
+        use crate::metacontroller::sync::Decoration;
+        let mut target = parent(json!({"replicas": 1}));
+        target.metadata.labels = Some(
+            [("kept", "v"), ("old", "x")]
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .into(),
+        );
+        let labels = |pairs: &[(&str, Option<&str>)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), v.map(str::to_owned)))
+                .collect()
+        };
+        let kinds = config_maps();
+        let answer = check(&target, ReconcileResponse::default()).unwrap();
+        let planned = |decoration: &Decoration| {
+            let plan = plan(
+                Inputs {
+                    decoration: Some(decoration),
+                    ..inputs(&target, &kinds, &[])
+                },
+                &answer,
+                NOW,
+            );
+            (plan.decorate, plan.status.is_empty())
+        };
+        let decoration = Decoration {
+            labels: labels(&[
+                ("kept", Some("v")),
+                ("old", None),
+                ("new", Some("n")),
+                ("absent", None),
+            ]),
+            annotations: labels(&[("note", Some("x"))]),
+        };
+        // No host condition on another controller's object, and no status
+        // the hook did not answer.
+        assert_eq!(
+            planned(&decoration),
+            (
+                Some(
+                    json!({"metadata": {"labels": {"old": null, "new": "n"}, "annotations": {"note": "x"}}})
+                ),
+                true
+            )
+        );
+        let shown = Decoration {
+            labels: labels(&[("kept", Some("v")), ("absent", None)]),
+            annotations: labels(&[]),
+        };
+        assert_eq!(planned(&shown), (None, true));
     }
 }

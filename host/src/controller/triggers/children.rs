@@ -28,7 +28,7 @@ pub(in crate::controller) fn children(
     let parent_namespaced = watched.kinds.primary.namespaced;
     watcher(
         scoped_api(watched.client, kind, watched.namespace),
-        watched.config_selecting(Some(selector)),
+        watched.config_selecting(kind, Some(selector)),
     )
     .map_ok(typed_events(kind.resource.clone()))
     .backoff(crate::retry::watch_backoff())

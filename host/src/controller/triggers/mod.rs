@@ -7,7 +7,8 @@
 //!   work.
 //! - `children.rs`: a change of a child queues its controller owner.
 //! - `related.rs`: a change of a related object queues the parents that
-//!   point at it.
+//!   point at it, and one a Metacontroller customize hook selected the
+//!   parents whose hooks selected it.
 //! - `requeue.rs`: every parent on a resync, a swap, a won election or the
 //!   API server's return; a parent a rollout moves, at once.
 //!
@@ -27,7 +28,7 @@ use kube::runtime::reflector;
 
 pub(super) use children::children;
 pub(super) use parents::parents;
-pub(super) use related::related;
+pub(super) use related::{customized, related};
 pub(super) use requeue::{at_once, every_parent};
 
 use super::compact::Compact;

@@ -39,7 +39,7 @@ pub(in crate::controller) fn parents(
     let (own_writes, seen_writes) = (last_writes.clone(), last_writes.clone());
     watcher(
         scoped_api(watched.client, &watched.kinds.primary, watched.namespace),
-        watched.config(),
+        watched.config(&watched.kinds.primary),
     )
     .map_ok(typed_events(marked_kind.clone()))
     .backoff(crate::retry::watch_backoff())

@@ -14,6 +14,20 @@ use crate::controller::discovery::ResolvedKind;
 use crate::controller::related::RelatedIndex;
 use crate::controller::watched::{map_object, scoped_api, typed_events};
 
+/// The parents a change of an object a Metacontroller customize hook
+/// selected concerns, received on `woken` (`controller/customized.rs`):
+/// queued at once, as a related object's.
+pub(in crate::controller) fn customized(
+    woken: tokio::sync::mpsc::UnboundedReceiver<ParentRef>,
+    queueing: Queueing,
+) -> BoxStream<'static, ParentRef> {
+    futures::stream::unfold(woken, |mut rx| async move {
+        rx.recv().await.map(|key| (key, rx))
+    })
+    .inspect(move |key| queueing.added(key.namespace.as_deref(), &key.name))
+    .boxed()
+}
+
 /// The watch of the related kind `i`, which fills `index` (Secrets
 /// concealed first where `conceal`); each change queues, at once, the
 /// parents whose names or selectors point at the object. Nothing in
