@@ -68,6 +68,9 @@ pub struct GuestRbac {
     /// The namespaces its guest list entry confines it to (empty: every
     /// namespace).
     pub namespaces: Vec<String>,
+    /// Whether it is a Metacontroller decorator, whose primary kind is its
+    /// targets' (labels and annotations patched, any kind).
+    pub decorates: bool,
 }
 
 /// Why the roles cannot be printed.
@@ -275,15 +278,27 @@ fn guest_rules(guests: &[GuestRbac]) -> BTreeMap<(String, String), Rule> {
         grant(&d.primary.group, p.clone(), &["get", "list", "watch"]);
         grant(&d.primary.group, format!("{p}/status"), &["patch"]);
         grant(&d.primary.group, format!("{p}/finalizers"), &["update"]);
-        if d.finalizer.is_some() {
+        if d.finalizer.is_some() || guest.decorates {
             grant(&d.primary.group, p.clone(), &["patch"]);
         }
-        grant(
-            "apiextensions.k8s.io",
-            "customresourcedefinitions".into(),
-            &["get"],
-        );
-        crds.insert(crd_name(&d.primary));
+        if guest.decorates {
+            notes.push((
+                (d.primary.group.clone(), p.clone()),
+                format!(
+                    "the targets of decorator {:?}: their labels and annotations",
+                    guest.name
+                ),
+            ));
+        }
+        // A decorator's built-in target kind has no CRD to read or claim.
+        if !crate::validate::description::is_builtin_group(&d.primary.group) {
+            grant(
+                "apiextensions.k8s.io",
+                "customresourcedefinitions".into(),
+                &["get"],
+            );
+            crds.insert(crd_name(&d.primary));
+        }
         for c in &d.children {
             let resource = plural(&c.kind);
             if let Some(what) = sensitive(&c.kind, c.cluster_scoped) {
@@ -348,6 +363,7 @@ fn webhook_rules(guests: &[GuestRbac]) -> String {
     }
     let crds: BTreeSet<String> = guests
         .iter()
+        .filter(|g| !crate::validate::description::is_builtin_group(&g.description.primary.group))
         .map(|g| crd_name(&g.description.primary))
         .filter(|name| !name.ends_with('.'))
         .collect();
@@ -559,6 +575,7 @@ mod tests {
             admits: false,
             converts: false,
             namespaces: Vec::new(),
+            decorates: false,
         }
     }
 
@@ -683,6 +700,7 @@ mod tests {
             admits: false,
             converts: false,
             namespaces: Vec::new(),
+            decorates: false,
         };
         let text = roles("wasmop", HOST, &[guest]).unwrap();
         for note in [
@@ -759,6 +777,7 @@ mod tests {
             admits: false,
             converts: true,
             namespaces: Vec::new(),
+            decorates: false,
         };
         let mut v2 = cache();
         v2.description = v2

@@ -21,7 +21,8 @@
 //! `cache-operator-go-registry.wasm` (built by `wasmop build`),
 //! `hostile-go.wasm` (Go's own attacks: heap, goroutines, panics),
 //! `tutorial-cache.wasm` (the kubebuilder tutorial's logic, for the scale
-//! bench).
+//! bench), `petset.wasm` (the Metacontroller PetSet's logic as a Rust guest,
+//! for the Metacontroller bench).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -110,6 +111,13 @@ const GUESTS: &[Guest] = &[
     Guest {
         name: "tutorial-cache",
         package: "tutorial-cache",
+        features: &[],
+        target: PURE,
+        profile: PROFILE,
+    },
+    Guest {
+        name: "petset",
+        package: "petset-guest",
         features: &[],
         target: PURE,
         profile: PROFILE,

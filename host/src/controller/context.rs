@@ -70,6 +70,8 @@ pub struct Context {
     pub(super) related_kind_names: Vec<String>,
     /// What Metacontroller controllers' customize hooks select.
     pub(super) customized: Customized,
+    /// The generations Metacontroller parents' orphans were claimed at.
+    pub(super) adoption: super::adopt::Adoption,
     /// The namespace this scope watches (`None`: all).
     pub(super) scope: Option<String>,
     /// The shard this scope reconciles (`None`: the guest is not sharded).

@@ -12,6 +12,7 @@
 //! held behind users' changes ([`pacer`]); and the checks that a guest's
 //! answers make progress ([`progress`]).
 
+pub mod adopt;
 pub mod apply;
 pub mod backoff;
 mod cached;

@@ -333,6 +333,7 @@ where
         child_kind_names: kinds.children.iter().map(|k| k.kind.to_string()).collect(),
         related: related.clone(),
         customized,
+        adoption: Default::default(),
         related_kind_names: kinds
             .related
             .iter()
@@ -473,6 +474,7 @@ async fn sweep(ctx: Arc<Context>, mut shutdown: tokio::sync::watch::Receiver<boo
         ctx.last_writes.retain(|uid| live.contains(uid));
         ctx.backoff.retain(|key| parents.get(key).is_some());
         ctx.customized.retain(|key| parents.get(key).is_some());
+        ctx.adoption.retain(|uid| live.contains(uid));
         let primary = &ctx.kinds.primary.resource;
         // Triggers of children and related objects whose parent is gone
         // (garbage collection deleting its children) never run.

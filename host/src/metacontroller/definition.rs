@@ -256,6 +256,9 @@ pub struct Definition {
     pub hooks: Hooks,
     /// `spec.resyncPeriodSeconds`.
     pub resync_seconds: Option<u32>,
+    /// `spec.generateSelector`: children are the parent's by ControllerRef
+    /// alone; without it a parent's `spec.selector` also adopts orphans.
+    pub generate_selector: bool,
 }
 /// The definitions in a file of YAML documents: each `CompositeController`
 /// and `DecoratorController`, by name; other documents are left out.
@@ -495,6 +498,7 @@ pub fn read(object: &Value) -> Result<Definition, Error> {
         children,
         hooks,
         resync_seconds,
+        generate_selector: spec.get("generateSelector") == Some(&Value::Bool(true)),
     })
 }
 

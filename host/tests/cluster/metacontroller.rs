@@ -193,6 +193,126 @@ async fn a_python_decorator_attaches_services_to_the_deployments_it_selects(
     run_example(env, "exposer", "hooks").await
 }
 
+/// Without `generateSelector`, a parent's `spec.selector` adopts the
+/// orphans it matches, as Metacontroller claims children: the one the hook
+/// wants is updated in place, the one it does not is pruned, an orphan the
+/// selector does not match and an object another controller owns are left
+/// alone. The fanout controller as shipped sets `generateSelector: true`;
+/// this test builds it without, which is what it tests.
+async fn without_generate_selector_a_parents_selector_adopts_the_orphans_it_matches(
+    env: Arc<TestEnv>,
+) -> anyhow::Result<()> {
+    let dir = controller_dir("fanout");
+    let client = env.client();
+    install_yaml(&client, &dir.join("crd.yaml")).await?;
+    let ns = env.create_namespace("mc-adopt").await?;
+    let (_, kubeconfig) = admin_identity(&env, &format!("wasmop-{ns}")).await?;
+    let definition = env.temp_dir().join(format!("{ns}-controller.yaml"));
+    std::fs::write(
+        &definition,
+        std::fs::read_to_string(dir.join("controller.yaml"))?
+            .replace("  generateSelector: true\n", ""),
+    )?;
+    let module = env.temp_dir().join(format!("{ns}.wasm"));
+    let (ok, said) = try_build(&definition, &[], &dir.join("hooks"), &kubeconfig, &module)?;
+    ensure!(ok, "the build failed: {said}");
+    let maps = Api::<ConfigMap>::namespaced(client.clone(), &ns);
+    // Another controller's object (a real one: the garbage collector
+    // deletes what an absent owner controls).
+    let someone = maps
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "someone"}}))?,
+        )
+        .await?
+        .metadata
+        .uid
+        .context("a uid")?;
+    let orphan = |name: &str, owner: &str, controlled: bool| -> anyhow::Result<ConfigMap> {
+        let owners = if controlled {
+            json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "someone",
+                "uid": someone, "controller": true}])
+        } else {
+            json!([])
+        };
+        Ok(serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {"mc.example.com/fanout": owner},
+                "ownerReferences": owners},
+            "data": {"greeting": "old"},
+        }))?)
+    };
+    for (name, owner, controlled) in [
+        ("adopt-0", "adopt", false),
+        ("adopt-9", "adopt", false),
+        ("taken", "adopt", true),
+        ("other", "other", false),
+    ] {
+        maps.create(&PostParams::default(), &orphan(name, owner, controlled)?)
+            .await?;
+    }
+    let guest = format!("fanout={}", module.display());
+    let mut host = HostProcess::start(
+        &env,
+        &kubeconfig,
+        &ns,
+        &["--guest", &guest, "--namespace", &ns],
+    )?;
+    let fanouts = dyn_api(&client, "mc.example.com", "v1", "Fanout", "fanouts", &ns);
+    let parent: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "mc.example.com/v1", "kind": "Fanout",
+        "metadata": {"name": "adopt"},
+        "spec": {"copies": 1, "data": {"greeting": "hello"},
+            "selector": {"matchLabels": {"mc.example.com/fanout": "adopt"}}},
+    }))?;
+    let uid = fanouts
+        .create(&PostParams::default(), &parent)
+        .await?
+        .metadata
+        .uid
+        .context("a uid")?;
+    wait_for(Duration::from_secs(90), || async {
+        let adopted = maps.get("adopt-0").await?;
+        let owned = adopted
+            .metadata
+            .owner_references
+            .unwrap_or_default()
+            .iter()
+            .any(|o| o.uid == uid && o.controller == Some(true));
+        let updated = adopted
+            .data
+            .unwrap_or_default()
+            .get("greeting")
+            .map(String::as_str)
+            == Some("hello");
+        let pruned = maps.get_opt("adopt-9").await?.is_none();
+        Ok((owned && updated && pruned).then_some(()))
+    })
+    .await
+    .with_context(|| tail(&host.log(), 40))?;
+    for (name, why) in [
+        ("other", "the selector does not match it"),
+        ("taken", "another controller owns it"),
+    ] {
+        let left = maps.get(name).await?;
+        ensure!(
+            left.data
+                .unwrap_or_default()
+                .get("greeting")
+                .map(String::as_str)
+                == Some("old")
+                && !left
+                    .metadata
+                    .owner_references
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|o| o.uid == uid),
+            "{name} was adopted or changed, though {why}"
+        );
+    }
+    host.stop();
+    Ok(())
+}
+
 /// The hostile controller's folder.
 fn hostile_dir() -> PathBuf {
     workspace().join("guests/hostile/metacontroller")
@@ -759,5 +879,6 @@ pub fn tests() -> Vec<Test> {
         a_python_controller_with_a_customize_hook_propagates_across_namespaces => long,
         a_python_decorator_attaches_services_to_the_deployments_it_selects => long,
         hostile_customize_hooks_and_decorators_are_refused_and_nothing_is_written => long,
+        without_generate_selector_a_parents_selector_adopts_the_orphans_it_matches => long,
     ]
 }

@@ -19,6 +19,7 @@ use kube::api::DynamicObject;
 use serde_json::Value;
 
 use super::ReconcileError;
+use crate::controller::adopt;
 use crate::controller::compact::parent_ref;
 use crate::controller::context::Context;
 use crate::controller::customized;
@@ -75,7 +76,8 @@ pub(super) async fn gather(
         })
         .await?;
     let uid = parent.uid().unwrap_or_default();
-    let observed = ctx.children.children_of(&uid);
+    let mut observed = ctx.children.children_of(&uid);
+    observed.extend(adopted(parent, ctx, guest).await?);
     let (request, mut related) = request_for(guest, parent, ctx, &observed, deleting)?;
     let hook_related = match guest.metacontroller() {
         Some(controller) => {
@@ -105,6 +107,57 @@ pub(super) async fn gather(
         start,
         hook_related,
     })
+}
+
+/// The orphans a Metacontroller CompositeController's parent adopts by its
+/// `spec.selector` (without `generateSelector`), once per generation.
+async fn adopted(
+    parent: &DynamicObject,
+    ctx: &Context,
+    guest: &Guest,
+) -> Result<Vec<(usize, Arc<DynamicObject>)>, ReconcileError> {
+    let Some(controller) = guest.metacontroller() else {
+        return Ok(Vec::new());
+    };
+    if controller.decorates() || controller.definition.generate_selector {
+        return Ok(Vec::new());
+    }
+    let (Some(selector), Some(uid)) = (adopt::selector_of(parent), parent.uid()) else {
+        return Ok(Vec::new());
+    };
+    let generation = parent.metadata.generation.unwrap_or_default();
+    if !ctx.adoption.due(&uid, generation) {
+        return Ok(Vec::new());
+    }
+    let description = guest.description();
+    let claim = adopt::Claim {
+        client: &ctx.client,
+        parent,
+        primary: &ctx.kinds.primary.resource,
+        guest: &ctx.guest_name,
+        kinds: ctx
+            .kinds
+            .children
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| k.namespaced && declares_child(description, k))
+            .map(|(i, k)| (i, &k.resource))
+            .collect(),
+        protected: &ctx.protected,
+    };
+    let adopted = adopt::adopt(claim, &selector)
+        .await
+        .map_err(ReconcileError::api(
+            "adopting the orphans the parent's selector matches",
+        ))?;
+    if !adopted.again {
+        ctx.adoption.claimed(&uid, generation);
+    }
+    Ok(adopted
+        .children
+        .into_iter()
+        .map(|(kind, object)| (kind, Arc::new(object)))
+        .collect())
 }
 
 /// The related objects a Metacontroller hook guest's customize hook
