@@ -588,6 +588,32 @@ mod tests {
     }
 
     #[test]
+    fn a_decorator_patches_its_built_in_targets_and_reads_no_crd_for_them() {
+        let exposer = GuestRbac {
+            name: "exposer".into(),
+            description: Description::new(KindRef::new("apps", "v1", "Deployment"))
+                .child(ChildKind::namespaced(KindRef::new("", "v1", "Service"))),
+            admits: false,
+            converts: false,
+            namespaces: Vec::new(),
+            decorates: true,
+        };
+        let text = roles("wasmop", HOST, &[exposer]).unwrap();
+        let (role, _) = parse(&text);
+        let rules = role.rules.unwrap();
+        let deployments = rules
+            .iter()
+            .find(|r| r.resources.as_deref() == Some(&["deployments".to_owned()][..]))
+            .unwrap();
+        assert_eq!(deployments.verbs, ["get", "list", "patch", "watch"]);
+        assert!(
+            text.contains("# the targets of decorator \"exposer\": their labels and annotations"),
+            "{text}"
+        );
+        assert!(!text.contains("customresourcedefinitions"), "{text}");
+    }
+
+    #[test]
     fn related_kinds_are_only_read_and_related_secrets_are_named() {
         use crate::model::RelatedKind;
         let mut guest = cache();

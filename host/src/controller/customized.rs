@@ -1,15 +1,19 @@
 //! The related objects a Metacontroller controller's customize hook
 //! selects: per parent, rules the hook gives at each reconcile (a
 //! resource, a namespace, names or a label selector), read from one watch
-//! per resource and namespace the rules name, started at the first rule
-//! that names it.
+//! per resource in the scope (its namespace, or every one: as many parents
+//! in as many namespaces share it), started at the first rule that names
+//! the resource.
 //!
 //! Each watch runs with the guest's own client (its identity's grants
 //! decide what it may read) and fills a store; a change of an object
 //! queues every parent whose rules select it, as Metacontroller resyncs a
-//! parent when a related object changes. Secrets are concealed unless the
-//! guest may see their values, and a request's related objects are held
-//! to the guest's `maxRelatedObjects` and `maxRelatedBytes`.
+//! parent when a related object changes. A kind that grants power
+//! (Secrets, RBAC, …) is related only if the guest list names it in the
+//! guest's `privilegedKinds`, as a declared related kind; Secrets are
+//! concealed unless the guest may see their values, and a request's related
+//! objects are held to the guest's `maxRelatedObjects` and
+//! `maxRelatedBytes`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -27,12 +31,14 @@ use super::index::NotReady;
 use super::related::{RelatedBounds, RelatedBudget, RelatedTooLarge};
 use super::watched::typed_events;
 use crate::metacontroller::sync::RelatedRule;
+use crate::validate::description::{PrivilegedKinds, power_of, privileged_name};
 
-/// Watches one scope of a guest keeps for its customize hooks at most.
+/// Resources one scope of a guest watches for its customize hooks at
+/// most.
 pub const MAX_WATCHES: usize = 32;
 
-/// One watch: a resource in a namespace (`None`: every namespace).
-type WatchKey = (String, String, Option<String>);
+/// One watch: a resource, by `apiVersion` and plural.
+type WatchKey = (String, String);
 
 /// Why the related objects cannot be read.
 #[derive(Debug, thiserror::Error)]
@@ -72,6 +78,8 @@ pub struct Customized {
     client: Client,
     /// Where a change queues the parents it concerns.
     wake: tokio::sync::mpsc::UnboundedSender<ParentRef>,
+    /// The scope's namespace (`None`: every namespace).
+    scope: Option<String>,
     /// The host's own namespace, never watched.
     host_namespace: Option<String>,
     /// Related Secrets' values are concealed.
@@ -92,12 +100,14 @@ impl Customized {
     pub fn new(
         client: Client,
         wake: tokio::sync::mpsc::UnboundedSender<ParentRef>,
+        scope: Option<String>,
         host_namespace: Option<String>,
         conceal: bool,
     ) -> Self {
         Self {
             client,
             wake,
+            scope,
             host_namespace,
             conceal,
             state: Arc::default(),
@@ -112,13 +122,14 @@ impl Customized {
         &self,
         parent: &ParentRef,
         rules: Vec<RelatedRule>,
-        bounds: RelatedBounds,
+        limits: &crate::runtime::Limits,
         timeout: Duration,
     ) -> Result<(Vec<Arc<DynamicObject>>, Vec<String>), Error> {
         let mut watched = Vec::with_capacity(rules.len());
         for rule in &rules {
-            watched.push(self.watch(rule).await?);
+            watched.push(self.watch(rule, &limits.privileged).await?);
         }
+        let bounds = RelatedBounds::from(limits);
         self.state
             .lock()
             .expect("customized lock")
@@ -162,11 +173,12 @@ impl Customized {
             .retain(|parent, _| live(parent));
     }
 
-    /// The store of `rule`'s resource and namespace, its watch started if
-    /// it is the first rule to name them.
+    /// The store of `rule`'s resource, its watch started if it is the
+    /// first rule to name it.
     async fn watch(
         &self,
         rule: &RelatedRule,
+        privileged: &PrivilegedKinds,
     ) -> Result<
         (
             reflector::Store<DynamicObject>,
@@ -176,18 +188,31 @@ impl Customized {
         Error,
     > {
         let (resource, namespaced) = self.resolve(&rule.api_version, &rule.resource).await?;
-        let namespace = rule.namespace.clone().filter(|_| namespaced);
-        if namespace.is_some() && namespace == self.host_namespace {
+        let kind = crate::model::KindRef::new(&resource.group, &resource.version, &resource.kind);
+        if let Some(power) = power_of(&kind)
+            && !privileged.allows(&kind)
+        {
             return Err(Error::Rule(format!(
-                "the customize hook names namespace {:?}, the wasmop host's own, whose objects are never related",
-                rule.namespace.as_deref().unwrap_or_default()
+                "the customize hook relates {kind}, which grants power ({power}): the guest list must name {:?} in this guest's privilegedKinds",
+                privileged_name(&kind)
             )));
         }
-        let key = (
-            rule.api_version.clone(),
-            rule.resource.clone(),
-            namespace.clone(),
-        );
+        let named = rule.namespace.as_deref().filter(|_| namespaced);
+        if named.is_some() && named == self.host_namespace.as_deref() {
+            return Err(Error::Rule(format!(
+                "the customize hook names namespace {:?}, the wasmop host's own, whose objects are never related",
+                named.unwrap_or_default()
+            )));
+        }
+        if let (Some(ns), Some(scope)) = (named, self.scope.as_deref())
+            && ns != scope
+        {
+            return Err(Error::Rule(format!(
+                "the customize hook names namespace {ns:?}, outside the guest's namespace {scope:?}"
+            )));
+        }
+        let namespace = self.scope.clone().filter(|_| namespaced);
+        let key = (rule.api_version.clone(), rule.resource.clone());
         let mut state = self.state.lock().expect("customized lock");
         if let Some(watch) = state.watches.get(&key) {
             return Ok((
@@ -198,7 +223,7 @@ impl Customized {
         }
         if state.watches.len() >= MAX_WATCHES {
             return Err(Error::Rule(format!(
-                "the customize hooks of this controller name more than {MAX_WATCHES} resources and namespaces to watch"
+                "the customize hooks of this controller name more than {MAX_WATCHES} resources to watch"
             )));
         }
         let api: Api<DynamicObject> = match &namespace {

@@ -312,6 +312,7 @@ where
     let customized = super::customized::Customized::new(
         client.clone(),
         wake,
+        ns.map(str::to_owned),
         env.host_namespace.clone(),
         !settings.secret_values,
     );

@@ -190,19 +190,21 @@ impl Shadow {
     }
 
     /// The stable version's answer as it gave it (one that passed the
-    /// host's checks), or why it failed, and the request it was given:
-    /// queues the comparison.
+    /// host's checks), or why it failed, and the request it was given (with
+    /// the related objects a Metacontroller customize hook selected, `null`
+    /// for any other guest): queues the comparison.
     pub(super) fn stable_answered(
         mut self,
         answer: Result<ReconcileResponse, String>,
         mut wire: ReconcileRequest,
+        related: serde_json::Value,
     ) {
         let size = wire_bytes(&wire) + answer.as_ref().map_or_else(String::len, answer_bytes);
         let request = match self.own.take() {
             Some(own) => Work::Own(own),
             None => {
                 wire.settings = self.candidate.settings().map(str::to_owned);
-                Work::Wire(wire)
+                Work::Wire(wire, related)
             }
         };
         let queue = self.sink.queue.clone();
@@ -253,8 +255,9 @@ fn answer_bytes(answer: &ReconcileResponse) -> usize {
 
 /// The request a candidate answers.
 enum Work {
-    /// The stable version's wire request, with the candidate's settings.
-    Wire(ReconcileRequest),
+    /// The stable version's wire request, with the candidate's settings,
+    /// and a hook guest's related objects.
+    Wire(ReconcileRequest, serde_json::Value),
     /// The candidate's own request.
     Own(Arc<Request>),
 }
@@ -290,7 +293,7 @@ impl Job {
             ..
         } = shadow;
         let reply = span.in_scope(|| match request {
-            Work::Wire(wire) => candidate.call_reconcile_wire_offline(&wire),
+            Work::Wire(wire, related) => candidate.call_hooks_wire_offline(&wire, &related),
             Work::Own(own) => candidate.call_reconcile_offline(&own, now),
         });
         let check = |guest: &Guest, raw| {

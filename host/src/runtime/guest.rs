@@ -509,9 +509,15 @@ impl Guest {
         self.wire_call(wire, &self.inner.limits.outbound, related)
     }
 
-    /// [`Self::call_reconcile_wire`] with every outbound request refused.
-    pub fn call_reconcile_wire_offline(&self, wire: &ReconcileRequest) -> Reply<ReconcileResponse> {
-        self.wire_call(wire, &Arc::default(), &Value::Null)
+    /// [`Self::call_reconcile_wire`] with every outbound request refused (a
+    /// shadow candidate's call), with a hook guest's `related` objects
+    /// (ignored by any other guest).
+    pub fn call_hooks_wire_offline(
+        &self,
+        wire: &ReconcileRequest,
+        related: &Value,
+    ) -> Reply<ReconcileResponse> {
+        self.wire_call(wire, &Arc::default(), related)
     }
 
     /// Calls a Metacontroller hook guest's customize hook for `parent`:

@@ -640,6 +640,7 @@ const CUSTOMIZE_ATTACKS: &[(&str, &str, &str)] = &[
     ("host-namespace", "ReconcileFailed", "the wasmop host's own"),
     ("unknown-resource", "ReconcileFailed", "\"widgets\""),
     ("names-and-selector", "ReconcileFailed", "one or the other"),
+    ("roles", "ReconcileFailed", "grants power (RBAC)"),
     (
         "customize-raises",
         "ReconcileFailed",
@@ -661,8 +662,9 @@ const DECORATOR_ATTACKS: &[(&str, &str)] = &[
 ];
 
 /// A customize hook that names too much, the host's own namespace, what
-/// nobody serves or both names and a selector fails its parent with the
-/// reason; related Secrets reach the hook concealed; a namespaced child of
+/// nobody serves, both names and a selector or a kind that grants power
+/// the guest was not granted fails its parent with the reason; related
+/// Secrets (granted) reach the hook concealed; a namespaced child of
 /// a cluster-scoped parent names its namespace or is refused. A decorator
 /// that sets a host label or what is not a label fails with a Warning
 /// Event on its target, which keeps its labels; a status on a kind without
@@ -736,6 +738,8 @@ async fn hostile_customize_hooks_and_decorators_are_refused_and_nothing_is_writt
             &d,
             "--leader-elect-namespace",
             &own,
+            "--privileged-kind",
+            "Secret",
         ],
     )?;
     let parents = Api::<DynamicObject>::all_with(

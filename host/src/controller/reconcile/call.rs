@@ -99,7 +99,7 @@ pub(super) async fn call(
             (Err(e), _) => Err(e.to_string()),
             (Ok(_), None) => unreachable!("a valid answer was given"),
         };
-        shadow.stable_answered(stable, wire);
+        shadow.stable_answered(stable, wire, gathered.hook_related.clone());
     }
     let answer = answer?;
     if let Assignment::Candidate { tracker, .. } = assignment {

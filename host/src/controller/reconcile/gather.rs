@@ -180,12 +180,7 @@ async fn customized(
         &parent.name_any(),
     );
     ctx.customized
-        .objects(
-            &key,
-            rules,
-            RelatedBounds::from(guest.limits()),
-            CHILD_CACHE_TIMEOUT,
-        )
+        .objects(&key, rules, guest.limits(), CHILD_CACHE_TIMEOUT)
         .await
         .map_err(|e| match e {
             customized::Error::NotReady(e) => ReconcileError::Watch(e),

@@ -5,7 +5,9 @@ Python examples: what ``spec.attack`` says, in ``spec.namespace``.
 relates the ConfigMaps of ``spec.namespace`` (the test gives the host's
 own), "unknown-resource" a resource nobody serves, "names-and-selector" both
 at once, "customize-raises" raises, "secrets" relates the Secrets of
-``spec.namespace``, "none" the ConfigMaps there.
+``spec.namespace`` (the test's host names Secret a privileged kind),
+"roles" its Roles (a kind that grants power, not named), "none" the
+ConfigMaps there.
 /sync: "no-namespace" answers a namespaced child without a namespace;
 otherwise it reports what it was related: the ConfigMaps' names and whether
 any Secret's value reached it unconcealed."""
@@ -27,6 +29,8 @@ def customize(parent):
         return {"relatedResources": [{"apiVersion": "v1", "resource": "configmaps", "names": ["a"], "labelSelector": {}}]}
     if attack == "secrets":
         return {"relatedResources": [{"apiVersion": "v1", "resource": "secrets", "namespace": ns}]}
+    if attack == "roles":
+        return {"relatedResources": [{"apiVersion": "rbac.authorization.k8s.io/v1", "resource": "roles", "namespace": ns}]}
     return {"relatedResources": [{"apiVersion": "v1", "resource": "configmaps", "namespace": ns}]}
 
 
