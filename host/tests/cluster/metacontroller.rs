@@ -402,12 +402,18 @@ async fn hostile_javascript_hooks_fail_their_parent_in_their_own_words_and_nothi
         parents.create(&PostParams::default(), &parent).await?;
     }
     // A well-behaved parent beside them is served.
-    wait_for(Duration::from_secs(90), || async {
+    let served = wait_for(Duration::from_secs(90), || async {
         let fine = parents.get("none").await?;
         Ok((at(&fine, "/status/fine") == Some(&Value::Bool(true))).then_some(()))
     })
-    .await
-    .with_context(|| tail(&host.log(), 40))?;
+    .await;
+    if let Err(e) = served {
+        bail!(
+            "the well-behaved parent was not served: {e}; the host is {}; its log:\n{}",
+            host.state(),
+            tail(&host.log(), 40)
+        );
+    }
     for (attack, reason, words) in JS_ATTACKS {
         let (got_reason, message) = wait_for(Duration::from_secs(90), || async {
             Ok(reconciled(&parents.get(attack).await?))

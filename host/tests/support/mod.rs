@@ -403,6 +403,15 @@ impl HostProcess {
         matches!(self.child.try_wait(), Ok(None))
     }
 
+    /// "running", or how the process ended, for a failure's message.
+    pub fn state(&mut self) -> String {
+        match self.child.try_wait() {
+            Ok(None) => "running".to_owned(),
+            Ok(Some(status)) => format!("ended: {status}"),
+            Err(e) => format!("unknown: {e}"),
+        }
+    }
+
     /// Waits until the log contains `needle`.
     pub async fn wait_for_log(&mut self, needle: &str, timeout: Duration) -> anyhow::Result<()> {
         let deadline = Instant::now() + timeout;
