@@ -107,7 +107,7 @@ pub(super) fn rbac(args: &RbacArgs) -> anyhow::Result<()> {
             description: guest.description().clone(),
             admits: guest.admits(),
             converts: guest.converts(),
-            decorates: guest.metacontroller().is_some_and(|c| c.decorates()),
+            decorates: guest.decorates(),
         });
     }
     if let Some(name) = settings.keys().find(|name| !used.contains(*name)) {

@@ -24,10 +24,9 @@ use kube::Client;
 use kube::api::{Api, DynamicObject};
 use kube::core::{ApiResource, GroupVersion, SelectorExt};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
-use serde_json::Value;
 
 use super::compact::ParentRef;
-use super::index::NotReady;
+use super::index::{NotReady, wait_listed};
 use super::related::{RelatedBounds, RelatedBudget, RelatedTooLarge};
 use super::watched::typed_events;
 use crate::metacontroller::sync::RelatedRule;
@@ -58,9 +57,16 @@ pub enum Error {
 struct Watch {
     resource: ApiResource,
     store: reflector::Store<DynamicObject>,
-    /// The watch's last error, cleared when it lists again.
-    error: Arc<Mutex<Option<String>>>,
+    listing: Arc<Mutex<Listing>>,
     task: tokio::task::AbortHandle,
+}
+
+/// Whether a watch has listed, and its last error (cleared when it lists
+/// again).
+#[derive(Debug, Default)]
+struct Listing {
+    listed: bool,
+    error: Option<String>,
 }
 
 #[derive(Default)]
@@ -85,6 +91,8 @@ pub struct Customized {
     /// Related Secrets' values are concealed.
     conceal: bool,
     state: Arc<Mutex<State>>,
+    /// Ticked when a watch lists or fails.
+    changed: tokio::sync::watch::Sender<u64>,
 }
 
 impl Drop for Customized {
@@ -111,6 +119,7 @@ impl Customized {
             host_namespace,
             conceal,
             state: Arc::default(),
+            changed: tokio::sync::watch::channel(0).0,
         }
     }
 
@@ -138,9 +147,20 @@ impl Customized {
         let mut objects = Vec::new();
         let mut kinds = Vec::new();
         let mut budget = RelatedBudget::new(bounds);
-        for (rule, (store, error, resource)) in rules.iter().zip(watched) {
+        for (rule, (store, listing, resource)) in rules.iter().zip(watched) {
             let kind = format!("{}.{}", resource.kind, resource.api_version);
-            ready(&store, &error, &kind, timeout).await?;
+            // Never decided on a half-listed cache, as the child index.
+            wait_listed(
+                &self.changed,
+                timeout,
+                std::slice::from_ref(&kind),
+                |_| true,
+                || {
+                    let listing = listing.lock().expect("listing lock");
+                    vec![(listing.listed, listing.error.clone())]
+                },
+            )
+            .await?;
             let kind_ref =
                 crate::model::KindRef::new(&resource.group, &resource.version, &resource.kind);
             let mut selected: Vec<_> = store
@@ -182,7 +202,7 @@ impl Customized {
     ) -> Result<
         (
             reflector::Store<DynamicObject>,
-            Arc<Mutex<Option<String>>>,
+            Arc<Mutex<Listing>>,
             ApiResource,
         ),
         Error,
@@ -217,7 +237,7 @@ impl Customized {
         if let Some(watch) = state.watches.get(&key) {
             return Ok((
                 watch.store.clone(),
-                watch.error.clone(),
+                watch.listing.clone(),
                 watch.resource.clone(),
             ));
         }
@@ -240,7 +260,7 @@ impl Customized {
         };
         let writer = reflector::store::Writer::new(resource.clone());
         let store = writer.as_reader();
-        let error = Arc::new(Mutex::new(None));
+        let listing = Arc::new(Mutex::new(Listing::default()));
         let conceal = self.conceal && resource.group.is_empty() && resource.kind == "Secret";
         let mut typed = typed_events(resource.clone());
         let events = watcher(api, config)
@@ -258,7 +278,10 @@ impl Customized {
         let task = tokio::spawn(follow(
             events,
             writer,
-            error.clone(),
+            Listed {
+                listing: listing.clone(),
+                changed: self.changed.clone(),
+            },
             key.clone(),
             self.state.clone(),
             self.wake.clone(),
@@ -269,11 +292,11 @@ impl Customized {
             Watch {
                 resource: resource.clone(),
                 store: store.clone(),
-                error: error.clone(),
+                listing: listing.clone(),
                 task,
             },
         );
-        Ok((store, error, resource))
+        Ok((store, listing, resource))
     }
 
     /// The resource `resource` of `api_version` as the API server serves it.
@@ -318,12 +341,25 @@ impl Customized {
     }
 }
 
+/// Where a watch records that it listed or failed.
+struct Listed {
+    listing: Arc<Mutex<Listing>>,
+    changed: tokio::sync::watch::Sender<u64>,
+}
+
+impl Listed {
+    fn record(&self, f: impl FnOnce(&mut Listing)) {
+        f(&mut self.listing.lock().expect("listing lock"));
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+}
+
 /// Feeds a watch's events into its store; each object that changes queues
 /// the parents whose rules select it.
 async fn follow(
     events: impl futures::Stream<Item = Result<watcher::Event<DynamicObject>, watcher::Error>>,
     mut writer: reflector::store::Writer<DynamicObject>,
-    error: Arc<Mutex<Option<String>>>,
+    listed: Listed,
     key: WatchKey,
     state: Arc<Mutex<State>>,
     wake: tokio::sync::mpsc::UnboundedSender<ParentRef>,
@@ -334,7 +370,7 @@ async fn follow(
             Ok(event) => event,
             Err(e) => {
                 tracing::warn!(resource = %key.1, "watch of a customize hook's related resource failed, retrying: {e}");
-                *error.lock().expect("error lock") = Some(e.to_string());
+                listed.record(|l| l.error = Some(e.to_string()));
                 continue;
             }
         };
@@ -342,7 +378,10 @@ async fn follow(
         let changed: Vec<&DynamicObject> = match &event {
             watcher::Event::Apply(o) | watcher::Event::Delete(o) => vec![o],
             watcher::Event::InitDone => {
-                *error.lock().expect("error lock") = None;
+                listed.record(|l| {
+                    l.listed = true;
+                    l.error = None;
+                });
                 Vec::new()
             }
             watcher::Event::Init | watcher::Event::InitApply(_) => Vec::new(),
@@ -371,33 +410,6 @@ async fn follow(
     }
 }
 
-/// Waits until `store` has listed, for at most `timeout`; a watch failing
-/// before its first list fails at once with its error.
-async fn ready(
-    store: &reflector::Store<DynamicObject>,
-    error: &Mutex<Option<String>>,
-    kind: &str,
-    timeout: Duration,
-) -> Result<(), NotReady> {
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        let waited =
-            tokio::time::timeout(Duration::from_millis(200), store.wait_until_ready()).await;
-        if matches!(waited, Ok(Ok(()))) {
-            return Ok(());
-        }
-        if let Some(error) = error.lock().expect("error lock").clone() {
-            return Err(NotReady::WatchFailed {
-                kind: kind.to_owned(),
-                error,
-            });
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return Err(NotReady::Timeout(timeout));
-        }
-    }
-}
-
 /// Whether `rule` selects `object`.
 fn selects(rule: &RelatedRule, object: &DynamicObject) -> bool {
     use kube::ResourceExt as _;
@@ -415,15 +427,6 @@ fn selects(rule: &RelatedRule, object: &DynamicObject) -> bool {
             .labels
             .as_ref()
             .is_none_or(|selector| selector.matches(object.labels()))
-}
-
-/// `object` as a hook sees it: without managedFields.
-pub fn shown(object: &DynamicObject) -> Value {
-    let mut value = serde_json::to_value(object).expect("objects serialise");
-    if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.remove("managedFields");
-    }
-    value
 }
 
 #[cfg(test)]

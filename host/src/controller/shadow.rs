@@ -293,7 +293,7 @@ impl Job {
             ..
         } = shadow;
         let reply = span.in_scope(|| match request {
-            Work::Wire(wire, related) => candidate.call_hooks_wire_offline(&wire, &related),
+            Work::Wire(wire, related) => candidate.call_reconcile_wire_offline(&wire, &related),
             Work::Own(own) => candidate.call_reconcile_offline(&own, now),
         });
         let check = |guest: &Guest, raw| {

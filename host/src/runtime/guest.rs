@@ -270,12 +270,13 @@ impl Guest {
             ));
         }
         let imports = Imports::of(&component, runtime.engine());
-        let (text,) = call_offline::<DefinitionParams, DefinitionResults>(
+        let (text,) = call_once::<DefinitionParams, DefinitionResults>(
             &runtime,
             &pre,
             &identity.name,
             &limits,
             imports,
+            &Arc::default(),
             definition,
             "describe",
             (),
@@ -320,12 +321,13 @@ impl Guest {
         imports: Imports,
     ) -> Result<Description> {
         // `describe` runs at every load: it may not call out.
-        let result = call_offline::<DescribeParams<'_>, DescribeResults>(
+        let result = call_once::<DescribeParams<'_>, DescribeResults>(
             runtime,
             pre,
             &identity.name,
             limits,
             imports,
+            &Arc::default(),
             describe,
             "describe",
             (identity.settings.as_deref(),),
@@ -383,6 +385,12 @@ impl Guest {
     /// other guest).
     pub fn metacontroller(&self) -> Option<&crate::metacontroller::Controller> {
         self.inner.hooks.as_ref()
+    }
+
+    /// Whether the guest is a Metacontroller `DecoratorController`, whose
+    /// parents are its targets: another controller's objects.
+    pub fn decorates(&self) -> bool {
+        self.inner.hooks.as_ref().is_some_and(|c| c.decorates())
     }
 
     /// Whether the guest takes `parent`: every parent, but those a
@@ -443,7 +451,7 @@ impl Guest {
         )
     }
 
-    /// [`call_offline`] of this version's `export`.
+    /// [`call_once`] of this version's `export`, with no outbound HTTP.
     fn offline<P, R>(
         &self,
         export: ComponentExportIndex,
@@ -455,12 +463,13 @@ impl Guest {
         R: ComponentNamedList + Lift + Send + Sync + 'static,
     {
         let inner = &*self.inner;
-        call_offline(
+        call_once(
             &inner.runtime,
             &inner.pre,
             &inner.identity.name,
             &inner.limits,
             inner.imports,
+            &Arc::default(),
             export,
             name,
             params,
@@ -493,15 +502,12 @@ impl Guest {
 
     /// Calls `reconcile` with a request already in its wire form (the
     /// same one another version was given), outbound requests allowed as
-    /// the entry says.
-    pub fn call_reconcile_wire(&self, wire: &ReconcileRequest) -> Reply<ReconcileResponse> {
-        self.wire_call(wire, &self.inner.limits.outbound, &Value::Null)
-    }
-
-    /// [`Self::call_reconcile_wire`] for a Metacontroller hook guest, its
-    /// hook shown the `related` objects its customize hook selected (as
-    /// [`crate::metacontroller::sync::related_map`] makes them).
-    pub fn call_hooks_wire(
+    /// the entry says. A Metacontroller hook guest's hook is shown the
+    /// `related` objects
+    /// its customize hook selected (as
+    /// [`crate::metacontroller::sync::related_map`] makes them; `null`:
+    /// none); any other guest ignores them.
+    pub fn call_reconcile_wire(
         &self,
         wire: &ReconcileRequest,
         related: &Value,
@@ -510,9 +516,8 @@ impl Guest {
     }
 
     /// [`Self::call_reconcile_wire`] with every outbound request refused (a
-    /// shadow candidate's call), with a hook guest's `related` objects
-    /// (ignored by any other guest).
-    pub fn call_hooks_wire_offline(
+    /// shadow candidate's call).
+    pub fn call_reconcile_wire_offline(
         &self,
         wire: &ReconcileRequest,
         related: &Value,
@@ -536,33 +541,25 @@ impl Guest {
         else {
             return Ok(Vec::new());
         };
-        let mut store = new_store(
+        let result = call_once::<CallParams<'_>, CallResults>(
             &inner.runtime,
+            &inner.pre,
             &inner.identity.name,
             &inner.limits,
             inner.imports,
             &inner.limits.outbound,
-        );
-        let started = Instant::now();
-        let result = invoke::<CallParams<'_>, CallResults>(
-            &inner.pre,
-            &mut store,
             inner.reconcile,
+            "customize",
             (&call.route, &call.body),
-            inner.imports,
-            &inner.limits,
-        );
-        store.data().flush_output();
-        observe_call(&inner.runtime, &inner.identity.name, "customize", started);
-        let hook_failed = |message: String| {
-            let mut message = message;
+        )?;
+        let hook_failed = |mut message: String| {
             bound(&mut message);
             CallError::Guest(GuestError::from(ReconcileError {
                 kind: ErrorKind::Retryable,
                 message,
             }))
         };
-        match result.map_err(|e| classify(e, &store, &inner.limits, started))? {
+        match result {
             (Err(message),) => Err(hook_failed(format!("the customize hook failed: {message}"))),
             (Ok(text),) => sync::related_rules(parent, &text).map_err(hook_failed),
         }
@@ -713,15 +710,17 @@ pub fn now() -> u64 {
 }
 
 /// One call of `export` (named `name` in the metrics) in a fresh store
-/// under `limits` with no outbound HTTP: `describe`, `admit` and `convert`
-/// may not call out. The response is bounded by the copy limit.
+/// under `limits`, outbound HTTP as `outbound` grants it (none for
+/// `describe`, `admit` and `convert`, which may not call out). The response
+/// is bounded by the copy limit.
 #[allow(clippy::too_many_arguments)]
-fn call_offline<P, R>(
+fn call_once<P, R>(
     runtime: &Runtime,
     pre: &InstancePre<GuestState>,
     guest: &Arc<str>,
     limits: &Limits,
     imports: Imports,
+    outbound: &Arc<super::capabilities::http::OutboundHosts>,
     export: ComponentExportIndex,
     name: &'static str,
     params: P,
@@ -730,7 +729,7 @@ where
     P: ComponentNamedList + Lower + Send + Sync,
     R: ComponentNamedList + Lift + Send + Sync + 'static,
 {
-    let mut store = new_store(runtime, guest, limits, imports, &Arc::default());
+    let mut store = new_store(runtime, guest, limits, imports, outbound);
     let started = Instant::now();
     let result = invoke::<P, R>(pre, &mut store, export, params, imports, limits);
     store.data().flush_output();

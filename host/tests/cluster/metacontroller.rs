@@ -67,18 +67,30 @@ fn build_hooks(
     kubeconfig: &Path,
     out: &str,
 ) -> anyhow::Result<PathBuf> {
-    let module = env.temp_dir().join(out);
-    let (ok, said) = try_build(
+    build_definition(
+        env,
         &dir.join("controller.yaml"),
-        &[],
         &dir.join(hooks),
         kubeconfig,
-        &module,
-    )?;
+        out,
+    )
+}
+
+/// `wasmop metacontroller build <definition> --hooks <hooks>` into the
+/// env's temp dir as `out`, which must succeed.
+fn build_definition(
+    env: &TestEnv,
+    definition: &Path,
+    hooks: &Path,
+    kubeconfig: &Path,
+    out: &str,
+) -> anyhow::Result<PathBuf> {
+    let module = env.temp_dir().join(out);
+    let (ok, said) = try_build(definition, &[], hooks, kubeconfig, &module)?;
     if !ok {
         bail!(
             "wasmop metacontroller build {} failed: {said}",
-            dir.display()
+            definition.display()
         );
     }
     Ok(module)
@@ -213,9 +225,13 @@ async fn without_generate_selector_a_parents_selector_adopts_the_orphans_it_matc
         std::fs::read_to_string(dir.join("controller.yaml"))?
             .replace("  generateSelector: true\n", ""),
     )?;
-    let module = env.temp_dir().join(format!("{ns}.wasm"));
-    let (ok, said) = try_build(&definition, &[], &dir.join("hooks"), &kubeconfig, &module)?;
-    ensure!(ok, "the build failed: {said}");
+    let module = build_definition(
+        &env,
+        &definition,
+        &dir.join("hooks"),
+        &kubeconfig,
+        &format!("{ns}.wasm"),
+    )?;
     let maps = Api::<ConfigMap>::namespaced(client.clone(), &ns);
     // Another controller's object (a real one: the garbage collector
     // deletes what an absent owner controls).
@@ -370,6 +386,34 @@ fn reconciled(obj: &DynamicObject) -> Option<(String, String)> {
         })
 }
 
+/// Waits until the parent of each of `attacks` (named by `name`) shows a
+/// failed `GuestReconciled` condition with the attack's reason and words.
+async fn each_fails_as_said(
+    parents: &Api<DynamicObject>,
+    attacks: &[(&str, &str, &str)],
+    name: impl Fn(&str) -> String,
+    host: &HostProcess,
+) -> anyhow::Result<()> {
+    for (attack, reason, words) in attacks {
+        let (got_reason, message) = wait_for(Duration::from_secs(90), || async {
+            Ok(reconciled(&parents.get(&name(attack)).await?))
+        })
+        .await
+        .with_context(|| {
+            format!(
+                "{attack}: no failed GuestReconciled condition\n{}",
+                tail(&host.log(), 40)
+            )
+        })?;
+        eprintln!("{attack}: {got_reason}: {message}");
+        ensure!(
+            got_reason == *reason && message.contains(words),
+            "{attack}: expected {reason} with {words:?}, got {got_reason}: {message}"
+        );
+    }
+    Ok(())
+}
+
 async fn hostile_javascript_hooks_fail_their_parent_in_their_own_words_and_nothing_is_written(
     env: Arc<TestEnv>,
 ) -> anyhow::Result<()> {
@@ -414,23 +458,7 @@ async fn hostile_javascript_hooks_fail_their_parent_in_their_own_words_and_nothi
             tail(&host.log(), 40)
         );
     }
-    for (attack, reason, words) in JS_ATTACKS {
-        let (got_reason, message) = wait_for(Duration::from_secs(90), || async {
-            Ok(reconciled(&parents.get(attack).await?))
-        })
-        .await
-        .with_context(|| {
-            format!(
-                "{attack}: no failed GuestReconciled condition\n{}",
-                tail(&host.log(), 40)
-            )
-        })?;
-        eprintln!("{attack}: {got_reason}: {message}");
-        ensure!(
-            got_reason == *reason && message.contains(words),
-            "{attack}: expected {reason} with {words:?}, got {got_reason}: {message}"
-        );
-    }
+    each_fails_as_said(&parents, JS_ATTACKS, |attack| attack.to_owned(), &host).await?;
     // Nothing but the well-behaved parent's child was written, here or
     // anywhere the hooks aimed.
     let maps: Vec<String> = Api::<ConfigMap>::namespaced(client.clone(), &ns)
@@ -798,18 +826,7 @@ async fn hostile_customize_hooks_and_decorators_are_refused_and_nothing_is_writt
         secrets["unconcealed"] == json!([]),
         "a related Secret's value reached the hook: {secrets}"
     );
-    for (attack, reason, words) in CUSTOMIZE_ATTACKS {
-        let (got_reason, message) = wait_for(Duration::from_secs(90), || async {
-            Ok(reconciled(&parents.get(&name(attack)).await?))
-        })
-        .await
-        .with_context(|| format!("{attack}: no failed condition\n{}", context(&host)))?;
-        eprintln!("{attack}: {got_reason}: {message}");
-        ensure!(
-            got_reason == *reason && message.contains(words),
-            "{attack}: expected {reason} with {words:?}, got {got_reason}: {message}"
-        );
-    }
+    each_fails_as_said(&parents, CUSTOMIZE_ATTACKS, name, &host).await?;
     // The decorator: the well-behaved target is decorated (a label set,
     // one removed), the one given a status too (its label set, the status
     // left out); the others fail with a Warning Event and keep their

@@ -57,12 +57,7 @@ pub(super) async fn call(
         span.in_scope(|| {
             call.in_scope(|| {
                 let wire = request.to_wire(now, call_guest.settings());
-                let reply = if call_guest.follows_metacontroller() {
-                    call_guest.call_hooks_wire(&wire, &related)
-                } else {
-                    call_guest.call_reconcile_wire(&wire)
-                };
-                (reply, wire)
+                (call_guest.call_reconcile_wire(&wire, &related), wire)
             })
         })
     })

@@ -96,7 +96,7 @@ pub(super) async fn execute(
     }
     let guest_status = status.guest.is_some();
     let mut status_to_see = false;
-    let decorates = guest.metacontroller().is_some_and(|c| c.decorates());
+    let decorates = guest.decorates();
     let written = match status::write(parent, ctx, status).await {
         // A decorator's target of a kind without a status subresource
         // keeps none, as Metacontroller leaves it.
@@ -347,7 +347,7 @@ pub(super) async fn report_failure(parent: &DynamicObject, ctx: &Context, error:
         "Reconcile",
     );
     let guest = ctx.slot.current();
-    if guest.metacontroller().is_some_and(|c| c.decorates()) {
+    if guest.decorates() {
         return;
     }
     let schema = status::schema_for(&guest, ctx.kinds.status_schema.as_deref());

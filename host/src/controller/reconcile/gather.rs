@@ -85,7 +85,7 @@ pub(super) async fn gather(
             let value = crate::metacontroller::sync::related_map(
                 controller.parent.namespaced,
                 &kinds,
-                objects.iter().map(|o| customized::shown(o)),
+                objects.iter().map(|o| shown(value(o))),
             );
             related.extend(objects);
             value
@@ -168,6 +168,12 @@ async fn customized(
     ctx: &Context,
     guest: &Guest,
 ) -> Result<(Vec<Arc<DynamicObject>>, Vec<String>), ReconcileError> {
+    let has_hook = guest
+        .metacontroller()
+        .is_some_and(|c| c.definition.hooks.customize.is_some());
+    if !has_hook {
+        return Ok((Vec::new(), Vec::new()));
+    }
     let shown = value(parent);
     let hook = guest.clone();
     let rules = tokio::task::spawn_blocking(move || hook.call_customize(&shown)).await??;
