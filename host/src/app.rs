@@ -26,6 +26,8 @@ pub struct Config {
     pub guests: Vec<GuestSpec>,
     /// The guest list followed, `(namespace, name)`.
     pub list: Option<(String, String)>,
+    /// What signatures the list's modules need.
+    pub trust: crate::source::signature::Trust,
     /// Where `/metrics` is served (none: off).
     pub metrics: Option<SocketAddr>,
     /// Where `/healthz` and `/readyz` are served (none: off).
@@ -57,6 +59,7 @@ pub struct App {
     host: Host,
     clients: Clients,
     list: Option<(String, String)>,
+    trust: crate::source::signature::Trust,
     elector: Option<Elector>,
     units: Units,
     graceful_shutdown_timeout: Duration,
@@ -180,6 +183,7 @@ impl App {
             host,
             clients,
             list: config.list,
+            trust: config.trust,
             elector,
             units,
             graceful_shutdown_timeout: config.graceful_shutdown_timeout,
@@ -197,7 +201,7 @@ impl App {
             Some((ns, name)) => {
                 tracing::info!(list = %format!("{ns}/{name}"), "following the guest list");
                 tokio::select! {
-                    () = watch::follow(self.clients.host(), &mut self.host, ns, name) => {}
+                    () = watch::follow(self.clients.host(), &mut self.host, ns, name, self.trust.clone()) => {}
                     () = shutdown => {}
                 }
             }

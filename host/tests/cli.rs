@@ -268,6 +268,30 @@ fn run_checks_local_inputs_before_it_contacts_a_cluster() {
     ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no --guest is named \"y\""), "{err}");
+    // Signed modules: a --guest file carries no signature, and the trusted
+    // keys must be public keys.
+    let out = run(&[
+        "--require-signed-modules",
+        "--guest",
+        &format!("x={}", module.display()),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--require-signed-modules refuses --guest"),
+        "{err}"
+    );
+    let not_keys = write(
+        "not-keys.pem",
+        "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+    );
+    let out = run(&["--trusted-keys", not_keys.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--trusted-keys")
+            && err.contains("expected a PUBLIC KEY")
+            && !err.contains("kubeconfig"),
+        "{err}"
+    );
 }
 
 #[test]

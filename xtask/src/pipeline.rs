@@ -37,7 +37,7 @@ pub fn test(test_args: &[String]) -> Result<()> {
         run(&mut cargo(&["fmt", "--all", "--", "--check"]))
     })?;
     let (tools, built) = steps.run(
-        "builds, side by side: the Kubernetes control plane, the OCI registry, promtool, helm and an OpenTelemetry Collector with Go (from tests/controlplane, tests/registry, tests/monitoring, tests/helm and tests/otelcol if missing); the guest components, then every test binary, with Cargo",
+        "builds, side by side: the Kubernetes control plane, the OCI registry, promtool, helm, cosign and an OpenTelemetry Collector with Go (from tests/controlplane, tests/registry, tests/monitoring, tests/helm, tests/cosign and tests/otelcol if missing); the guest components, then every test binary, with Cargo",
         || {
             let go = std::thread::spawn(Tools::ensure);
             let built = crate::guests::build_all().and_then(|()| {
@@ -175,6 +175,7 @@ struct Tools {
     promtool: std::path::PathBuf,
     otelcol: std::path::PathBuf,
     helm: std::path::PathBuf,
+    cosign: std::path::PathBuf,
 }
 
 impl Tools {
@@ -193,12 +194,15 @@ impl Tools {
         eprintln!("    TEST_ASSET_OTELCOL={}", otelcol.display());
         let helm = wasmop_testenv::ensure_helm()?;
         eprintln!("    TEST_ASSET_HELM={}", helm.display());
+        let cosign = wasmop_testenv::ensure_cosign()?;
+        eprintln!("    TEST_ASSET_COSIGN={}", cosign.display());
         Ok(Self {
             binaries,
             registry,
             promtool,
             otelcol,
             helm,
+            cosign,
         })
     }
 
@@ -214,6 +218,7 @@ impl Tools {
         envs.push(("TEST_ASSET_PROMTOOL".into(), self.promtool.clone().into()));
         envs.push(("TEST_ASSET_OTELCOL".into(), self.otelcol.clone().into()));
         envs.push(("TEST_ASSET_HELM".into(), self.helm.clone().into()));
+        envs.push(("TEST_ASSET_COSIGN".into(), self.cosign.clone().into()));
         envs
     }
 }

@@ -91,6 +91,10 @@ reasons! {
     DigestMismatch,
     /// The module could not be fetched.
     ModuleFetchFailed,
+    /// The module carries no valid signature by a key the host trusts for
+    /// it (no signature, another key, a signature of another digest or
+    /// repository, an unreadable one).
+    SignatureInvalid,
     /// A declared kind is not served, or not served by a CRD.
     KindsNotServed,
     /// Another guest manages the primary kind.

@@ -227,7 +227,8 @@ async fn running_description(
     for cm in list {
         writer.apply_watcher_event(&watcher::Event::Apply(cm));
     }
-    let mut sources = Sources::new(store, namespace, client.clone());
+    // The running version was checked by the host that runs it.
+    let mut sources = Sources::new(store, namespace, client.clone(), None);
     let running = match record.filter(|r| r.stable_source.is_some()) {
         Some(record) => stable_entry(entry, &record).map_err(anyhow::Error::msg)?,
         None => entry.clone(),

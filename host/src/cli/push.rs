@@ -22,6 +22,12 @@ pub struct PushArgs {
     /// Read the password from stdin.
     #[arg(long, requires = "username")]
     pub password_stdin: bool,
+    /// Sign what is pushed with this private key, as `cosign sign --key`
+    /// does (a Sigstore bundle attached to the artifact, which `cosign
+    /// verify --key` and the host's `verify` accept): cosign's encrypted
+    /// key, its password in `COSIGN_PASSWORD`, or a PKCS#8 PEM key.
+    #[arg(long, value_name = "FILE")]
+    pub sign_key: Option<PathBuf>,
 }
 
 pub(super) async fn push(args: PushArgs) -> anyhow::Result<()> {
@@ -31,6 +37,17 @@ pub(super) async fn push(args: PushArgs) -> anyhow::Result<()> {
         bail!("push to a tag, not a digest: the digest is printed after the push");
     }
     let module = read_component(&args.module)?;
+    // The key is read before anything is pushed: a wrong password pushes
+    // nothing.
+    let signer = args
+        .sign_key
+        .as_deref()
+        .map(|path| {
+            let password = std::env::var("COSIGN_PASSWORD").ok();
+            crate::source::signature::signer(path, password.as_deref().map(str::as_bytes))
+        })
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
     let auth = match &args.username {
         Some(user) => {
             let mut password = String::new();
@@ -48,5 +65,17 @@ pub(super) async fn push(args: PushArgs) -> anyhow::Result<()> {
     let registry = oci::Registry::new(&reference, args.insecure, auth);
     let digest = registry.push(&reference, module).await?;
     println!("pushed {} ({size} bytes) as {digest}", reference.whole());
+    if let Some((signer, public)) = signer {
+        let signature = crate::source::signature::registry::sign(
+            &registry, &reference, &digest, &signer, &public,
+        )
+        .await
+        .context("signing the pushed module")?;
+        println!(
+            "signed {}/{}@{digest} as {signature}",
+            reference.registry(),
+            reference.repository()
+        );
+    }
     Ok(())
 }

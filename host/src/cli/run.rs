@@ -39,6 +39,18 @@ pub struct RunArgs {
     /// Kubeconfig file; default: $KUBECONFIG, ~/.kube/config or in-cluster.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
+    /// Run only modules signed by a trusted key: every guest-list entry
+    /// needs `verify`, or the keys of --trusted-keys apply to it. A module
+    /// without a valid signature is refused (`SignatureInvalid`) and the
+    /// running version keeps running. Not with --guest, whose files carry
+    /// no signature.
+    #[arg(long)]
+    pub require_signed_modules: bool,
+    /// A PEM file of public keys (cosign.pub, one or more) the host trusts
+    /// for every entry: an entry without `verify.keys` is checked with
+    /// them, and an entry's own keys count only where they are among them.
+    #[arg(long, value_name = "FILE")]
+    pub trusted_keys: Option<PathBuf>,
     /// Directory for compiled modules, so restarts skip compilation.
     #[arg(long, env = "WASMOP_CACHE_DIR")]
     pub cache_dir: Option<PathBuf>,
@@ -248,6 +260,7 @@ pub(super) async fn run(args: RunArgs) -> anyhow::Result<()> {
 /// to the cluster (the kubeconfig aside).
 async fn app_config(args: &RunArgs) -> anyhow::Result<Config> {
     let guests = file_guests(args)?;
+    let trust = trust(args)?;
     let list = match (&args.guests_configmap, args.guests.is_empty()) {
         (Some(list), _) => Some(list.clone()),
         (None, true) => Some(watch::DEFAULT_LIST.to_string()),
@@ -305,6 +318,7 @@ async fn app_config(args: &RunArgs) -> anyhow::Result<Config> {
         kube: config(args.kubeconfig.as_ref()).await?,
         guests,
         list,
+        trust,
         metrics,
         probes,
         readyz_requires_leader: prod.readyz_requires_leader,
@@ -319,6 +333,25 @@ async fn app_config(args: &RunArgs) -> anyhow::Result<Config> {
             memory_mib: args.compile_memory_mib,
         },
         graceful_shutdown_timeout: prod.graceful_shutdown_timeout,
+    })
+}
+
+/// What signatures the guest list's modules need.
+fn trust(args: &RunArgs) -> anyhow::Result<crate::source::signature::Trust> {
+    if args.require_signed_modules && !args.guests.is_empty() {
+        bail!(
+            "--require-signed-modules refuses --guest: a file given on the command line carries no signature (list it in the guest list with verify)"
+        );
+    }
+    let keys = args
+        .trusted_keys
+        .as_deref()
+        .map(crate::source::signature::Keys::read)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--trusted-keys: {e}"))?;
+    Ok(crate::source::signature::Trust {
+        require: args.require_signed_modules,
+        keys,
     })
 }
 

@@ -2,7 +2,10 @@
 //! [--leader-elect-lease-name <name>] [-o text|json|yaml]` (interface
 //! contract): one row per guest from the status ConfigMap beside the guest
 //! list, with its version and rollout; in text, then, one row per unit of
-//! work (a guest, or a shard of one) with the replica that holds its Lease.
+//! work (a guest, or a shard of one) with the replica that holds its Lease,
+//! and one row per guest whose last module was refused (a bad signature, a
+//! digest mismatch, a failed fetch or load), from the hosts' Events on the
+//! list: the running version, if any, keeps running.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -10,6 +13,7 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::events::v1::Event;
 use kube::api::Api;
 
 use super::{Report, config};
@@ -80,16 +84,72 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
         Report::Text => {
             print!("{}", table(&recorded, &listed));
             // Leader election may be off: then no unit has a Lease.
-            let leases: Api<Lease> = Api::namespaced(client, &namespace);
+            let leases: Api<Lease> = Api::namespaced(client.clone(), &namespace);
             if let Ok(leases) = leases.list(&Default::default()).await {
                 let holders = holders(&args.leader_elect_lease_name, &units, &leases.items);
                 if !holders.is_empty() {
                     print!("\n{}", columns(holders));
                 }
             }
+            let events: Api<Event> = Api::namespaced(client, &namespace);
+            match events.list(&Default::default()).await {
+                Ok(events) => {
+                    let refused = refused(&list, &listed, &events.items);
+                    if !refused.is_empty() {
+                        print!("\n{}", columns(refused));
+                    }
+                }
+                Err(e) => eprintln!("the hosts' Events on {namespace}/{list} cannot be read: {e}"),
+            }
         }
     }
     Ok(())
+}
+
+/// The rows of the guests whose last module was refused, `GUEST REFUSED
+/// MESSAGE` (the header first): for each listed guest, the last `LoadGuest`
+/// Event a host recorded about it on the guest list `list`, when that
+/// Event is a Warning; none when no guest's is.
+fn refused(list: &str, listed: &[String], events: &[Event]) -> Vec<[String; 3]> {
+    let mut last: BTreeMap<&str, &Event> = BTreeMap::new();
+    let when = |e: &Event| {
+        e.series
+            .as_ref()
+            .map(|s| s.last_observed_time.0)
+            .or(e.event_time.as_ref().map(|t| t.0))
+    };
+    for event in events {
+        let about_list = event.regarding.as_ref().is_some_and(|r| {
+            r.kind.as_deref() == Some("ConfigMap") && r.name.as_deref() == Some(list)
+        });
+        let ours = event.reporting_controller.as_deref() == Some(wasmop_contract::names::REPORTER)
+            && event.action.as_deref() == Some("LoadGuest");
+        let Some(guest) = event.reporting_instance.as_deref() else {
+            continue;
+        };
+        if !(about_list && ours && listed.iter().any(|g| g == guest)) {
+            continue;
+        }
+        if last.get(guest).is_none_or(|seen| when(seen) <= when(event)) {
+            last.insert(guest, event);
+        }
+    }
+    let mut rows: Vec<[String; 3]> = last
+        .into_iter()
+        .filter(|(_, e)| e.type_.as_deref() == Some("Warning"))
+        .map(|(guest, e)| {
+            [
+                guest.to_owned(),
+                e.reason.clone().unwrap_or_default(),
+                e.note.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    if rows.is_empty() {
+        return rows;
+    }
+    rows.insert(0, ["GUEST".into(), "REFUSED".into(), "MESSAGE".into()]);
+    rows
 }
 
 /// The rows of the units' holders, `GUEST SHARD HOLDER` (the header
@@ -202,6 +262,44 @@ mod tests {
             "spec": {"holderIdentity": holder},
         }))
         .unwrap()
+    }
+
+    fn event(guest: &str, kind: &str, reason: &str, at: i64, list: &str) -> Event {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("{list}.{at}")},
+            "eventTime": format!("2026-12-07T10:00:{at:02}.000000Z"),
+            "regarding": {"kind": "ConfigMap", "name": list},
+            "reportingController": wasmop_contract::names::REPORTER,
+            "reportingInstance": guest,
+            "action": "LoadGuest",
+            "type": kind,
+            "reason": reason,
+            "note": format!("{guest}: {reason}"),
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_guest_whose_last_load_event_is_a_warning_is_shown_refused() {
+        let listed = ["a".to_owned(), "b".to_owned(), "c".to_owned()];
+        let events = [
+            // a: refused after it started.
+            event("a", "Normal", "GuestStarted", 1, "guests"),
+            event("a", "Warning", "SignatureInvalid", 2, "guests"),
+            // b: refused, then swapped to a good version.
+            event("b", "Warning", "DigestMismatch", 1, "guests"),
+            event("b", "Normal", "GuestSwapped", 3, "guests"),
+            // c: refused on another list; d: not listed.
+            event("c", "Warning", "SignatureInvalid", 1, "other"),
+            event("d", "Warning", "SignatureInvalid", 1, "guests"),
+        ];
+        let rows = refused("guests", &listed, &events);
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        assert_eq!(
+            rows[1][..2],
+            ["a".to_owned(), "SignatureInvalid".to_owned()]
+        );
+        assert!(refused("guests", &listed, &events[2..4]).is_empty());
     }
 
     #[test]

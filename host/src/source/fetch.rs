@@ -9,6 +9,7 @@ use oci_client::secrets::RegistryAuth;
 
 use super::list::{GuestEntry, ModuleSource, OciEntry};
 use super::oci;
+use super::signature::{self, Trust};
 use crate::runtime::ModuleBytes;
 
 pub use super::limits::MAX_MODULE_BYTES;
@@ -96,9 +97,25 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// The body at the URL is larger than what is read.
+    #[error("cannot fetch {url}: it is larger than {limit} bytes")]
+    UrlTooLarge {
+        /// URL.
+        url: String,
+        /// The most read.
+        limit: u64,
+    },
     /// The registry failed, or its artifact is not a module.
     #[error("cannot fetch oci {0}")]
     Oci(#[from] oci::Error),
+    /// The module carries no valid signature by a key that counts.
+    #[error("module sha256 {}… refused: {source}", &digest[..digest.len().min(12)])]
+    Signature {
+        /// The module's sha256.
+        digest: String,
+        /// Why.
+        source: super::signature::Error,
+    },
     /// The bytes do not match the expected digest.
     #[error("digest mismatch: expected sha256 {expected}, got {actual}")]
     Digest {
@@ -116,6 +133,7 @@ impl Error {
             Self::Digest { .. } | Self::Oci(oci::Error::Layer { .. }) => {
                 wasmop_contract::Reason::DigestMismatch
             }
+            Self::Signature { .. } => wasmop_contract::Reason::SignatureInvalid,
             _ => wasmop_contract::Reason::ModuleFetchFailed,
         }
     }
@@ -137,18 +155,28 @@ pub struct Sources {
     /// wrong `sha256`), pulls no blob again. A manifest digest names its
     /// layer's digest, which the pull checked. One module per OCI guest.
     pulled: HashMap<String, (OciEntry, String, ModuleBytes)>,
+    /// What the host trusts (`--require-signed-modules`, `--trusted-keys`);
+    /// none: no signature is checked (`wasmop plan` reading the version a
+    /// host already checked).
+    trust: Option<Trust>,
 }
 
 impl Sources {
     /// Sources of the list in `namespace`, whose ConfigMaps `configmaps`
-    /// holds.
-    pub fn new(configmaps: Store<ConfigMap>, namespace: &str, client: kube::Client) -> Self {
+    /// holds; their modules checked for signatures as `trust` says.
+    pub fn new(
+        configmaps: Store<ConfigMap>,
+        namespace: &str,
+        client: kube::Client,
+        trust: Option<Trust>,
+    ) -> Self {
         Self {
             configmaps,
             namespace: namespace.to_owned(),
             client,
             resolved: HashMap::new(),
             pulled: HashMap::new(),
+            trust,
         }
     }
 
@@ -164,7 +192,22 @@ impl Sources {
     /// [`Sources::poll`]). While it stays the same, the module is neither
     /// fetched nor hashed again.
     pub async fn version(&mut self, entry: &GuestEntry) -> String {
-        match &entry.module {
+        let module = match &entry.module {
+            ModuleSource::Oci(reference) => match self.digest(entry).await {
+                Ok(digest) => format!("oci {reference}@{digest}"),
+                Err(_) => format!("oci {reference}: not resolved"),
+            },
+            other => self.local_version(other).await,
+        };
+        match entry.verify.as_ref().and_then(|v| v.bundle.as_ref()) {
+            Some(bundle) => format!("{module}, bundle {}", self.local_version(bundle).await),
+            None => module,
+        }
+    }
+
+    /// What identifies the bytes of a `configMap`, `file` or `url` source.
+    async fn local_version(&self, source: &ModuleSource) -> String {
+        match source {
             ModuleSource::ConfigMap { name, key } => {
                 let rv = self
                     .configmaps
@@ -182,10 +225,7 @@ impl Sources {
                 Err(e) => format!("file {path}: {e}"),
             },
             ModuleSource::Url(url) => format!("url {url}"),
-            ModuleSource::Oci(reference) => match self.digest(entry).await {
-                Ok(digest) => format!("oci {reference}@{digest}"),
-                Err(_) => format!("oci {reference}: not resolved"),
-            },
+            ModuleSource::Oci(reference) => format!("oci {reference}"),
         }
     }
 
@@ -311,7 +351,7 @@ impl Sources {
             }
             ModuleSource::Url(url) => {
                 let url = url.clone();
-                tokio::task::spawn_blocking(move || download(&url))
+                tokio::task::spawn_blocking(move || download(&url, MAX_MODULE_BYTES))
                     .await
                     .map_err(|e| Error::Url {
                         url: String::new(),
@@ -341,17 +381,127 @@ impl Sources {
                     _ => {
                         let module = registry.pull(&reference, &digest).await?;
                         self.pulled
-                            .insert(entry.name.clone(), (oci, digest, module.clone()));
+                            .insert(entry.name.clone(), (oci, digest.clone(), module.clone()));
                         module
                     }
                 };
                 verify(entry.sha256.as_deref(), &module)?;
+                if let Some(keys) = self.keys_for(entry, &module)? {
+                    signature::registry::verify(&registry, &reference, &digest, &keys)
+                        .await
+                        .map_err(|source| refused(&module, source))?;
+                }
                 return Ok(module);
             }
         };
         let module = ModuleBytes::new(bytes);
         verify(entry.sha256.as_deref(), &module)?;
+        if let Some(keys) = self.keys_for(entry, &module)? {
+            let bundle = self
+                .bundle(entry)
+                .await
+                .map_err(|source| refused(&module, source))?;
+            signature::bundle::verify_blob(&bundle, module.bytes(), module.digest(), &keys)
+                .map_err(|source| refused(&module, source))?;
+        }
         Ok(module)
+    }
+
+    /// The keys `entry`'s module must be signed by, none when it needs no
+    /// signature.
+    fn keys_for(
+        &self,
+        entry: &GuestEntry,
+        module: &ModuleBytes,
+    ) -> Result<Option<signature::Keys>, Error> {
+        let Some(trust) = &self.trust else {
+            return Ok(None);
+        };
+        trust
+            .keys_for(entry.verify.as_ref().map(|v| v.keys.as_slice()))
+            .map_err(|source| refused(module, source))
+    }
+
+    /// The bytes of `entry`'s `verify.bundle`, at most
+    /// [`signature::MAX_BUNDLE_BYTES`].
+    async fn bundle(&self, entry: &GuestEntry) -> Result<Vec<u8>, signature::Error> {
+        let max = signature::MAX_BUNDLE_BYTES;
+        let too_large = |size: Option<u64>| {
+            signature::Error::Malformed(format!(
+                "the bundle is {}larger than the {} KiB a bundle may take",
+                size.map_or_else(String::new, |s| format!("{s} bytes, ")),
+                max >> 10
+            ))
+        };
+        let Some(source) = entry.verify.as_ref().and_then(|v| v.bundle.as_ref()) else {
+            return Err(signature::Error::Missing(
+                "the entry names no verify.bundle: a url, file or configMap module's signature is the bundle `cosign sign-blob --bundle` writes".into(),
+            ));
+        };
+        let fetch = |why: String| signature::Error::Fetch(why);
+        match source {
+            ModuleSource::ConfigMap { name, key } => {
+                let cm = self
+                    .configmaps
+                    .get(&ObjectRef::new(name).within(&self.namespace))
+                    .ok_or_else(|| {
+                        signature::Error::Missing(format!(
+                            "ConfigMap {}/{name} does not exist",
+                            self.namespace
+                        ))
+                    })?;
+                let bytes = cm
+                    .binary_data
+                    .as_ref()
+                    .and_then(|d| d.get(key))
+                    .map(|b| b.0.clone())
+                    .or_else(|| {
+                        cm.data
+                            .as_ref()
+                            .and_then(|d| d.get(key))
+                            .map(|t| t.clone().into_bytes())
+                    })
+                    .ok_or_else(|| {
+                        signature::Error::Missing(format!(
+                            "ConfigMap {}/{name} has no key {key:?}",
+                            self.namespace
+                        ))
+                    })?;
+                if bytes.len() as u64 > max {
+                    return Err(too_large(Some(bytes.len() as u64)));
+                }
+                Ok(bytes)
+            }
+            ModuleSource::File(path) => {
+                let size = tokio::fs::metadata(path)
+                    .await
+                    .map_err(|e| fetch(format!("cannot read bundle file {path}: {e}")))?
+                    .len();
+                if size > max {
+                    return Err(too_large(Some(size)));
+                }
+                let bytes = tokio::fs::read(path)
+                    .await
+                    .map_err(|e| fetch(format!("cannot read bundle file {path}: {e}")))?;
+                if bytes.len() as u64 > max {
+                    return Err(too_large(Some(bytes.len() as u64)));
+                }
+                Ok(bytes)
+            }
+            ModuleSource::Url(url) => {
+                let url = url.clone();
+                tokio::task::spawn_blocking(move || download(&url, max))
+                    .await
+                    .map_err(|e| fetch(e.to_string()))?
+                    .map_err(|e| match e {
+                        Error::UrlTooLarge { .. } => too_large(None),
+                        other => fetch(other.to_string()),
+                    })
+            }
+            ModuleSource::Oci(_) => Err(signature::Error::Malformed(
+                "verify.bundle takes file, url or configMap".into(),
+            )),
+        }
     }
 }
 
@@ -383,7 +533,16 @@ pub fn verify(expected: Option<&str>, module: &ModuleBytes) -> Result<(), Error>
     Ok(())
 }
 
-fn download(url: &str) -> Result<Vec<u8>, Error> {
+/// `module`'s refusal for `source`.
+fn refused(module: &ModuleBytes, source: signature::Error) -> Error {
+    Error::Signature {
+        digest: module.digest().to_owned(),
+        source,
+    }
+}
+
+/// The body at `url`, at most `limit` bytes.
+fn download(url: &str, limit: u64) -> Result<Vec<u8>, Error> {
     let err = |reason: String| Error::Url {
         url: url.to_string(),
         reason,
@@ -396,9 +555,15 @@ fn download(url: &str) -> Result<Vec<u8>, Error> {
     response
         .body_mut()
         .with_config()
-        .limit(MAX_MODULE_BYTES)
+        .limit(limit)
         .read_to_vec()
-        .map_err(|e| err(e.to_string()))
+        .map_err(|e| match e {
+            ureq::Error::BodyExceedsLimit(_) => Error::UrlTooLarge {
+                url: url.to_owned(),
+                limit,
+            },
+            e => err(e.to_string()),
+        })
 }
 
 #[cfg(test)]

@@ -36,6 +36,13 @@
 //!     ociPollInterval: 1m      # how often a tag is resolved again
 //!     pullSecret: regcred      # a kubernetes.io/dockerconfigjson Secret here
 //!     insecure: false          # plain HTTP to this registry
+//!     verify:                  # a signature by one of these keys (crate::source::signature)
+//!       keys: ["-----BEGIN PUBLIC KEY-----\n…"]
+//!   - name: signed-file
+//!     module: {file: /modules/op.wasm}
+//!     verify:
+//!       keys: ["-----BEGIN PUBLIC KEY-----\n…"]
+//!       bundle: {file: /modules/op.wasm.bundle}  # what `cosign sign-blob --bundle` wrote
 //! ```
 
 use std::collections::HashSet;
@@ -190,6 +197,25 @@ pub struct GuestEntry {
     /// shadowed, or step by step.
     #[serde(default)]
     pub rollout: Option<crate::rollout::RolloutEntry>,
+    /// The signature the module must carry: by which keys, and for a
+    /// `url`, `file` or `configMap` module where its bundle is.
+    #[serde(default)]
+    pub verify: Option<VerifyEntry>,
+}
+
+/// The signature an entry's module must carry (`verify`; see
+/// [`super::signature`]).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct VerifyEntry {
+    /// PEM public keys, one or more per item; none: the host's
+    /// `--trusted-keys`.
+    #[serde(default)]
+    pub keys: Vec<String>,
+    /// Where a `url`, `file` or `configMap` module's bundle is, with the
+    /// forms of `module`.
+    #[serde(default)]
+    pub bundle: Option<ModuleSource>,
 }
 
 /// An `oci` entry's reference and how to reach its registry.
@@ -231,6 +257,7 @@ impl GuestList {
                 }
             }
             entry.oci().map_err(bad)?;
+            entry.check_verify().map_err(bad)?;
             if let Some(d) = &entry.sha256
                 && (d.len() != 64 || !d.bytes().all(|b| b.is_ascii_hexdigit()))
             {
@@ -308,6 +335,36 @@ impl GuestEntry {
             pull_secret: self.pull_secret.clone(),
             poll_interval,
         }))
+    }
+
+    /// Checks `verify`: its keys parse, and a bundle is named where the
+    /// module's source has no place for signatures (all but `oci`).
+    fn check_verify(&self) -> Result<(), String> {
+        let Some(verify) = &self.verify else {
+            return Ok(());
+        };
+        super::signature::Keys::parse(verify.keys.iter().map(String::as_str))
+            .map_err(|e| format!("verify.keys: {e}"))?;
+        match (&self.module, &verify.bundle) {
+            (ModuleSource::Oci(_), Some(_)) => Err(
+                "verify.bundle applies to url, file and configMap modules: an oci module's signatures are found beside it in its registry"
+                    .into(),
+            ),
+            (ModuleSource::Oci(_), None) => Ok(()),
+            (_, None) => Err(
+                "verify.bundle is required for a url, file or configMap module: name the bundle `cosign sign-blob --bundle` wrote, as module is named"
+                    .into(),
+            ),
+            (_, Some(ModuleSource::Oci(_))) => {
+                Err("verify.bundle takes file, url or configMap, not oci".into())
+            }
+            (_, Some(ModuleSource::Url(url)))
+                if !(url.starts_with("http://") || url.starts_with("https://")) =>
+            {
+                Err(format!("verify.bundle url {url:?} must be http or https"))
+            }
+            (_, Some(_)) => Ok(()),
+        }
     }
 
     /// The rollout settings, defaults filled in.
@@ -683,6 +740,57 @@ guests:
         ] {
             let err = GuestList::parse(&format!("guests:\n  - name: x\n    {yaml}\n")).unwrap_err();
             assert!(err.to_string().contains(why), "{yaml}: {err}");
+        }
+    }
+
+    #[test]
+    fn verify_takes_keys_and_a_bundle_where_the_source_needs_one() {
+        let (_, pem) = crate::source::signature::tests::key();
+        let keys = serde_json::to_string(&[&pem]).unwrap();
+        let parse = |module: &str, verify: &str| {
+            GuestList::parse(&format!(
+                "guests:\n  - name: x\n    module: {module}\n    verify: {verify}\n"
+            ))
+        };
+        let list = parse(
+            "{file: /m.wasm}",
+            &format!("{{keys: {keys}, bundle: {{configMap: {{name: b, key: m.bundle}}}}}}"),
+        )
+        .unwrap();
+        let verify = list.guests[0].verify.as_ref().unwrap();
+        assert_eq!(
+            verify.bundle,
+            Some(ModuleSource::ConfigMap {
+                name: "b".into(),
+                key: "m.bundle".into()
+            })
+        );
+        assert!(parse("{oci: \"r.io/x:v1\"}", &format!("{{keys: {keys}}}")).is_ok());
+        for (module, verify, why) in [
+            (
+                "{file: /m.wasm}",
+                format!("{{keys: {keys}}}"),
+                "verify.bundle is required",
+            ),
+            (
+                "{oci: \"r.io/x:v1\"}",
+                format!("{{keys: {keys}, bundle: {{file: /b}}}}"),
+                "found beside it",
+            ),
+            (
+                "{file: /m.wasm}",
+                "{keys: [\"nope\"], bundle: {file: /b}}".into(),
+                "verify.keys: key 1",
+            ),
+            (
+                "{file: /m.wasm}",
+                format!("{{keys: {keys}, bundle: {{url: ftp://x}}}}"),
+                "http or https",
+            ),
+            ("{file: /m.wasm}", "{keyz: []}".into(), "unknown field"),
+        ] {
+            let err = parse(module, &verify).unwrap_err();
+            assert!(err.to_string().contains(why), "{verify}: {err}");
         }
     }
 

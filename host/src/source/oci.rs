@@ -15,7 +15,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
-use oci_client::manifest::{OciDescriptor, OciImageManifest, OciManifest};
+use oci_client::manifest::{OciDescriptor, OciImageIndex, OciImageManifest, OciManifest};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 
@@ -171,27 +171,7 @@ impl Registry {
             .await?;
         let layer = wasm_layer(&pinned, manifest)?;
         let expected = layer.digest.clone();
-        let bytes = tokio::time::timeout(OPERATION_TIMEOUT, async {
-            let mut stream = self
-                .client
-                .pull_blob_stream(&pinned, &layer)
-                .await
-                .map_err(|e| registry_error(&pinned, e.to_string()))?;
-            let mut bytes = Vec::with_capacity(usize::try_from(layer.size).unwrap_or(0));
-            while let Some(chunk) = stream.next().await {
-                let chunk = chunk.map_err(|e| registry_error(&pinned, e.to_string()))?;
-                if (bytes.len() + chunk.len()) as u64 > MAX_MODULE_BYTES {
-                    return Err(registry_error(
-                        &pinned,
-                        format!("the layer exceeds {} MiB", MAX_MODULE_BYTES >> 20),
-                    ));
-                }
-                bytes.extend_from_slice(&chunk);
-            }
-            Ok(bytes)
-        })
-        .await
-        .map_err(|_| registry_error(&pinned, format!("no layer within {OPERATION_TIMEOUT:?}")))??;
+        let bytes = self.blob(&pinned, &layer, MAX_MODULE_BYTES).await?;
         let module = ModuleBytes::new(bytes);
         let actual = format!("sha256:{}", module.digest());
         if !actual.eq_ignore_ascii_case(&expected) {
@@ -233,6 +213,158 @@ impl Registry {
         .await
     }
 
+    /// The blob `layer` of `reference`'s repository, refused past `max`
+    /// bytes and after [`OPERATION_TIMEOUT`].
+    pub(in crate::source) async fn blob(
+        &self,
+        reference: &Reference,
+        layer: &OciDescriptor,
+        max: u64,
+    ) -> Result<Vec<u8>, Error> {
+        if !(0..=max as i64).contains(&layer.size) {
+            return Err(registry_error(
+                reference,
+                format!(
+                    "the blob {} is {} bytes, at most {max} are read",
+                    layer.digest, layer.size
+                ),
+            ));
+        }
+        tokio::time::timeout(OPERATION_TIMEOUT, async {
+            let mut stream = self
+                .client
+                .pull_blob_stream(reference, layer)
+                .await
+                .map_err(|e| registry_error(reference, e.to_string()))?;
+            let mut bytes = Vec::with_capacity(usize::try_from(layer.size).unwrap_or(0));
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk.map_err(|e| registry_error(reference, e.to_string()))?;
+                if (bytes.len() + chunk.len()) as u64 > max {
+                    return Err(registry_error(
+                        reference,
+                        format!("the blob {} exceeds {max} bytes", layer.digest),
+                    ));
+                }
+                bytes.extend_from_slice(&chunk);
+            }
+            Ok(bytes)
+        })
+        .await
+        .map_err(|_| registry_error(reference, format!("no blob within {OPERATION_TIMEOUT:?}")))?
+    }
+
+    /// The image manifest `reference` names, none when the registry has no
+    /// such manifest.
+    pub(in crate::source) async fn image_manifest(
+        &self,
+        reference: &Reference,
+    ) -> Result<Option<OciImageManifest>, Error> {
+        self.client
+            .store_auth_if_needed(reference.resolve_registry(), &self.auth)
+            .await;
+        match self
+            .timed_found(reference, self.client.pull_manifest(reference, &self.auth))
+            .await?
+        {
+            Some((OciManifest::Image(manifest), _)) => Ok(Some(manifest)),
+            Some((OciManifest::ImageIndex(_), _)) => Err(registry_error(
+                reference,
+                "an image index, not an image manifest".into(),
+            )),
+            None => Ok(None),
+        }
+    }
+
+    /// The manifests that name `subject` (a reference by digest) and are
+    /// of `artifact_type`: from the registry's referrers API, else from
+    /// its tag fallback `sha256-<hex>`.
+    pub(in crate::source) async fn referrers(
+        &self,
+        subject: &Reference,
+        artifact_type: &str,
+    ) -> Result<OciImageIndex, Error> {
+        self.client
+            .store_auth_if_needed(subject.resolve_registry(), &self.auth)
+            .await;
+        self.timed(
+            subject,
+            self.client.pull_referrers(subject, Some(artifact_type)),
+        )
+        .await
+    }
+
+    /// The raw manifest `reference` names, none when the registry has
+    /// none.
+    pub(in crate::source) async fn raw_manifest(
+        &self,
+        reference: &Reference,
+        accepted: &[&str],
+    ) -> Result<Option<Vec<u8>>, Error> {
+        let found = self
+            .timed_found(
+                reference,
+                self.client
+                    .pull_manifest_raw(reference, &self.auth, accepted),
+            )
+            .await?;
+        Ok(found.map(|(bytes, _)| bytes.to_vec()))
+    }
+
+    /// Stores `data` as a blob of `reference`'s repository.
+    pub(in crate::source) async fn push_blob(
+        &self,
+        reference: &Reference,
+        data: Vec<u8>,
+        digest: &str,
+    ) -> Result<(), Error> {
+        self.client
+            .store_auth_if_needed(reference.resolve_registry(), &self.auth)
+            .await;
+        self.timed(reference, self.client.push_blob(reference, data, digest))
+            .await
+            .map(drop)
+    }
+
+    /// Stores the manifest `body` of `media_type` at `reference` (a tag or
+    /// its digest).
+    pub(in crate::source) async fn push_manifest(
+        &self,
+        reference: &Reference,
+        body: Vec<u8>,
+        media_type: &'static str,
+    ) -> Result<(), Error> {
+        self.client
+            .store_auth_if_needed(reference.resolve_registry(), &self.auth)
+            .await;
+        self.timed(
+            reference,
+            self.client.push_manifest_raw(
+                reference,
+                body,
+                http::HeaderValue::from_static(media_type),
+            ),
+        )
+        .await
+        .map(drop)
+    }
+
+    /// [`Registry::timed`], with the registry's "no such manifest" as none.
+    async fn timed_found<T>(
+        &self,
+        reference: &Reference,
+        operation: impl Future<Output = oci_client::errors::Result<T>>,
+    ) -> Result<Option<T>, Error> {
+        match tokio::time::timeout(OPERATION_TIMEOUT, operation).await {
+            Ok(Ok(found)) => Ok(Some(found)),
+            Ok(Err(e)) if is_not_found(&e) => Ok(None),
+            Ok(Err(e)) => Err(registry_error(reference, one_line(&e))),
+            Err(_) => Err(registry_error(
+                reference,
+                format!("no answer within {OPERATION_TIMEOUT:?}"),
+            )),
+        }
+    }
+
     async fn timed<T>(
         &self,
         reference: &Reference,
@@ -245,6 +377,19 @@ impl Registry {
                 format!("no answer within {OPERATION_TIMEOUT:?}"),
             )),
         }
+    }
+}
+
+/// Whether the registry answered that it has no such manifest.
+fn is_not_found(error: &oci_client::errors::OciDistributionError) -> bool {
+    use oci_client::errors::{OciDistributionError as E, OciErrorCode as Code};
+    match error {
+        E::ImageManifestNotFoundError(_) | E::ServerError { code: 404, .. } => true,
+        E::RegistryError { envelope, .. } => envelope
+            .errors
+            .iter()
+            .any(|e| matches!(e.code, Code::ManifestUnknown | Code::NotFound)),
+        _ => false,
     }
 }
 

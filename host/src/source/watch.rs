@@ -51,7 +51,13 @@ pub fn parse_list_ref(text: &str) -> Option<(String, String)> {
 }
 
 /// Follows the guest list until the watch ends (it does not end on its own).
-pub async fn follow(client: Client, host: &mut Host, namespace: &str, name: &str) {
+pub async fn follow(
+    client: Client,
+    host: &mut Host,
+    namespace: &str,
+    name: &str,
+    trust: super::signature::Trust,
+) {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
     let leadership = host.clients().leadership().clone();
     let events = Events::new(client.clone(), "guest-list").fenced_by(leadership.clone());
@@ -65,7 +71,7 @@ pub async fn follow(client: Client, host: &mut Host, namespace: &str, name: &str
     host.health().follow_list();
     let (store, writer) = reflector::store();
     let mut syncer = Syncer {
-        sources: Sources::new(store, namespace, client.clone()),
+        sources: Sources::new(store, namespace, client.clone(), Some(trust)),
         namespace: namespace.to_string(),
         name: name.to_string(),
         status,
@@ -197,9 +203,11 @@ struct Syncer {
     /// not one folded series.
     guest_events: HashMap<String, Events>,
     /// Per guest: the input last attempted (the entry and its source's
-    /// version) and whether it failed, so an unchanged input is neither
-    /// fetched again nor, when it failed, reported again.
-    attempted: HashMap<String, (String, bool)>,
+    /// version) and, when it failed, why, so an unchanged input is neither
+    /// fetched again nor, when it failed the same way, reported again (an
+    /// `oci` entry that failed is tried at each poll: its signatures may
+    /// change beside an unchanged digest).
+    attempted: HashMap<String, (String, Option<String>)>,
     last_list_error: Option<String>,
     /// Module ConfigMaps the current list references.
     referenced: Vec<String>,
@@ -284,15 +292,20 @@ impl Syncer {
             }
         };
         self.last_list_error = None;
+        // Module and signature-bundle ConfigMaps.
         self.referenced = list
             .guests
             .iter()
-            .filter_map(|g| match &g.module {
+            .flat_map(|g| {
+                let bundle = g.verify.as_ref().and_then(|v| v.bundle.as_ref());
+                std::iter::once(&g.module).chain(bundle)
+            })
+            .filter_map(|source| match source {
                 ModuleSource::ConfigMap { name, .. } => Some(name.clone()),
                 _ => None,
             })
             .collect();
-        // The list, its module ConfigMaps and its pull Secrets.
+        // The list, its module and bundle ConfigMaps and its pull Secrets.
         let pull_secrets = list.guests.iter().filter_map(|g| g.pull_secret.as_deref());
         host.protected().set(
             "guest-list",
@@ -345,8 +358,8 @@ impl Syncer {
             let running = host.current(&entry.name).is_some();
             let retry = self.retry.remove(&entry.name);
             match self.attempted.get(&entry.name) {
-                Some((i, true)) if *i == input && !retry => continue,
-                Some((i, false)) if *i == input && running => continue,
+                Some((i, Some(_))) if *i == input && !retry => continue,
+                Some((i, None)) if *i == input && running => continue,
                 _ => {}
             }
             let module = match self.sources.fetch(entry).await {
@@ -356,12 +369,17 @@ impl Syncer {
                 }
                 Err(e) => {
                     host.health().fetch_failed(&entry.name, e.to_string());
+                    let keeps = if host.current(&entry.name).is_some() {
+                        "; the running version keeps running"
+                    } else {
+                        ""
+                    };
                     self.fail(
                         &reference,
                         &entry.name,
                         input,
                         e.reason(),
-                        format!("guest {:?}: {e}", entry.name),
+                        format!("guest {:?}: {e}{keeps}", entry.name),
                     );
                     continue;
                 }
@@ -425,7 +443,7 @@ impl Syncer {
                             ),
                         );
                     }
-                    self.attempted.insert(entry.name.clone(), (input, false));
+                    self.attempted.insert(entry.name.clone(), (input, None));
                 }
                 Err(e) => {
                     let keeps = if host.current(&entry.name).is_some() {
@@ -507,7 +525,7 @@ impl Syncer {
             let failed = self
                 .attempted
                 .get(&entry.name)
-                .is_some_and(|(_, failed)| *failed);
+                .is_some_and(|(_, failed)| failed.is_some());
             match self.sources.poll(entry).await {
                 Ok(moved) => {
                     if self.poll_failing.remove(&entry.name) {
@@ -555,7 +573,7 @@ impl Syncer {
         if self
             .attempted
             .get(guest)
-            .is_some_and(|(i, failed)| *i == input && *failed)
+            .is_some_and(|(i, failed)| *i == input && failed.as_ref() == Some(&message))
         {
             return;
         }
@@ -564,8 +582,15 @@ impl Syncer {
             "{}",
             crate::sink::cut(&message, crate::sink::LOG_MESSAGE_BYTES)
         );
-        self.guest_event(guest, reference, EventType::Warning, reason, message);
-        self.attempted.insert(guest.to_string(), (input, true));
+        self.guest_event(
+            guest,
+            reference,
+            EventType::Warning,
+            reason,
+            message.clone(),
+        );
+        self.attempted
+            .insert(guest.to_string(), (input, Some(message)));
     }
 
     fn list_error(&mut self, cm: Option<&ConfigMap>, message: String) {

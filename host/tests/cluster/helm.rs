@@ -407,6 +407,45 @@ async fn the_api_server_accepts_the_chart_in_a_server_side_dry_run(
         !ok && stderr.contains("quantities must match"),
         "the API server took a CPU limit of \"lots\": {stderr}"
     );
+
+    // Signed modules: the flags, and the trusted keys in a ConfigMap the
+    // Deployment mounts, which the API server accepts and the host reads.
+    let key = sigstore::crypto::SigningScheme::ECDSA_P256_SHA256_ASN1
+        .create_signer()?
+        .to_sigstore_keypair()?
+        .public_key_to_pem()?;
+    let rendered = helm
+        .ok(&[
+            "template",
+            "wasmop",
+            CHART,
+            "--set",
+            &format!("namespace={ns}"),
+            "--set",
+            "signatures.require=true",
+            "--set-json",
+            &format!("signatures.trustedKeys={}", serde_json::to_string(&[&key])?),
+        ])
+        .await?;
+    let (ok, stdout, stderr) = kubectl(&env, &apply, Some(&rendered))?;
+    ensure!(
+        ok,
+        "the API server refused the chart with signatures:\n{stdout}\n{stderr}"
+    );
+    ensure!(stdout.contains("configmap/wasmop-trusted-keys"), "{stdout}");
+    let chart = objects(&rendered)?;
+    let args = args_of(&chart[&format!("Deployment {ns}/wasmop")]);
+    for flag in [
+        "--require-signed-modules",
+        "--trusted-keys=/etc/wasmop/trusted-keys/keys.pem",
+    ] {
+        ensure!(args.contains(&flag.to_owned()), "{flag} not in {args:?}");
+    }
+    let pem = chart[&format!("ConfigMap {ns}/wasmop-trusted-keys")]["data"]["keys.pem"]
+        .as_str()
+        .context("keys.pem")?;
+    let keys = wasmop_host::source::signature::Keys::parse([pem]).map_err(anyhow::Error::msg)?;
+    ensure!(!keys.is_empty(), "{pem}");
     Ok(())
 }
 

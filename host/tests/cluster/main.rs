@@ -35,6 +35,7 @@ mod related;
 mod rollouts;
 mod sandbox;
 mod shards;
+mod signatures;
 mod upgrade;
 mod webhooks;
 
@@ -67,6 +68,7 @@ fn main() -> std::process::ExitCode {
         shards,
         hot_swap,
         oci,
+        signatures,
         monitoring,
         production,
         sandbox,

@@ -30,7 +30,7 @@ const POLL: Duration = Duration::from_secs(2);
 
 /// `wasmop push <module> <reference> --insecure`, with credentials on stdin
 /// when `auth` is given; returns the digest it printed.
-fn push(
+pub(crate) fn push(
     module: &std::path::Path,
     reference: &str,
     auth: Option<&BasicAuth>,
@@ -95,7 +95,7 @@ async fn setup(
 
 /// The `apps.example.com/version` label cache-operator v2 puts on its
 /// Deployments ("v1" when absent).
-async fn flavor_of(client: &Client, ns: &str, cache: &str) -> anyhow::Result<String> {
+pub(crate) async fn flavor_of(client: &Client, ns: &str, cache: &str) -> anyhow::Result<String> {
     let d = Api::<Deployment>::namespaced(client.clone(), ns)
         .get(cache)
         .await?;

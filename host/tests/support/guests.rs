@@ -36,6 +36,11 @@ impl Entry {
         Self::config_map("cache-operator", "cache-module").namespaces([namespace])
     }
 
+    /// A guest whose module is the file at `path`.
+    pub fn file(name: &str, path: &str) -> Self {
+        Self::with_module(name, json!({"file": path}))
+    }
+
     /// A guest whose module is pulled from an OCI registry.
     pub fn oci(name: &str, reference: &str) -> Self {
         Self::with_module(name, json!({"oci": reference}))

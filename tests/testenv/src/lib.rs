@@ -51,6 +51,8 @@
 //!   building `tests/registry` ([`Registry`]);
 //! - `TEST_ASSET_HELM`: the helm binary to use instead of building
 //!   `tests/helm` ([`ensure_helm`]);
+//! - `TEST_ASSET_COSIGN`: the cosign binary to use instead of building
+//!   `tests/cosign` ([`ensure_cosign`]);
 //! - `WASMOP_SKIP_CLUSTER_TESTS=1`: if the control plane cannot start,
 //!   report the tests as ignored instead of failed;
 //! - `WASMOP_KEEP_TESTENV=1`: keep the temporary directory (logs, audit log,
@@ -59,6 +61,7 @@
 mod audit;
 mod binaries;
 pub mod cache;
+mod cosign;
 mod cost;
 pub mod crd;
 mod env;
@@ -75,6 +78,7 @@ mod window;
 
 pub use audit::{WRITE_VERBS, effective_user};
 pub use binaries::{Binaries, ensure_binaries};
+pub use cosign::{COSIGN_VERSION, ensure_cosign};
 pub use cost::{Cost, cost};
 pub use env::{NODE_NAME, TestEnv};
 pub use faults::Component;
