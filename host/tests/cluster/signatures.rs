@@ -550,8 +550,67 @@ async fn hostile_signatures_are_refused_and_the_running_version_keeps_running(
         .await
         .context("the configMap module with its configMap bundle was not loaded")?;
     served_by(&client, &ns, "configmap-v1", "v1").await?;
+
+    // A module and its bundle at URLs (the registry's blob URLs): a bundle
+    // past 256 KiB is refused as it downloads, then the bundle swaps in v2.
+    let v2_bytes = std::fs::read(&m2)?;
+    let v2_url = put_blob(&registry, v2_bytes.clone()).await?;
+    let v2_digest = crate::support::sha256_hex(&v2_bytes);
+    let url_entry = |bundle: &str| {
+        Entry::url("cache-operator", &v2_url, &v2_digest)
+            .namespaces([&ns])
+            .with(
+                "verify",
+                serde_json::json!({"keys": [trusted], "bundle": {"url": bundle}}),
+            )
+    };
+    let large = put_blob(&registry, vec![b' '; 300 << 10]).await?;
+    v1_runs
+        .refused(
+            &mut host,
+            url_entry(&large),
+            "the bundle is larger than the 256 KiB",
+        )
+        .await?;
+    let bundle = put_blob(&registry, std::fs::read(&v2_bundle)?).await?;
+    put_guest_list(
+        &client,
+        &ns,
+        LIST,
+        &GuestList::of([url_entry(&bundle)]).yaml(),
+    )
+    .await?;
+    host.wait_for_log(&format!("to={}", &v2_digest[..12]), LONG)
+        .await
+        .context("the url module with its url bundle was not loaded")?;
+    served_by(&client, &ns, "url-v2", "v2").await?;
     ensure!(host.is_running());
     Ok(())
+}
+
+/// Stores `bytes` as a blob of the registry's `ops/blobs`: the URL it is
+/// served at.
+async fn put_blob(registry: &Registry, bytes: Vec<u8>) -> anyhow::Result<String> {
+    wasmop_host::client::install_crypto_provider();
+    let client = oci_client::Client::new(oci_client::client::ClientConfig {
+        protocol: oci_client::client::ClientProtocol::Http,
+        ..Default::default()
+    });
+    let digest = format!("sha256:{}", crate::support::sha256_hex(&bytes));
+    let reference: oci_client::Reference =
+        format!("{}/ops/blobs:any", registry.address()).parse()?;
+    client
+        .auth(
+            &reference,
+            &oci_client::secrets::RegistryAuth::Anonymous,
+            oci_client::RegistryOperation::Push,
+        )
+        .await?;
+    client.push_blob(&reference, bytes, &digest).await?;
+    Ok(format!(
+        "http://{}/v2/ops/blobs/blobs/{digest}",
+        registry.address()
+    ))
 }
 
 /// Copies the manifest at `from` to `to` (plain HTTP), as whoever may push
