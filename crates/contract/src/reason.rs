@@ -112,6 +112,9 @@ reasons! {
     GuestSwapped,
     /// A guest was removed from the list and stopped.
     GuestStopped,
+    /// The guest list names the running version again after a refused
+    /// update: nothing changes, and the refusal is over.
+    GuestRestored,
 
     // Rollouts of a new module version.
     /// A candidate version started to roll out beside the stable one.

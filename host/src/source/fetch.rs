@@ -387,9 +387,18 @@ impl Sources {
                 };
                 verify(entry.sha256.as_deref(), &module)?;
                 if let Some(keys) = self.keys_for(entry, &module)? {
-                    signature::registry::verify(&registry, &reference, &digest, &keys)
-                        .await
-                        .map_err(|source| refused(&module, source))?;
+                    let checked = tokio::time::timeout(
+                        signature::VERIFY_TIMEOUT,
+                        signature::registry::verify(&registry, &reference, &digest, &keys),
+                    )
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(signature::Error::Fetch(format!(
+                            "the registry's signatures were not read within {:?}",
+                            signature::VERIFY_TIMEOUT
+                        )))
+                    });
+                    checked.map_err(|source| refused(&module, source))?;
                 }
                 return Ok(module);
             }

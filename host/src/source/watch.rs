@@ -419,6 +419,10 @@ impl Syncer {
             };
             match host.upsert(spec).await {
                 Ok(change) => {
+                    let refused_before = self
+                        .attempted
+                        .get(&entry.name)
+                        .is_some_and(|(_, failed)| failed.is_some());
                     if let Some((reason, message)) = describe_change(host, &entry.name, &change) {
                         self.guest_event(
                             &entry.name,
@@ -426,6 +430,24 @@ impl Syncer {
                             EventType::Normal,
                             reason,
                             message,
+                        );
+                    } else if refused_before {
+                        // The list names the running version again (a tag
+                        // moved back, an entry reverted): the refusal is
+                        // over, and `wasmop status` stops showing it.
+                        let digest = host
+                            .current(&entry.name)
+                            .map(|g| g.digest()[..12].to_owned())
+                            .unwrap_or_default();
+                        self.guest_event(
+                            &entry.name,
+                            &reference,
+                            EventType::Normal,
+                            Reason::GuestRestored,
+                            format!(
+                                "guest {:?}: the list names the running version sha256 {digest}… again; the refused update is over",
+                                entry.name
+                            ),
                         );
                     }
                     if let (false, Some((asked, granted))) = (

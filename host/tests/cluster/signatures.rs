@@ -290,7 +290,17 @@ async fn oci_modules_run_only_with_a_trusted_signature_and_cosign_accepts_what_w
     .context("wasmop status did not show the refused module")?;
     ensure!(shown.contains("cache-operator"), "{shown}");
 
-    // v2 signed by a key the host does not trust.
+    // The tag moved back to v1: nothing changes, and the refusal is over.
+    push(&guest_module("cache-operator")?, &tag, None)?;
+    wait_for_event(&client, &ns, LIST, "GuestRestored", LONG).await?;
+    let status_now = status(&kubeconfig, &ns)?;
+    ensure!(
+        !status_now.contains("REFUSED"),
+        "the refusal is still shown: {status_now}"
+    );
+
+    // v2 again, signed by a key the host does not trust.
+    push(&guest_module("cache-operator-v2")?, &tag, None)?;
     cosign.sign("untrusted", &format!("{repository}@{v2}"))?;
     host.wait_for_log("not signed by a trusted key", LONG)
         .await?;

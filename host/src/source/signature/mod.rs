@@ -38,6 +38,11 @@ pub const MAX_BUNDLE_BYTES: u64 = 256 << 10;
 /// The most signature objects examined beside one artifact.
 pub const MAX_SIGNATURES: usize = 16;
 
+/// How long finding and checking an artifact's signatures may take in
+/// all: the guest list is followed one entry at a time, and a slow
+/// registry must not hold the others.
+pub const VERIFY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Why a module's signature does not hold.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {

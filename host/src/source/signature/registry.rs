@@ -20,6 +20,8 @@ pub const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
 /// The empty config of an artifact manifest.
 const EMPTY_MEDIA_TYPE: &str = "application/vnd.oci.empty.v1+json";
 const INDEX_MEDIA_TYPE: &str = "application/vnd.oci.image.index.v1+json";
+/// The largest referrer manifest looked at: cosign's are under 1 KiB.
+const MAX_MANIFEST_BYTES: i64 = 64 << 10;
 
 fn fetch(e: oci::Error) -> Error {
     Error::Fetch(e.to_string())
@@ -125,6 +127,12 @@ async fn attached(
     digest: &str,
     keys: &Keys,
 ) -> Result<String, Error> {
+    if !(0..=MAX_MANIFEST_BYTES).contains(&entry.size) {
+        return Err(Error::Malformed(format!(
+            "the referrer {} is {} bytes, more than a signature's manifest takes",
+            entry.digest, entry.size
+        )));
+    }
     let pinned = Reference::with_digest(
         subject.registry().to_owned(),
         subject.repository().to_owned(),
