@@ -326,13 +326,7 @@ impl Sources {
         }
         let bytes = match &entry.module {
             ModuleSource::ConfigMap { name, key } => {
-                let cm = self
-                    .configmaps
-                    .get(&ObjectRef::new(name).within(&self.namespace))
-                    .ok_or_else(|| Error::ConfigMap {
-                        namespace: self.namespace.clone(),
-                        name: name.clone(),
-                    })?;
+                let cm = self.config_map(name)?;
                 cm.binary_data
                     .as_ref()
                     .and_then(|d| d.get(key))
@@ -416,6 +410,17 @@ impl Sources {
         Ok(module)
     }
 
+    /// The ConfigMap `name` of the list's namespace, as the watch last saw
+    /// it.
+    fn config_map(&self, name: &str) -> Result<std::sync::Arc<ConfigMap>, Error> {
+        self.configmaps
+            .get(&ObjectRef::new(name).within(&self.namespace))
+            .ok_or_else(|| Error::ConfigMap {
+                namespace: self.namespace.clone(),
+                name: name.to_owned(),
+            })
+    }
+
     /// The keys `entry`'s module must be signed by, none when it needs no
     /// signature.
     fn keys_for(
@@ -451,14 +456,8 @@ impl Sources {
         match source {
             ModuleSource::ConfigMap { name, key } => {
                 let cm = self
-                    .configmaps
-                    .get(&ObjectRef::new(name).within(&self.namespace))
-                    .ok_or_else(|| {
-                        signature::Error::Missing(format!(
-                            "ConfigMap {}/{name} does not exist",
-                            self.namespace
-                        ))
-                    })?;
+                    .config_map(name)
+                    .map_err(|e| signature::Error::Missing(e.to_string()))?;
                 let bytes = cm
                     .binary_data
                     .as_ref()

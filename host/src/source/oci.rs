@@ -259,9 +259,6 @@ impl Registry {
         &self,
         reference: &Reference,
     ) -> Result<Option<OciImageManifest>, Error> {
-        self.client
-            .store_auth_if_needed(reference.resolve_registry(), &self.auth)
-            .await;
         match self
             .timed_found(reference, self.client.pull_manifest(reference, &self.auth))
             .await?

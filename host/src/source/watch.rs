@@ -178,6 +178,16 @@ fn describe_change(host: &Host, name: &str, change: &Change) -> Option<(Reason, 
     ))
 }
 
+/// What a failed update of guest `name` adds to its message: that the
+/// version it runs, if any, keeps running.
+fn keeps(host: &Host, name: &str) -> &'static str {
+    if host.current(name).is_some() {
+        "; the previous version keeps running"
+    } else {
+        ""
+    }
+}
+
 /// Sleeps until `deadline`, or forever without one.
 async fn sleep_until(deadline: Option<tokio::time::Instant>) {
     match deadline {
@@ -369,17 +379,12 @@ impl Syncer {
                 }
                 Err(e) => {
                     host.health().fetch_failed(&entry.name, e.to_string());
-                    let keeps = if host.current(&entry.name).is_some() {
-                        "; the running version keeps running"
-                    } else {
-                        ""
-                    };
                     self.fail(
                         &reference,
                         &entry.name,
                         input,
                         e.reason(),
-                        format!("guest {:?}: {e}{keeps}", entry.name),
+                        format!("guest {:?}: {e}{}", entry.name, keeps(host, &entry.name)),
                     );
                     continue;
                 }
@@ -468,17 +473,16 @@ impl Syncer {
                     self.attempted.insert(entry.name.clone(), (input, None));
                 }
                 Err(e) => {
-                    let keeps = if host.current(&entry.name).is_some() {
-                        "; the previous version keeps running"
-                    } else {
-                        ""
-                    };
                     self.fail(
                         &reference,
                         &entry.name,
                         input,
                         e.reason(),
-                        format!("guest {:?} not loaded: {e}{keeps}", entry.name),
+                        format!(
+                            "guest {:?} not loaded: {e}{}",
+                            entry.name,
+                            keeps(host, &entry.name)
+                        ),
                     );
                 }
             }

@@ -100,6 +100,14 @@ impl Helm {
         ensure!(ok, "helm {} failed:\n{stdout}\n{stderr}", args.join(" "));
         Ok(stdout)
     }
+
+    /// `helm template wasmop` of the chart with `values` (flags such as
+    /// `--set …`): the rendered manifests.
+    async fn template(&self, values: &[&str]) -> anyhow::Result<String> {
+        let mut args = vec!["template", "wasmop", CHART];
+        args.extend(values);
+        self.ok(&args).await
+    }
 }
 
 /// The chart's directory, relative to the workspace (helm runs there).
@@ -222,25 +230,14 @@ async fn the_chart_passes_helm_lint(env: Arc<TestEnv>) -> anyhow::Result<()> {
 async fn the_chart_renders_what_deploy_installs(env: Arc<TestEnv>) -> anyhow::Result<()> {
     let helm = Helm::new(&env).await?;
     // Default values: what `kubectl apply -k deploy/` installs, CRD included.
-    let chart = objects(
-        &helm
-            .ok(&["template", "wasmop", CHART, "--include-crds"])
-            .await?,
-    )?;
+    let chart = objects(&helm.template(&["--include-crds"]).await?)?;
     let deploy = objects(&kustomize(&env, "deploy")?)?;
     same_objects(&chart, &deploy, "default values")?;
 
     // monitoring.enabled: deploy/ and deploy/monitoring/.
     let chart = objects(
         &helm
-            .ok(&[
-                "template",
-                "wasmop",
-                CHART,
-                "--include-crds",
-                "--set",
-                "monitoring.enabled=true",
-            ])
+            .template(&["--include-crds", "--set", "monitoring.enabled=true"])
             .await?,
     )?;
     let mut deploy = objects(&kustomize(&env, "deploy")?)?;
@@ -250,11 +247,7 @@ async fn the_chart_renders_what_deploy_installs(env: Arc<TestEnv>) -> anyhow::Re
     // guestIdentity=host: the roles `wasmop rbac --guest-identity host`
     // prints for the same guests (deploy/rbac/roles.yaml is the
     // impersonate ones).
-    let chart = objects(
-        &helm
-            .ok(&["template", "wasmop", CHART, "--set", "guestIdentity=host"])
-            .await?,
-    )?;
+    let chart = objects(&helm.template(&["--set", "guestIdentity=host"]).await?)?;
     let out = Command::new(env!("CARGO_BIN_EXE_wasmop"))
         .args([
             "rbac",
@@ -359,14 +352,7 @@ async fn the_api_server_accepts_the_chart_in_a_server_side_dry_run(
     // validation and stores nothing (the namespace is the test's own, which
     // exists: a dry run creates no namespace for the objects in it).
     let rendered = helm
-        .ok(&[
-            "template",
-            "wasmop",
-            CHART,
-            "--include-crds",
-            "--set",
-            &format!("namespace={ns}"),
-        ])
+        .template(&["--include-crds", "--set", &format!("namespace={ns}")])
         .await?;
     let apply = [
         "apply",
@@ -392,10 +378,7 @@ async fn the_api_server_accepts_the_chart_in_a_server_side_dry_run(
     // The server's checks are real: a value the schema lets through but
     // the API server does not (a CPU quantity) is refused there.
     let rendered = helm
-        .ok(&[
-            "template",
-            "wasmop",
-            CHART,
+        .template(&[
             "--set",
             &format!("namespace={ns}"),
             "--set-json",
@@ -415,10 +398,7 @@ async fn the_api_server_accepts_the_chart_in_a_server_side_dry_run(
         .to_sigstore_keypair()?
         .public_key_to_pem()?;
     let rendered = helm
-        .ok(&[
-            "template",
-            "wasmop",
-            CHART,
+        .template(&[
             "--set",
             &format!("namespace={ns}"),
             "--set",

@@ -79,18 +79,7 @@ fn run_promtool(dir: &Path, args: &[&str], stdin: Option<&str>) -> anyhow::Resul
     }
     drop(input);
     let out = child.wait_with_output()?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    ensure!(
-        out.status.success(),
-        "promtool {} failed ({}):\n{text}",
-        args.join(" "),
-        out.status
-    );
-    Ok(text)
+    crate::support::tool_output("promtool", args, &out)
 }
 
 /// The PrometheusRule of the kit.

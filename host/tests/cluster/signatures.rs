@@ -63,17 +63,7 @@ impl Cosign {
             .stdin(Stdio::null())
             .output()
             .context("starting cosign")?;
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        ensure!(
-            out.status.success(),
-            "cosign {} failed: {text}",
-            args.join(" ")
-        );
-        Ok(text)
+        crate::support::tool_output("cosign", args, &out)
     }
 
     fn key(&self, name: &str) -> PathBuf {
@@ -209,13 +199,18 @@ async fn setup(
     let client = env.client();
     install_cache_crd(&client).await?;
     let ns = env.create_namespace(prefix).await?;
-    put_guest_list(&client, &ns, LIST, &GuestList::of([entry(&ns)]).yaml()).await?;
+    list_only(&client, &ns, entry(&ns)).await?;
     let (_, kubeconfig) = admin_identity(env, &format!("wasmop-{ns}")).await?;
     let list = format!("{ns}/{LIST}");
     let mut args = vec!["--guests-configmap", &list];
     args.extend(flags);
     let host = HostProcess::start(env, &kubeconfig, &ns, &args)?;
     Ok((client, ns, host, kubeconfig))
+}
+
+/// The guest list of `ns` with `entry` alone.
+async fn list_only(client: &Client, ns: &str, entry: Entry) -> anyhow::Result<()> {
+    put_guest_list(client, ns, LIST, &GuestList::of([entry]).yaml()).await
 }
 
 /// A new Cache `name` becomes Ready, reconciled by the version `flavor`
@@ -356,7 +351,7 @@ impl<'a> Refusals<'a> {
         entry: Entry,
         why: &str,
     ) -> anyhow::Result<()> {
-        put_guest_list(self.client, self.ns, LIST, &GuestList::of([entry]).yaml()).await?;
+        list_only(self.client, self.ns, entry).await?;
         host.wait_for_log(why, LONG)
             .await
             .with_context(|| format!("not refused with {why:?}"))?;
@@ -482,13 +477,7 @@ async fn hostile_signatures_are_refused_and_the_running_version_keeps_running(
             ))
     };
     let legacy = cosign.sign_blob("trusted", &m2, true)?;
-    put_guest_list(
-        &client,
-        &ns,
-        LIST,
-        &GuestList::of([file_entry(&m2, &legacy)?]).yaml(),
-    )
-    .await?;
+    list_only(&client, &ns, file_entry(&m2, &legacy)?).await?;
     wait_for_event(&client, &ns, LIST, "GuestSwapped", LONG).await?;
     served_by(&client, &ns, "file-v2", "v2").await?;
     let mut v2_runs = Refusals::new(&client, &ns, "v2");
@@ -554,7 +543,7 @@ async fn hostile_signatures_are_refused_and_the_running_version_keeps_running(
             "verify",
             serde_json::json!({"keys": [trusted], "bundle": {"configMap": {"name": "signed-bundle", "key": "module.wasm.bundle"}}}),
         );
-    put_guest_list(&client, &ns, LIST, &GuestList::of([entry]).yaml()).await?;
+    list_only(&client, &ns, entry).await?;
     let module_digest = crate::support::sha256_hex(&std::fs::read(&m1)?);
     host.wait_for_log(&format!("to={}", &module_digest[..12]), LONG)
         .await
@@ -583,13 +572,7 @@ async fn hostile_signatures_are_refused_and_the_running_version_keeps_running(
         )
         .await?;
     let bundle = put_blob(&registry, std::fs::read(&v2_bundle)?).await?;
-    put_guest_list(
-        &client,
-        &ns,
-        LIST,
-        &GuestList::of([url_entry(&bundle)]).yaml(),
-    )
-    .await?;
+    list_only(&client, &ns, url_entry(&bundle)).await?;
     host.wait_for_log(&format!("to={}", &v2_digest[..12]), LONG)
         .await
         .context("the url module with its url bundle was not loaded")?;

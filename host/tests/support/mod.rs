@@ -473,6 +473,28 @@ pub fn at<'a>(obj: &'a DynamicObject, pointer: &str) -> Option<&'a Value> {
     obj.data.pointer(pointer)
 }
 
+/// What a tool run as `<tool> <args>` printed (stdout, then stderr), or an
+/// error naming the command, its exit status and what it printed unless it
+/// exited 0.
+pub fn tool_output(
+    tool: &str,
+    args: &[&str],
+    out: &std::process::Output,
+) -> anyhow::Result<String> {
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    anyhow::ensure!(
+        out.status.success(),
+        "{tool} {} failed ({}):\n{text}",
+        args.join(" "),
+        out.status
+    );
+    Ok(text)
+}
+
 /// Creates or replaces a ConfigMap holding `module` under `binaryData[key]`.
 pub async fn put_module(
     client: &Client,

@@ -352,7 +352,8 @@ fn path_of(reference: &str) -> &str {
     }
 }
 
-fn short(hex: &str) -> &str {
+/// The first 12 hex digits of a digest, with or without `sha256:`.
+pub(super) fn short(hex: &str) -> &str {
     let hex = hex.trim_start_matches("sha256:");
     &hex[..hex.len().min(12)]
 }
@@ -361,11 +362,7 @@ fn short(hex: &str) -> &str {
 mod tests {
     use super::super::tests::key;
     use super::*;
-
-    fn sha256(bytes: &[u8]) -> String {
-        use sha2::Digest as _;
-        hex::encode(sha2::Sha256::digest(bytes))
-    }
+    use crate::runtime::cache::digest as sha256;
 
     fn sigstore_bundle(module: &[u8], signature: &[u8]) -> Vec<u8> {
         use sha2::Digest as _;

@@ -9,8 +9,11 @@ use oci_client::Reference;
 use oci_client::manifest::{ImageIndexEntry, OciDescriptor, OciImageIndex, OciImageManifest};
 use sigstore::crypto::signing_key::SigStoreSigner;
 
-use super::bundle::{self, BUNDLE_V03_MEDIA_TYPE, COSIGN_SIGN_PREDICATE, IN_TOTO_PAYLOAD_TYPE};
+use super::bundle::{
+    self, BUNDLE_V03_MEDIA_TYPE, COSIGN_SIGN_PREDICATE, IN_TOTO_PAYLOAD_TYPE, short,
+};
 use super::{Error, Keys, MAX_BUNDLE_BYTES, MAX_SIGNATURES};
+use crate::runtime::cache::digest as digest_of;
 use crate::source::oci::{self, MANIFEST_MEDIA_TYPE, Registry};
 
 /// The layer media type of a `.sig` manifest (cosign 2).
@@ -25,11 +28,6 @@ const MAX_MANIFEST_BYTES: i64 = 64 << 10;
 
 fn fetch(e: oci::Error) -> Error {
     Error::Fetch(e.to_string())
-}
-
-fn short(digest: &str) -> &str {
-    let hex = digest.trim_start_matches("sha256:");
-    &hex[..hex.len().min(12)]
 }
 
 /// The tag of the referrers' fallback index, and of cosign 2's
@@ -214,7 +212,7 @@ async fn small_blob(
         .blob(reference, layer, MAX_BUNDLE_BYTES)
         .await
         .map_err(fetch)?;
-    let actual = format!("sha256:{}", sha256_hex(&bytes));
+    let actual = format!("sha256:{}", digest_of(&bytes));
     if !actual.eq_ignore_ascii_case(&layer.digest) {
         return Err(Error::Malformed(format!(
             "the blob {} holds bytes of {actual}",
@@ -222,11 +220,6 @@ async fn small_blob(
         )));
     }
     Ok(bytes)
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest as _;
-    hex::encode(sha2::Sha256::digest(bytes))
 }
 
 /// Signs the artifact `reference` whose manifest digest is `digest` with
@@ -274,8 +267,8 @@ pub async fn sign(
         &hint,
     );
     let empty = b"{}".to_vec();
-    let empty_digest = format!("sha256:{}", sha256_hex(&empty));
-    let bundle_digest = format!("sha256:{}", sha256_hex(&bundle_bytes));
+    let empty_digest = format!("sha256:{}", digest_of(&empty));
+    let bundle_digest = format!("sha256:{}", digest_of(&bundle_bytes));
     let layer = OciDescriptor {
         media_type: BUNDLE_V03_MEDIA_TYPE.into(),
         digest: bundle_digest.clone(),
@@ -317,7 +310,7 @@ pub async fn sign(
         annotations: Some(annotations.clone()),
     };
     let body = serde_json::to_vec(&manifest)?;
-    let manifest_digest = format!("sha256:{}", sha256_hex(&body));
+    let manifest_digest = format!("sha256:{}", digest_of(&body));
     let size = body.len() as i64;
     registry
         .push_manifest(&at(manifest_digest.clone()), body, MANIFEST_MEDIA_TYPE)
